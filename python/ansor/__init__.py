@@ -1,0 +1,34 @@
+"""ansor-mlir: Ansor (Zheng et al., OSDI 2020) auto-scheduling rebuilt on MLIR.
+
+Pipeline (see README):
+
+    module --create_task--> SearchTask --sketch rules--> [Sketch] (transform scripts with holes)
+    Sketch --annotation--> Schedule --measure (worker: apply, lower, JIT, verify, time)--> Record
+    [Record] --> LOG.jsonl --compile--> callable with the best schedule
+
+Importing `ansor` registers the `ansor` dialect and passes into every new `mlir.ir.Context`.
+"""
+
+from __future__ import annotations
+
+from . import _native
+
+_native.register_everything()
+
+from .compile import CompiledFunction, compile  # noqa: E402
+from .records import Record, load_records  # noqa: E402
+from .task import SearchTask, TaskError, create_task  # noqa: E402
+from .tuner import TuneResult, tune  # noqa: E402
+
+__all__ = [
+    "CompiledFunction",
+    "Record",
+    "SearchTask",
+    "TaskError",
+    "TuneResult",
+    "compile",
+    "create_task",
+    "load_records",
+    "tune",
+]
+__version__ = "0.1.0"

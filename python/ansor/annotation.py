@@ -1,0 +1,128 @@
+"""Random annotation: fill a sketch's holes with valid values.
+
+    Sketch --sample(rng)--> Schedule(sketch name, knob values)   (frozen, JSON-able, keyed)
+
+Tile sizes come from a uniformly chosen ordered factorization of each loop extent
+(`extent = f0 * f1 * ... `, innermost factor <= 64, vectorized loop <= 16 lanes, register tile
+<= 256 elements); the knob for level l is the product of the factors inside it. Invalid
+combinations are rejected here, before anything is built.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .sketch import (
+    MAX_INNERMOST,
+    MAX_REGISTER_TILE,
+    MAX_VECTOR,
+    REDUCE_LEVELS,
+    SPACE_LEVELS,
+    UNROLL_OPTIONS,
+    LoopSplit,
+    Sketch,
+)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A point of the search space: which sketch, and a value for each of its knobs."""
+
+    sketch: str
+    knobs: tuple[tuple[str, int], ...]  # sorted by name
+
+    @staticmethod
+    def of(sketch: str, values: Mapping[str, int]) -> Schedule:
+        return Schedule(sketch, tuple(sorted((k, int(v)) for k, v in values.items())))
+
+    def values(self) -> dict[str, int]:
+        return dict(self.knobs)
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_json(self) -> dict:
+        return {"sketch": self.sketch, "knobs": dict(self.knobs)}
+
+    @staticmethod
+    def from_json(d: Mapping) -> Schedule:
+        return Schedule.of(str(d["sketch"]), {str(k): int(v) for k, v in dict(d["knobs"]).items()})
+
+
+@functools.cache
+def factorizations(n: int, parts: int) -> tuple[tuple[int, ...], ...]:
+    """All ordered tuples of `parts` positive integers whose product is `n`."""
+    if parts == 1:
+        return ((n,),)
+    out = []
+    for d in range(1, n + 1):
+        if n % d == 0:
+            for rest in factorizations(n // d, parts - 1):
+                out.append((d, *rest))
+    return tuple(out)
+
+
+def _valid_factors(split: LoopSplit) -> tuple[tuple[int, ...], ...]:
+    levels = SPACE_LEVELS if split.kind == "S" else REDUCE_LEVELS
+    limit = MAX_VECTOR if split.vector else MAX_INNERMOST
+    return tuple(f for f in factorizations(split.extent, levels) if f[-1] <= limit)
+
+
+def sizes_from_factors(factors: tuple[int, ...]) -> list[int]:
+    """Tile size at levels 1.. (level l keeps the product of factors l..end)."""
+    out = []
+    for level in range(1, len(factors)):
+        p = 1
+        for f in factors[level:]:
+            p *= f
+        out.append(p)
+    return out
+
+
+def factors_from_sizes(extent: int, sizes: list[int]) -> tuple[int, ...]:
+    chain = [extent, *sizes, 1]
+    return tuple(chain[i] // chain[i + 1] for i in range(len(chain) - 1))
+
+
+def validate(sketch: Sketch, values: Mapping[str, int]) -> str | None:
+    """Why `values` is not a valid annotation of `sketch` (None when valid)."""
+    for k in sketch.knobs:
+        if k.name not in values:
+            return f"missing knob {k.name}"
+        if int(values[k.name]) not in k.options:
+            return f"knob {k.name}={values[k.name]} not in its options"
+    reg = 1
+    for s in sketch.splits:
+        sizes = [int(values[n]) for n in s.tile_knobs]
+        chain = [s.extent, *sizes]
+        if any(chain[i] % chain[i + 1] for i in range(len(chain) - 1)):
+            return f"loop d{s.dim}: tile sizes {sizes} do not nest in extent {s.extent}"
+        inner = sizes[-1] if s.kind == "S" else sizes[-1]
+        if inner > (MAX_VECTOR if s.vector else MAX_INNERMOST):
+            return f"loop d{s.dim}: innermost tile {inner} too large"
+        if s.kind == "S":
+            reg *= sizes[-1]
+    if reg > MAX_REGISTER_TILE:
+        return f"register tile of {reg} elements exceeds {MAX_REGISTER_TILE}"
+    return None
+
+
+def sample(sketch: Sketch, rng: random.Random, *, max_tries: int = 1000) -> Schedule:
+    """A uniformly random valid annotation of `sketch`."""
+    if sketch.rule == "skip":
+        return Schedule.of(sketch.name, {})
+    for _ in range(max_tries):
+        values: dict[str, int] = {}
+        for s in sketch.splits:
+            factors = rng.choice(_valid_factors(s))
+            for name, size in zip(s.tile_knobs, sizes_from_factors(factors), strict=True):
+                values[name] = size
+        values["unroll"] = rng.choice(UNROLL_OPTIONS)
+        if validate(sketch, values) is None:
+            return Schedule.of(sketch.name, values)
+    raise RuntimeError(f"sketch {sketch.name}: no valid annotation found in {max_tries} tries")

@@ -1,0 +1,205 @@
+"""The `ansor` command line.
+
+    ansor tune FILE.mlir | --workload NAME  --trials N --log LOG.jsonl [--seed S]
+    ansor bench FILE.mlir | --workload NAME --log LOG.jsonl
+    ansor workloads [--emit NAME]
+    ansor sketches FILE.mlir | --workload NAME [--schedule-seed S]
+
+Bad input ends with one line on stderr naming the problem and a non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+def _source(args: argparse.Namespace) -> tuple[str, str]:
+    """(MLIR text or path, display name) from FILE or --workload."""
+    from . import workloads
+
+    if getattr(args, "workload", None):
+        return workloads.get(args.workload), args.workload
+    if not args.file:
+        raise ValueError("give a .mlir FILE or --workload NAME (see `ansor workloads`)")
+    path = Path(args.file)
+    if not path.exists():
+        raise ValueError(f"{path}: no such file")
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory, not an .mlir file")
+    try:
+        return path.read_text(), str(path)
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a text file (MLIR bytecode is not supported; give MLIR text)") from None
+
+
+def _task(args: argparse.Namespace):  # noqa: ANN202
+    from .task import create_task
+
+    text, name = _source(args)
+    return create_task(text if getattr(args, "workload", None) else Path(args.file), func=args.func,
+                       target=args.target, name=Path(name).stem if not args.workload else name)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from .measure import RunOptions
+    from .progress import JsonProgress, TableProgress
+    from .tuner import tune
+
+    task = _task(args)
+    opts = RunOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                      timeout_s=args.timeout, threads=args.threads)
+    cb = JsonProgress() if args.json else TableProgress(verbose=args.verbose)
+    log_path = args.log or f"{task.name}.{task.target}.jsonl"
+    res = tune(task, trials=args.trials, log_path=log_path, seed=args.seed, batch_size=args.batch_size,
+               run_options=opts, callback=cb)
+    if not args.json:
+        print(f"log: {log_path}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .baselines import numpy_function
+    from .compile import CompiledFunction
+    from .measure import check_outputs, make_inputs
+    from .records import best_record, load_records
+
+    task = _task(args)
+    rec = best_record(load_records(args.log), task.hash, task.target) if args.log else None
+    if args.log and rec is None:
+        print(f"warning: {args.log} has no successful record for {task.name}: tuned = untuned", file=sys.stderr)
+    threads = args.threads or os.cpu_count() or 1
+    tuned = CompiledFunction(task, rec, threads)
+    untuned = CompiledFunction(task, None, threads)
+    inputs = make_inputs(task)
+    ref = untuned(*inputs)
+    out = tuned(*inputs)
+    refs = list(ref) if isinstance(ref, tuple) else [ref]
+    outs = list(out) if isinstance(out, tuple) else [out]
+    bad = check_outputs(outs, refs, 1e-4, 1e-4)
+    if bad:
+        print(f"error: tuned program is wrong: {bad}", file=sys.stderr)
+        return 1
+
+    def best_of(fn, reps: int = 5) -> float:  # noqa: ANN001
+        fn()
+        t = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            t.append(time.perf_counter() - t0)
+        return min(t)
+
+    t_tuned = min(tuned.time(*inputs, number=args.number) for _ in range(3))
+    t_untuned = untuned.time(*inputs, number=1)
+    rows = [("tuned (ansor)", t_tuned), ("untuned MLIR", t_untuned)]
+    npf = numpy_function(task)
+    if npf is not None:
+        npout = npf(*inputs)
+        if check_outputs([np.asarray(npout)], refs[:1], 1e-4, 1e-4) is None:
+            rows.append(("numpy", best_of(lambda: npf(*inputs))))
+    print(f"{task.name}: {task.flops / 1e9:.3f} GFLOP, {threads} threads, verified against the untuned program")
+    print(f"{'program':<16} {'latency':>12} {'GFLOP/s':>9} {'tuned speedup':>14}")
+    for name, t in rows:
+        print(f"{name:<16} {t * 1e3:>9.3f} ms {task.flops / t / 1e9:>9.2f} {t / t_tuned:>13.2f}x")
+    return 0
+
+
+def cmd_workloads(args: argparse.Namespace) -> int:
+    from . import workloads
+
+    if args.emit:
+        sys.stdout.write(workloads.get(args.emit))
+        return 0
+    for name, desc in workloads.describe():
+        print(f"{name:<22} {desc}")
+    return 0
+
+
+def cmd_sketches(args: argparse.Namespace) -> int:
+    import random
+
+    from .annotation import sample
+    from .sketch import generate_sketches
+
+    task = _task(args)
+    for sk in generate_sketches(task):
+        print(f"// ===== sketch {sk.name} ({sk.rule})")
+        if args.schedule_seed is not None and sk.rule != "skip":
+            print(sk.script(sample(sk, random.Random(args.schedule_seed)).values()))
+        else:
+            print(sk.script() or "// (no transform: the untransformed program)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ansor", description="Ansor auto-scheduling on MLIR.")
+    p.add_argument("-v", "--verbose", action="count", default=1, help="more output (-vv: every failure)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def source_args(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("file", nargs="?", help="a .mlir file with one public func.func on tensors")
+        sp.add_argument("--workload", help="a built-in workload instead of FILE (see `ansor workloads`)")
+        sp.add_argument("--func", help="the function to tune when FILE has several public ones")
+        sp.add_argument("--target", default="cpu", choices=["cpu"], help="where the program runs (default cpu)")
+        sp.add_argument("--threads", type=int, default=0, help="OpenMP threads (default: all cores)")
+
+    t = sub.add_parser("tune", help="tune a function and log every measured candidate")
+    source_args(t)
+    t.add_argument("--trials", type=int, default=200, help="candidates to measure (default 200)")
+    t.add_argument("--log", help="JSON-lines log to append to and resume from (default NAME.TARGET.jsonl)")
+    t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    t.add_argument("--batch-size", type=int, default=16, help="candidates per measured batch (default 16)")
+    t.add_argument("--number", type=int, default=1, help="calls averaged per measurement (default 1)")
+    t.add_argument("--repeat", type=int, default=3, help="measurements per candidate (default 3)")
+    t.add_argument("--min-repeat-ms", type=float, default=100.0, help="raise --number until a measurement takes this long")
+    t.add_argument("--timeout", type=float, default=30.0, help="seconds allowed per candidate (build + run)")
+    t.add_argument("--json", action="store_true", help="JSON progress events instead of a table")
+    t.set_defaults(fn=cmd_tune)
+
+    b = sub.add_parser("bench", help="time the best logged schedule against untuned MLIR and numpy")
+    source_args(b)
+    b.add_argument("--log", help="the tuning log")
+    b.add_argument("--number", type=int, default=10, help="calls per timing (default 10)")
+    b.set_defaults(fn=cmd_bench)
+
+    w = sub.add_parser("workloads", help="list built-in workloads, or print one as MLIR")
+    w.add_argument("--emit", metavar="NAME", help="print workload NAME as a .mlir module")
+    w.set_defaults(fn=cmd_workloads)
+
+    s = sub.add_parser("sketches", help="print the sketches (transform scripts with holes) of a function")
+    source_args(s)
+    s.add_argument("--schedule-seed", type=int, help="fill the holes with a random annotation from this seed")
+    s.set_defaults(fn=cmd_sketches)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.verbose <= 1 else logging.INFO,
+                        format="%(levelname)s: %(message)s")
+    from .records import LogError
+    from .task import TaskError
+
+    try:
+        return int(args.fn(args) or 0)
+    except (TaskError, LogError, ValueError, KeyError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        print(f"ansor: error: {msg}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("ansor: interrupted (the log keeps every finished measurement; rerun to resume)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

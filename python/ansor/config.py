@@ -1,0 +1,33 @@
+"""Developer knobs, read from typed environment variables in this one module.
+
+User options are function arguments and CLI flags; these are for developers and CI only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:  # a developer typo must not be silently ignored
+        raise ValueError(f"environment variable {name}={raw!r} is not an integer") from exc
+
+
+#: Memory cap of a build/run worker process, in MiB (RLIMIT_AS). 0 disables the cap.
+WORKER_MEMORY_MB: int = _int("ANSOR_WORKER_MEMORY_MB", 16384)
+
+#: Where reference outputs and other per-task artifacts are cached.
+CACHE_DIR: Path = Path(os.environ.get("ANSOR_CACHE_DIR", Path.home() / ".cache" / "ansor-mlir"))
+
+#: Consecutive failed candidates after which the tuner switches to verbose error reporting.
+VERBOSE_AFTER_ERRORS: int = _int("ANSOR_VERBOSE_AFTER_ERRORS", 16)
+
+#: Test hook: the fault to inject into every candidate a worker builds ("", "abort", "hang", "wrong").
+#: Only honoured when ANSOR_ALLOW_FAULTS=1, so it cannot leak into a real run by accident.
+INJECT_FAULT: str = os.environ.get("ANSOR_INJECT_FAULT", "") if os.environ.get("ANSOR_ALLOW_FAULTS") == "1" else ""

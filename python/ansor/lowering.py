@@ -1,0 +1,221 @@
+"""Lowering: a task's payload + a transform script -> a JIT-compiled native function.
+
+    SearchTask.ir --apply transform script--> scheduled linalg/scf/vector on tensors
+      --bufferize, auto-unroll, lower--> LLVM dialect --ExecutionEngine(O3)--> native code
+
+This module runs inside worker processes (see `measure.py`): MLIR aborts the process on internal
+assertion failures, so nothing here is called on untrusted schedules in the tuner process.
+The same code builds the untuned program (no script), which is the baseline and the reference.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from mlir import ir, passmanager
+from mlir.dialects.transform import interpreter
+from mlir.execution_engine import ExecutionEngine
+from mlir.runtime import get_ranked_memref_descriptor
+
+from . import _native
+from .loops import tag_ops
+from .task import SearchTask
+
+#: Name of the generated native timing loop: calls the kernel `n` times (see `_add_bench_wrapper`).
+BENCH_FUNC = "__ansor_bench"
+
+# Bufferize with writable outputs only: function arguments are inputs and must never be
+# written in place (a kernel that updates its input would give a different answer per run).
+_BUFFERIZE = (
+    "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},"
+    "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
+    "canonicalize,cse,canonicalize,func.func(buffer-loop-hoisting)"
+)
+
+# Upstream behaviour worked around here: `convert-scf-to-openmp` wraps each parallel body in a
+# `memref.alloca_scope`, whose region must stay single-block; running `convert-scf-to-cf` before
+# `finalize-memref-to-llvm` has inlined those scopes makes the verifier fail
+# ("'memref.alloca_scope' op expects region #0 to have 0 or 1 blocks"). So memref lowering
+# comes before scf->cf.
+_TO_LLVM_CPU = (
+    "convert-linalg-to-loops,convert-vector-to-scf,lower-affine,"
+    "scf-forall-to-parallel,convert-scf-to-openmp,"
+    "expand-strided-metadata,lower-affine,finalize-memref-to-llvm,convert-scf-to-cf,"
+    "convert-vector-to-llvm{enable-x86vector},convert-math-to-llvm,convert-math-to-libm,"
+    "convert-openmp-to-llvm,convert-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts"
+)
+
+
+class LoweringError(RuntimeError):
+    """A schedule that cannot be applied or lowered; `stage` says where ("apply", "lower", "jit")."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+def _diag_text(exc: Exception) -> str:
+    diags = getattr(exc, "error_diagnostics", None) or []
+    if diags:
+        d = diags[0]
+        notes = "; ".join(str(n.message) for n in getattr(d, "notes", [])[:1])
+        return f"{d.message}" + (f" ({notes})" if notes else "")
+    lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+@functools.cache
+def runtime_libs() -> tuple[str, ...]:
+    """Shared libraries the JIT-ed code needs: MLIR C runner utils and an OpenMP runtime."""
+    import mlir
+
+    mlir_root = Path(list(mlir.__path__)[0])
+    libs = [str(mlir_root / "lib" / "libmlir_c_runner_utils.so")]
+    omp = _find_openmp()
+    if omp:
+        libs.append(omp)
+    return tuple(libs)
+
+
+def _find_openmp() -> str | None:
+    import sys
+
+    for prefix in {sys.prefix, sys.base_prefix}:
+        for cand in (Path(prefix) / "lib" / "libiomp5.so", Path(prefix) / "lib" / "libomp.so"):
+            if cand.is_file():
+                return str(cand)
+    name = ctypes.util.find_library("iomp5") or ctypes.util.find_library("omp")
+    return name
+
+
+def parse_payload(task: SearchTask) -> ir.Module:
+    """Parse the task's IR in the current context and mark it for C-interface invocation."""
+    module = ir.Module.parse(task.ir)
+    tag_ops(module)  # sketch scripts match ops by number
+    for op in module.body.operations:
+        if op.operation.name == "func.func":
+            op.operation.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+    return module
+
+
+def apply_script(module: ir.Module, script: str) -> None:
+    """Apply a transform-dialect script (a module with `@__transform_main`) to `module` in place."""
+    try:
+        tmod = ir.Module.parse(script)
+    except ir.MLIRError as exc:
+        raise LoweringError("apply", f"script does not parse: {_diag_text(exc)}") from None
+    entry = None
+    for op in tmod.body.operations:
+        if op.operation.name == "transform.named_sequence":
+            if str(op.operation.attributes["sym_name"]).strip('"') == "__transform_main":
+                entry = op
+    if entry is None:
+        raise LoweringError("apply", "script has no @__transform_main named sequence")
+    try:
+        interpreter.apply_named_sequence(module.operation, entry, tmod)
+    except (ValueError, ir.MLIRError) as exc:
+        raise LoweringError("apply", f"transform failed: {_diag_text(exc)}") from None
+
+
+def _run_passes(module: ir.Module, pipeline: str, stage: str) -> None:
+    try:
+        passmanager.PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
+    except ir.MLIRError as exc:
+        raise LoweringError(stage, _diag_text(exc)) from None
+
+
+def _add_bench_wrapper(module: ir.Module, func_name: str) -> None:
+    """Append `func @__ansor_bench(<kernel memref args>..., %n: index)` calling the kernel n times.
+
+    Runs after bufferization, so the kernel already takes its outputs as memref out-params.
+    Timing many calls inside native code keeps Python's call overhead out of the measurement.
+    """
+    kernel = next(
+        op.operation
+        for op in module.body.operations
+        if op.operation.name == "func.func" and str(op.operation.attributes["sym_name"]).strip('"') == func_name
+    )
+    ftype = ir.FunctionType(ir.TypeAttr(kernel.attributes["function_type"]).value)
+    args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(ftype.inputs))
+    uses = ", ".join(f"%a{i}" for i in range(len(ftype.inputs)))
+    types = ", ".join(str(t) for t in ftype.inputs)
+    text = f"""
+func.func private @{func_name}({types})
+func.func @{BENCH_FUNC}({args}, %n: index) attributes {{llvm.emit_c_interface}} {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {{
+    func.call @{func_name}({uses}) : ({types}) -> ()
+  }}
+  return
+}}"""
+    wrapper = ir.Module.parse(text)
+    bench = wrapper.body.operations[1].operation  # [0] is the kernel's declaration
+    module.body.append(bench.clone())
+
+
+@dataclass
+class CompiledKernel:
+    """A JIT-compiled task. `run` takes numpy inputs and returns numpy outputs."""
+
+    engine: ExecutionEngine
+    task: SearchTask
+
+    def _descriptors(self, arrays: list[np.ndarray]) -> list[ctypes.c_void_p]:
+        return [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]
+
+    def alloc_outputs(self) -> list[np.ndarray]:
+        return [np.zeros(s.shape, dtype=s.numpy_dtype()) for s in self.task.outputs]
+
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray] | None = None) -> list[np.ndarray]:
+        if len(inputs) != len(self.task.inputs):
+            raise ValueError(f"{self.task.func_name}: expected {len(self.task.inputs)} inputs, got {len(inputs)}")
+        ins = []
+        for i, (a, spec) in enumerate(zip(inputs, self.task.inputs, strict=True)):
+            a = np.ascontiguousarray(a, dtype=spec.numpy_dtype())
+            if a.shape != spec.shape:
+                raise ValueError(f"{self.task.func_name}: input #{i} has shape {a.shape}, expected {spec.shape}")
+            ins.append(a)
+        outs = outputs if outputs is not None else self.alloc_outputs()
+        self.engine.invoke(self.task.func_name, *self._descriptors(ins + outs))
+        return outs
+
+    def time(self, inputs: list[np.ndarray], number: int) -> float:
+        """Seconds for `number` back-to-back calls, timed around one native loop."""
+        import time
+
+        outs = self.alloc_outputs()
+        args = self._descriptors(list(inputs) + outs)
+        n = ctypes.c_longlong(number)
+        t0 = time.perf_counter()
+        self.engine.invoke(BENCH_FUNC, *args, ctypes.pointer(n))
+        return time.perf_counter() - t0
+
+
+def compile_task(task: SearchTask, script: str | None, *, opt_level: int = 3) -> CompiledKernel:
+    """Apply `script` (None: the untuned program), lower and JIT. Raises `LoweringError`."""
+    _native.register_everything()
+    with ir.Context(), ir.Location.unknown():
+        module = parse_payload(task)
+        if script is not None:
+            apply_script(module, script)
+        _run_passes(module, _BUFFERIZE, "lower")
+        _add_bench_wrapper(module, task.func_name)
+        _run_passes(module, "ansor-auto-unroll,canonicalize", "lower")
+        _run_passes(module, _TO_LLVM_CPU, "lower")
+        try:
+            engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(runtime_libs()))
+        except RuntimeError as exc:
+            raise LoweringError("jit", str(exc).splitlines()[0]) from None
+    return CompiledKernel(engine, task)
+
+
+def set_threads(n: int | None) -> None:
+    """Number of OpenMP threads for kernels compiled afterwards in this process (None: all cores)."""
+    os.environ["OMP_NUM_THREADS"] = str(n or os.cpu_count() or 1)

@@ -1,0 +1,351 @@
+"""Measurement: build and run candidates in isolated worker processes, verify, time.
+
+    MeasureInput(task, schedule, script) --builder (apply script, lower, JIT)--> compiled kernel
+        --runner (check against the reference, time in a native loop)--> MeasureResult
+
+Building and running happen in a worker process (`multiprocessing`, spawn) with a per-candidate
+timeout and a memory cap: MLIR aborts the process on internal assertion failures, a bad schedule
+can hang or segfault, and none of that may take the tuner down. A dead or hung worker is replaced
+and the candidate becomes a `MeasureResult` with an error code. Failures are results, never
+exceptions.
+
+The reference output of a task is computed once by its untuned program (trusted lowering,
+no transform script) on seeded random inputs, together with the untuned latency.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import math
+import multiprocessing as mp
+import os
+import signal
+import statistics
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .annotation import Schedule
+from .task import SearchTask
+
+
+class MeasureError(str, enum.Enum):
+    """Why a candidate has no latency. The value is what logs store."""
+
+    INSTANTIATION = "instantiation"  # the schedule does not fit its sketch
+    APPLY = "apply"  # the transform script failed on the payload
+    COMPILE = "compile"  # lowering or JIT failed
+    RUNTIME = "runtime"  # the kernel raised while running
+    CRASH = "crash"  # the worker died (signal: MLIR assertion, segfault, ...)
+    TIMEOUT = "timeout"  # build + run exceeded the per-candidate time limit
+    WRONG_ANSWER = "wrong_answer"  # output differs from the reference
+    OOM = "oom"  # the worker hit its memory cap
+
+
+@dataclass(frozen=True)
+class MeasureInput:
+    """What to measure: a task, a point of its search space, and the concrete script (None = untuned)."""
+
+    task: SearchTask
+    schedule: Schedule
+    script: str | None
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """Outcome of one candidate. `costs` are seconds per call, one per repeat."""
+
+    costs: tuple[float, ...] = ()
+    error: MeasureError | None = None
+    error_msg: str = ""
+    build_s: float = 0.0
+    total_s: float = 0.0
+    timestamp: float = field(default_factory=time.time)
+
+    @property
+    def latency(self) -> float:
+        """Median seconds per call; `inf` for a failed candidate."""
+        return statistics.median(self.costs) if self.costs and self.error is None else math.inf
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """TVM LocalRunner-style timing: `repeat` measurements, each averaging `number` calls,
+    `number` raised until one measurement lasts at least `min_repeat_ms`."""
+
+    number: int = 1
+    repeat: int = 3
+    min_repeat_ms: float = 100.0
+    timeout_s: float = 30.0
+    threads: int = 0  # OpenMP threads; 0 = all cores
+    rtol: float = 1e-4
+    atol: float = 1e-4
+
+
+class Measurer(abc.ABC):
+    """Turns a batch of inputs into results (same order). Implementations never raise for bad candidates."""
+
+    @abc.abstractmethod
+    def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]: ...
+
+    def baseline(self, task: SearchTask) -> MeasureResult:
+        """The untuned program's result (latency of the baseline); default: unknown."""
+        return MeasureResult(error=MeasureError.RUNTIME, error_msg="no baseline")
+
+    def close(self) -> None:  # noqa: B027 (optional hook)
+        pass
+
+
+# ----------------------------------------------------------------------------------------------
+# Reference data
+
+
+def make_inputs(task: SearchTask) -> list[np.ndarray]:
+    """Seeded random inputs for `task` (the same in every process)."""
+    rng = np.random.default_rng(int(task.hash[:8], 16) if task.hash else 0)
+    out = []
+    for s in task.inputs:
+        if s.dtype.startswith("f"):
+            out.append(rng.uniform(-1.0, 1.0, size=s.shape).astype(s.numpy_dtype()))
+        else:
+            out.append(rng.integers(-8, 8, size=s.shape).astype(s.numpy_dtype()))
+    return out
+
+
+def check_outputs(outs: list[np.ndarray], refs: list[np.ndarray], rtol: float, atol: float) -> str | None:
+    """None when `outs` match `refs`; else a one-line description of the worst mismatch."""
+    for i, (o, r) in enumerate(zip(outs, refs, strict=True)):
+        if o.shape != r.shape:
+            return f"output #{i} has shape {o.shape}, expected {r.shape}"
+        if not np.all(np.isfinite(o) == np.isfinite(r)):
+            return f"output #{i} has non-finite values where the reference has none"
+        scale = float(np.max(np.abs(r))) if r.size else 1.0
+        err = float(np.max(np.abs(o.astype(np.float64) - r.astype(np.float64)))) if r.size else 0.0
+        # Reductions reassociate under tiling: allow error growing with the magnitude of the result.
+        if err > atol + rtol * max(scale, 1.0) * 10:
+            return f"output #{i} differs from the reference by {err:.3g} (scale {scale:.3g})"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Worker process
+
+
+def _worker_main(conn: Connection, threads: int, memory_mb: int, stderr_path: str) -> None:
+    """Loop: receive a request, answer it. Runs in a fresh (spawned) process."""
+    fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 2)
+    os.environ["OMP_NUM_THREADS"] = str(threads or os.cpu_count() or 1)
+    if memory_mb > 0:
+        import resource
+
+        cap = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    from . import config, lowering
+
+    refs: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+
+    def reference(task: SearchTask, ref_path: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        if task.hash not in refs:
+            data = np.load(ref_path)
+            n_in = len(task.inputs)
+            arrays = [data[f"a{i}"] for i in range(len(data.files))]
+            refs[task.hash] = (arrays[:n_in], arrays[n_in:])
+        return refs[task.hash]
+
+    while True:
+        try:
+            req = conn.recv()
+        except EOFError:
+            return
+        kind = req["kind"]
+        t_start = time.perf_counter()
+        try:
+            task = SearchTask.from_json(req["task"])
+            opts = RunOptions(**req["opts"])
+            if kind == "reference":
+                kernel = lowering.compile_task(task, None)
+                inputs = make_inputs(task)
+                outs = kernel.run(inputs)
+                costs = _time_kernel(kernel, inputs, opts)
+                np.savez(req["ref_path"], *(inputs + outs))
+                conn.send({"costs": costs, "error": None, "msg": "", "build_s": 0.0})
+                continue
+            t0 = time.perf_counter()
+            kernel = lowering.compile_task(task, req["script"])
+            build_s = time.perf_counter() - t0
+            inputs, expected = reference(task, req["ref_path"])
+            outs = kernel.run(inputs)
+            if config.INJECT_FAULT == "abort":
+                os.abort()
+            if config.INJECT_FAULT == "hang":
+                time.sleep(1e6)
+            if config.INJECT_FAULT == "wrong":
+                outs = [o + 1 for o in outs]
+            bad = check_outputs(outs, expected, opts.rtol, opts.atol)
+            if bad is not None:
+                conn.send({"costs": (), "error": "wrong_answer", "msg": bad, "build_s": build_s})
+                continue
+            costs = _time_kernel(kernel, inputs, opts)
+            conn.send({"costs": costs, "error": None, "msg": "", "build_s": build_s})
+        except lowering.LoweringError as exc:
+            code = "apply" if exc.stage == "apply" else "compile"
+            conn.send({"costs": (), "error": code, "msg": str(exc), "build_s": time.perf_counter() - t_start})
+        except MemoryError:
+            conn.send({"costs": (), "error": "oom", "msg": "worker memory cap reached", "build_s": 0.0})
+        except Exception as exc:  # a failed candidate is a result, whatever went wrong
+            last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            conn.send({"costs": (), "error": "runtime", "msg": last, "build_s": time.perf_counter() - t_start})
+
+
+def _time_kernel(kernel: Any, inputs: list[np.ndarray], opts: RunOptions) -> tuple[float, ...]:
+    est = kernel.time(inputs, 1)  # also a warm-up
+    number = max(opts.number, math.ceil(opts.min_repeat_ms / 1e3 / max(est, 1e-9)))
+    return tuple(kernel.time(inputs, number) / number for _ in range(opts.repeat))
+
+
+_SIGNAL_HINTS = {
+    signal.SIGABRT: "aborted (an MLIR assertion or LLVM fatal error)",
+    signal.SIGSEGV: "segmentation fault",
+    signal.SIGBUS: "bus error",
+    signal.SIGILL: "illegal instruction",
+    signal.SIGFPE: "arithmetic exception",
+    signal.SIGKILL: "killed (out of memory?)",
+}
+
+
+class _Worker:
+    """One spawned worker process with a pipe; restartable."""
+
+    def __init__(self, threads: int, memory_mb: int) -> None:
+        self.threads = threads
+        self.memory_mb = memory_mb
+        self._dir = tempfile.mkdtemp(prefix="ansor-worker-")
+        self.stderr_path = os.path.join(self._dir, "stderr.txt")
+        self.proc: Any = None
+        self.conn: Connection | None = None
+
+    def start(self) -> None:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self.proc = ctx.Process(
+            target=_worker_main, args=(child, self.threads, self.memory_mb, self.stderr_path), daemon=True
+        )
+        self.proc.start()
+        child.close()
+        self.conn = parent
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.join(timeout=5)
+        if self.conn is not None:
+            self.conn.close()
+        self.proc, self.conn = None, None
+
+    def last_stderr(self) -> str:
+        try:
+            lines = [ln.strip() for ln in Path(self.stderr_path).read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        interesting = [ln for ln in lines if "Assertion" in ln or "error" in ln.lower() or "LLVM ERROR" in ln]
+        return (interesting or lines or [""])[-1][:300]
+
+    def request(self, req: dict, timeout_s: float) -> dict:
+        if self.proc is None or not self.proc.is_alive():
+            self.kill()
+            self.start()
+        assert self.conn is not None
+        try:
+            self.conn.send(req)
+            if self.conn.poll(timeout_s):
+                return self.conn.recv()
+            self.kill()
+            return {"costs": (), "error": "timeout", "msg": f"no result within {timeout_s:g} s", "build_s": 0.0}
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            code = self.proc.exitcode if self.proc is not None else None
+            if self.proc is not None:
+                self.proc.join(timeout=5)
+                code = self.proc.exitcode
+            detail = self.last_stderr()
+            self.kill()
+            if code is not None and code < 0:
+                sig = signal.Signals(-code)
+                what = _SIGNAL_HINTS.get(sig, sig.name)
+                err = "oom" if sig == signal.SIGKILL else "crash"
+                return {"costs": (), "error": err, "msg": f"worker {what}" + (f": {detail}" if detail else ""), "build_s": 0.0}
+            return {"costs": (), "error": "crash", "msg": f"worker exited ({code})" + (f": {detail}" if detail else ""), "build_s": 0.0}
+
+
+class LocalMeasurer(Measurer):
+    """Builds and runs candidates one at a time in a worker process on this machine.
+
+    Candidates run sequentially so timings do not disturb each other; the worker is reused
+    across candidates (start-up costs ~0.5 s) and replaced whenever it dies or hangs.
+    """
+
+    def __init__(self, options: RunOptions | None = None, *, memory_mb: int | None = None) -> None:
+        from . import config
+
+        self.options = options or RunOptions()
+        self._worker = _Worker(self.options.threads, config.WORKER_MEMORY_MB if memory_mb is None else memory_mb)
+        self._refs: dict[str, tuple[str, MeasureResult]] = {}
+        self._ref_dir = tempfile.mkdtemp(prefix="ansor-ref-")
+
+    def _opts(self) -> dict:
+        return self.options.__dict__.copy()
+
+    def baseline(self, task: SearchTask) -> MeasureResult:
+        """Compute (once) the task's reference outputs and untuned latency."""
+        if task.hash not in self._refs:
+            path = os.path.join(self._ref_dir, f"{task.hash}.npz")
+            t0 = time.perf_counter()
+            # The untuned program can be slow: allow it a generous multiple of the candidate limit.
+            ans = self._worker.request(
+                {"kind": "reference", "task": task.to_json(), "opts": self._opts(), "ref_path": path},
+                self.options.timeout_s * 10,
+            )
+            res = _result(ans, time.perf_counter() - t0)
+            self._refs[task.hash] = (path, res)
+        return self._refs[task.hash][1]
+
+    def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
+        out = []
+        for inp in inputs:
+            ref_path, ref = self._refs.get(inp.task.hash, ("", None)) if inp.task.hash in self._refs else ("", None)
+            if ref is None:
+                self.baseline(inp.task)
+                ref_path, ref = self._refs[inp.task.hash]
+            if ref.error is not None:
+                out.append(MeasureResult(error=MeasureError.RUNTIME, error_msg=f"no reference: {ref.error_msg}"))
+                continue
+            t0 = time.perf_counter()
+            ans = self._worker.request(
+                {"kind": "measure", "task": inp.task.to_json(), "script": inp.script, "opts": self._opts(),
+                 "ref_path": ref_path},
+                self.options.timeout_s,
+            )
+            out.append(_result(ans, time.perf_counter() - t0))
+        return out
+
+    def close(self) -> None:
+        self._worker.kill()
+
+
+def _result(ans: dict, total_s: float) -> MeasureResult:
+    err = MeasureError(ans["error"]) if ans.get("error") else None
+    return MeasureResult(
+        costs=tuple(float(c) for c in ans.get("costs", ())),
+        error=err,
+        error_msg=str(ans.get("msg", ""))[:500],
+        build_s=float(ans.get("build_s", 0.0)),
+        total_s=total_s,
+    )

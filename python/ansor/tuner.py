@@ -1,0 +1,123 @@
+"""The tuning loop for one task.
+
+    SearchTask --sketches--> policy --next_batch--> [MeasureInput] --Measurer--> [MeasureResult]
+        --> LOG.jsonl (append, fsync) --> policy.update --> ... until `trials` are measured
+
+Resuming: records of the same task and target already in the log count toward `trials`,
+seed the best result, and are never measured again.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import config
+from .annotation import Schedule, validate
+from .measure import LocalMeasurer, MeasureInput, MeasureResult, Measurer, RunOptions
+from .progress import ProgressCallback
+from .records import SKETCH_VERSION, Record, RecordWriter, best_record, iter_records, record_key
+from .search import RandomSearch, SearchPolicy
+from .sketch import Sketch, generate_sketches
+from .task import SearchTask
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    task: SearchTask
+    best: Record | None
+    baseline: MeasureResult
+    trials: int  # measured in this run
+    errors: int  # failed in this run
+
+    @property
+    def speedup(self) -> float:
+        if self.best is None or self.baseline.error is not None:
+            return math.nan
+        return self.baseline.latency / self.best.latency
+
+
+def _prior_records(log_path: Path | None, task: SearchTask, sketches: list[Sketch]) -> list[Record]:
+    if log_path is None:
+        return []
+    names = {s.name: s for s in sketches}
+    out = []
+    for r in iter_records(log_path):
+        if r.task.hash != task.hash or r.task.target != task.target:
+            continue
+        if r.sketch_version != SKETCH_VERSION:
+            sk = names.get(r.schedule.sketch)
+            if sk is None or validate(sk, r.schedule.values()) is not None and sk.rule != "skip":
+                log.warning("%s: ignoring record %s from sketch generator v%d", log_path, r.key, r.sketch_version)
+                continue
+        out.append(r)
+    return out
+
+
+def tune(
+    task: SearchTask,
+    *,
+    trials: int,
+    log_path: str | Path | None = None,
+    seed: int = 0,
+    batch_size: int = 16,
+    measurer: Measurer | None = None,
+    policy: SearchPolicy | None = None,
+    run_options: RunOptions | None = None,
+    callback: ProgressCallback | None = None,
+) -> TuneResult:
+    """Tune `task` until `trials` candidates are measured (counting ones resumed from the log)."""
+    cb = callback or ProgressCallback()
+    path = Path(log_path) if log_path is not None else None
+    sketches = generate_sketches(task)
+    by_name = {s.name: s for s in sketches}
+    prior = _prior_records(path, task, sketches)
+    measured = {r.schedule.key() for r in prior}
+    policy = policy or RandomSearch(sketches, seed=seed, measured=measured)
+    own_measurer = measurer is None
+    measurer = measurer or LocalMeasurer(run_options)
+    writer = RecordWriter(path) if path is not None else None
+    best = best_record(prior)
+    done, errors, run_trials, streak = len(prior), 0, 0, 0
+    try:
+        baseline = measurer.baseline(task)
+        cb.on_start(task, baseline, trials, len(prior))
+        while done < trials:
+            schedules: list[Schedule] = policy.next_batch(min(batch_size, trials - done))
+            schedules = [s for s in schedules if s.key() not in measured]
+            if not schedules:
+                log.info("search space of %s exhausted after %d trials", task.name, done)
+                break
+            inputs = [MeasureInput(task, s, by_name[s.sketch].script(s.values())) for s in schedules]
+            results = measurer.measure(inputs)
+            batch = []
+            for inp, res in zip(inputs, results, strict=True):
+                rec = Record(record_key(task, inp.schedule), task, inp.schedule, inp.script, res)
+                if writer is not None:
+                    writer.append(rec)
+                batch.append(rec)
+                measured.add(inp.schedule.key())
+                if rec.error is None and (best is None or rec.latency < best.latency):
+                    best = rec
+                if rec.error is not None:
+                    errors += 1
+                    streak += 1
+                else:
+                    streak = 0
+            policy.update(inputs, results)
+            done += len(inputs)
+            run_trials += len(inputs)
+            cb.on_batch(task, done, best, errors, batch)
+            if streak >= config.VERBOSE_AFTER_ERRORS:
+                cb.on_errors(task, batch)
+        cb.on_end(task, best, baseline)
+    finally:
+        if writer is not None:
+            writer.close()
+        if own_measurer:
+            measurer.close()
+    return TuneResult(task, best, baseline, run_trials, errors)
