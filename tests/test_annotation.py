@@ -1,0 +1,57 @@
+"""Random annotation fills holes with valid values only, reproducibly."""
+
+from __future__ import annotations
+
+import random
+
+from ansor.annotation import Schedule, factorizations, factors_from_sizes, sample, sizes_from_factors, validate
+from ansor.sketch import MAX_INNERMOST, MAX_VECTOR, generate_sketches
+
+
+def test_factorizations_cover_all_ordered_splits() -> None:
+    f = factorizations(12, 2)
+    assert set(f) == {(1, 12), (2, 6), (3, 4), (4, 3), (6, 2), (12, 1)}
+    assert all(a * b * c * d == 64 for a, b, c, d in factorizations(64, 4))
+    assert len(factorizations(8, 3)) == 10  # C(3+2, 2)
+
+
+def test_sizes_factors_round_trip() -> None:
+    factors = (4, 2, 8, 16)
+    sizes = sizes_from_factors(factors)
+    assert sizes == [256, 128, 16]
+    assert factors_from_sizes(1024, sizes) == factors
+
+
+def test_samples_are_valid_and_seeded(matmul_big) -> None:
+    sk = generate_sketches(matmul_big)[0]
+    assert sk.rule == "multi_level_tiling"
+    a = [sample(sk, random.Random(7)) for _ in range(1)] + [sample(sk, random.Random(7))]
+    assert a[0] == a[1]
+    rng = random.Random(0)
+    for _ in range(300):
+        sch = sample(sk, rng)
+        v = sch.values()
+        assert validate(sk, v) is None
+        for s in sk.splits:
+            sizes = [v[n] for n in s.tile_knobs]
+            chain = [s.extent, *sizes]
+            assert all(chain[i] % chain[i + 1] == 0 for i in range(len(chain) - 1))
+            assert sizes[-1] <= (MAX_VECTOR if s.vector else MAX_INNERMOST)
+        assert v["unroll"] in (0, 16, 64, 512)
+
+
+def test_validate_rejects_bad_values(matmul_big) -> None:
+    sk = generate_sketches(matmul_big)[0]
+    good = sample(sk, random.Random(1)).values()
+    bad = dict(good, **{"d1.t3": 32})  # vectorized loop wider than 16 lanes
+    assert validate(sk, bad) is not None
+    bad = dict(good, **{"d0.t1": 3})  # not a divisor
+    assert "not in its options" in (validate(sk, bad) or "")
+    assert "missing" in (validate(sk, {}) or "")
+
+
+def test_schedule_json_and_key_are_stable() -> None:
+    s = Schedule.of("mlt_op1", {"b": 2, "a": 1})
+    assert s == Schedule.from_json(s.to_json())
+    assert s.key() == Schedule.of("mlt_op1", {"a": 1, "b": 2}).key()
+    assert s.key() != Schedule.of("mlt_op1", {"a": 1, "b": 4}).key()

@@ -1,0 +1,63 @@
+"""The `ansor` command: bad input gets one clear line and a non-zero exit; the happy path works."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ansor import workloads
+
+
+def _ansor(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ansor.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+BAD = {
+    "missing": (None, "no such file"),
+    "garbage.mlir": ("this is not mlir {", "not valid MLIR"),
+    "nofunc.mlir": ("module {}\n", "no public func.func"),
+    "two.mlir": (workloads.matmul(8, 8, 8) + workloads.matmul(4, 4, 4).replace("@matmul", "@mm2"), "several public functions"),
+    "dynamic.mlir": (
+        "func.func @f(%a: tensor<?x4xf32>) -> tensor<?x4xf32> {\n  return %a : tensor<?x4xf32>\n}\n",
+        "dynamic shape",
+    ),
+    "i1.mlir": ("func.func @f(%a: tensor<4xi1>) -> tensor<4xi1> {\n  return %a : tensor<4xi1>\n}\n", "element type i1"),
+    "memref.mlir": ("func.func @f(%a: memref<4xf32>) {\n  return\n}\n", "only ranked tensors"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_input_one_line_error(tmp_path, name) -> None:
+    text, expected = BAD[name]
+    path = tmp_path / name
+    if text is not None:
+        path.write_text(text)
+    p = _ansor("tune", str(path), "--trials", "1", "--log", str(tmp_path / "l.jsonl"))
+    assert p.returncode == 2, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr
+    assert expected in lines[0] and "Traceback" not in p.stderr
+
+
+def test_unknown_workload(tmp_path) -> None:
+    p = _ansor("tune", "--workload", "nope-3", "--trials", "1")
+    assert p.returncode == 2 and "unknown workload 'nope-3'" in p.stderr
+
+
+def test_workloads_emit_round_trips(tmp_path) -> None:
+    p = _ansor("workloads", "--emit", "gmm-1x128x128x128")
+    assert p.returncode == 0 and "linalg.batch_matmul" in p.stdout
+    listing = _ansor("workloads")
+    assert "matmul-1024" in listing.stdout
+
+
+def test_sketches_print_holes_and_filled(tmp_path) -> None:
+    p = _ansor("sketches", "--workload", "matmul-64")
+    assert p.returncode == 0
+    assert 'transform.tune.knob<"d0.t1"> options = [' in p.stdout
+    q = _ansor("sketches", "--workload", "matmul-64", "--schedule-seed", "1")
+    assert 'transform.tune.knob<"d0.t1"> = ' in q.stdout and " from options = [" in q.stdout

@@ -1,0 +1,52 @@
+"""Search + tuning loop with a fake measurer: determinism, dedup, resume, failures as records."""
+
+from __future__ import annotations
+
+from ansor.records import load_records
+from ansor.tuner import tune
+
+from .conftest import FakeMeasurer
+
+
+def test_random_search_improves_and_never_repeats(tmp_path, matmul_big, fake_measurer) -> None:
+    res = tune(matmul_big, trials=48, log_path=tmp_path / "a.jsonl", seed=3, batch_size=8, measurer=fake_measurer)
+    assert res.trials == 48
+    assert len(fake_measurer.calls) == len(set(fake_measurer.calls)) == 48
+    recs = load_records(tmp_path / "a.jsonl")
+    assert len(recs) == 48
+    assert res.best is not None and res.best.latency == min(r.latency for r in recs)
+    assert res.speedup > 1.0  # fake baseline is 1 s
+
+
+def test_same_seed_same_log(tmp_path, matmul_big) -> None:
+    def run(name: str) -> list[tuple[str, float]]:
+        tune(matmul_big, trials=24, log_path=tmp_path / name, seed=11, batch_size=8, measurer=FakeMeasurer())
+        return [(r.key, r.latency) for r in load_records(tmp_path / name)]
+
+    assert run("x.jsonl") == run("y.jsonl")
+    other = tune(matmul_big, trials=24, log_path=tmp_path / "z.jsonl", seed=12, batch_size=8, measurer=FakeMeasurer())
+    assert other.trials == 24
+    assert [r.key for r in load_records(tmp_path / "z.jsonl")] != [k for k, _ in run("w.jsonl")]
+
+
+def test_resume_counts_prior_trials_and_skips_measured(tmp_path, matmul_big) -> None:
+    log = tmp_path / "r.jsonl"
+    m1 = FakeMeasurer()
+    first = tune(matmul_big, trials=16, log_path=log, seed=5, batch_size=8, measurer=m1)
+    m2 = FakeMeasurer()
+    second = tune(matmul_big, trials=40, log_path=log, seed=5, batch_size=8, measurer=m2)
+    assert second.trials == 24  # only the missing ones
+    assert not set(m1.calls) & set(m2.calls)
+    recs = load_records(log)
+    assert len(recs) == 40 and len({r.key for r in recs}) == 40
+    assert second.best.latency <= first.best.latency
+
+
+def test_failed_candidates_are_records_not_exceptions(tmp_path, matmul_big) -> None:
+    m = FakeMeasurer(fail_t3=1)
+    res = tune(matmul_big, trials=32, log_path=tmp_path / "f.jsonl", seed=2, batch_size=8, measurer=m)
+    recs = load_records(tmp_path / "f.jsonl")
+    failed = [r for r in recs if r.error]
+    assert res.errors == len(failed) > 0
+    assert all(r.error == "compile" and r.result.error_msg == "injected" for r in failed)
+    assert res.best is not None and res.best.error is None
