@@ -1,0 +1,110 @@
+//===- AutoUnroll.cpp - ansor-auto-unroll -----------------------------------------===//
+//
+// op {ansor.auto_unroll_max_step = N} --(fully unroll scf.for nests of work <= N)--> op
+//
+//===----------------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/SCF/Utils/Utils.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/MathExtras.h"
+
+namespace mlir::ansor {
+#define GEN_PASS_DEF_AUTOUNROLL
+#include "passes/Passes.h.inc"
+} // namespace mlir::ansor
+
+using namespace mlir;
+using namespace mlir::ansor;
+
+namespace {
+
+/// Work of a loop nest (see Passes.td); nullopt = not a compile-time constant (or overflow).
+using Work = std::optional<uint64_t>;
+
+/// Loops nested in `root` (root included), innermost first, with their work.
+SmallVector<std::pair<scf::ForOp, Work>> collectLoops(Operation *root,
+                                                      const DenseSet<Operation *> &skip) {
+  SmallVector<std::pair<scf::ForOp, Work>> loops;
+  DenseMap<Operation *, Work> workOf;
+  root->walk<WalkOrder::PostOrder>([&](scf::ForOp loop) {
+    Work inner = 0;
+    loop.getBody()->walk([&](scf::ForOp child) {
+      if (child->getParentOfType<scf::ForOp>() != loop)
+        return; // not directly nested: already folded into its parent loop's work
+      Work w = workOf.lookup(child);
+      bool overflow = false;
+      if (inner && w)
+        inner = llvm::SaturatingAdd(*inner, *w, &overflow);
+      if (!w || overflow)
+        inner = std::nullopt;
+    });
+    Work work;
+    std::optional<APInt> trip = loop.getStaticTripCount();
+    if (inner && trip && trip->getActiveBits() <= 64) {
+      bool overflow = false;
+      uint64_t product = llvm::SaturatingMultiply(trip->getZExtValue(),
+                                                  std::max<uint64_t>(*inner, 1), &overflow);
+      if (!overflow)
+        work = product;
+    }
+    workOf[loop] = work;
+    // Annotated ops handled before (nested in this root) keep their own decision.
+    if (!skip.contains(loop))
+      loops.push_back({loop, work});
+  });
+  return loops;
+}
+
+/// Unrolls the loops of `root` whose work is <= maxStep. Returns failure if an unroll failed.
+LogicalResult unrollNest(Operation *root, uint64_t maxStep, const DenseSet<Operation *> &skip) {
+  for (auto [loop, work] : collectLoops(root, skip)) {
+    if (!work || *work > maxStep || *loop.getStaticTripCount() == 0)
+      continue;
+    if (failed(loopUnrollFull(loop)))
+      return loop->emitOpError("ansor-auto-unroll: full unrolling failed");
+  }
+  return success();
+}
+
+struct AutoUnroll : public ansor::impl::AutoUnrollBase<AutoUnroll> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    Operation *anchor = getOperation();
+    if (defaultMaxStep < 0) {
+      anchor->emitError() << "ansor-auto-unroll: option 'default-max-step' must be >= 0, got "
+                          << defaultMaxStep;
+      return signalPassFailure();
+    }
+    // Inner annotated ops first (post-order), so outer ones see their result.
+    SmallVector<Operation *> roots;
+    anchor->walk<WalkOrder::PostOrder>([&](Operation *op) {
+      if (op->hasAttr(AnsorDialect::kAutoUnrollAttrName))
+        roots.push_back(op);
+    });
+    // Loops already decided by an annotated op; an outer root or the default must not redo them.
+    DenseSet<Operation *> decided;
+    for (Operation *root : roots) {
+      Attribute value = root->getAttr(AnsorDialect::kAutoUnrollAttrName);
+      if (failed(verifyAutoUnrollAttr(root, value)))
+        return signalPassFailure();
+      uint64_t maxStep = cast<IntegerAttr>(value).getValue().getZExtValue();
+      root->removeAttr(AnsorDialect::kAutoUnrollAttrName);
+      // Remember the loops that will survive (work > maxStep) before unrolling erases others.
+      SmallVector<Operation *> survivors;
+      for (auto [loop, work] : collectLoops(root, decided))
+        if (!work || *work > maxStep || *loop.getStaticTripCount() == 0)
+          survivors.push_back(loop);
+      if (failed(unrollNest(root, maxStep, decided)))
+        return signalPassFailure();
+      decided.insert(survivors.begin(), survivors.end());
+    }
+    if (defaultMaxStep > 0 &&
+        failed(unrollNest(anchor, static_cast<uint64_t>(defaultMaxStep), decided)))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
