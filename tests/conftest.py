@@ -61,4 +61,9 @@ def fake_measurer() -> FakeMeasurer:
     return FakeMeasurer()
 
 
+@pytest.fixture
+def make_fake() -> type[FakeMeasurer]:
+    return FakeMeasurer
+
+
 _ = ansor  # the import registers the dialect and passes

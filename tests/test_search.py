@@ -5,8 +5,6 @@ from __future__ import annotations
 from ansor.records import load_records
 from ansor.tuner import tune
 
-from .conftest import FakeMeasurer
-
 
 def test_random_search_improves_and_never_repeats(tmp_path, matmul_big, fake_measurer) -> None:
     res = tune(matmul_big, trials=48, log_path=tmp_path / "a.jsonl", seed=3, batch_size=8, measurer=fake_measurer)
@@ -18,7 +16,8 @@ def test_random_search_improves_and_never_repeats(tmp_path, matmul_big, fake_mea
     assert res.speedup > 1.0  # fake baseline is 1 s
 
 
-def test_same_seed_same_log(tmp_path, matmul_big) -> None:
+def test_same_seed_same_log(tmp_path, matmul_big, make_fake) -> None:
+    FakeMeasurer = make_fake
     def run(name: str) -> list[tuple[str, float]]:
         tune(matmul_big, trials=24, log_path=tmp_path / name, seed=11, batch_size=8, measurer=FakeMeasurer())
         return [(r.key, r.latency) for r in load_records(tmp_path / name)]
@@ -29,7 +28,8 @@ def test_same_seed_same_log(tmp_path, matmul_big) -> None:
     assert [r.key for r in load_records(tmp_path / "z.jsonl")] != [k for k, _ in run("w.jsonl")]
 
 
-def test_resume_counts_prior_trials_and_skips_measured(tmp_path, matmul_big) -> None:
+def test_resume_counts_prior_trials_and_skips_measured(tmp_path, matmul_big, make_fake) -> None:
+    FakeMeasurer = make_fake
     log = tmp_path / "r.jsonl"
     m1 = FakeMeasurer()
     first = tune(matmul_big, trials=16, log_path=log, seed=5, batch_size=8, measurer=m1)
@@ -42,7 +42,8 @@ def test_resume_counts_prior_trials_and_skips_measured(tmp_path, matmul_big) -> 
     assert second.best.latency <= first.best.latency
 
 
-def test_failed_candidates_are_records_not_exceptions(tmp_path, matmul_big) -> None:
+def test_failed_candidates_are_records_not_exceptions(tmp_path, matmul_big, make_fake) -> None:
+    FakeMeasurer = make_fake
     m = FakeMeasurer(fail_t3=1)
     res = tune(matmul_big, trials=32, log_path=tmp_path / "f.jsonl", seed=2, batch_size=8, measurer=m)
     recs = load_records(tmp_path / "f.jsonl")

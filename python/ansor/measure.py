@@ -175,7 +175,7 @@ def _worker_main(conn: Connection, threads: int, memory_mb: int, stderr_path: st
                 inputs = make_inputs(task)
                 outs = kernel.run(inputs)
                 costs = _time_kernel(kernel, inputs, opts)
-                np.savez(req["ref_path"], *(inputs + outs))
+                np.savez(req["ref_path"], **{f"a{i}": a for i, a in enumerate(inputs + outs)})
                 conn.send({"costs": costs, "error": None, "msg": "", "build_s": 0.0})
                 continue
             t0 = time.perf_counter()
