@@ -38,13 +38,18 @@ _BUFFERIZE = (
     "canonicalize,cse,canonicalize,func.func(buffer-loop-hoisting)"
 )
 
-# Upstream behaviour worked around here: `convert-scf-to-openmp` wraps each parallel body in a
+# Upstream behaviour worked around here (1): without `full-unroll`, `convert-vector-to-scf` lowers
+# n-D transfers through a `memref.alloca` placed inside the enclosing loop; LLVM never pops it,
+# so a register tile read inside the reduction loop grows the stack every iteration and the
+# kernel segfaults (seen with 64x4 register tiles on matmul-1024). Fully unrolled transfers need
+# no temporary buffer.
+# Upstream behaviour worked around here (2): `convert-scf-to-openmp` wraps each parallel body in a
 # `memref.alloca_scope`, whose region must stay single-block; running `convert-scf-to-cf` before
 # `finalize-memref-to-llvm` has inlined those scopes makes the verifier fail
 # ("'memref.alloca_scope' op expects region #0 to have 0 or 1 blocks"). So memref lowering
 # comes before scf->cf.
 _TO_LLVM_CPU = (
-    "convert-linalg-to-loops,convert-vector-to-scf,lower-affine,"
+    "convert-linalg-to-loops,convert-vector-to-scf{full-unroll=true},lower-affine,"
     "scf-forall-to-parallel,convert-scf-to-openmp,"
     "expand-strided-metadata,lower-affine,finalize-memref-to-llvm,convert-scf-to-cf,"
     "convert-vector-to-llvm{enable-x86vector},convert-math-to-llvm,convert-math-to-libm,"

@@ -174,7 +174,7 @@ def _worker_main(conn: Connection, threads: int, memory_mb: int, stderr_path: st
                 kernel = lowering.compile_task(task, None)
                 inputs = make_inputs(task)
                 outs = kernel.run(inputs)
-                costs = _time_kernel(kernel, inputs, opts)
+                costs = _time_kernel(kernel, inputs, opts, slow_s=1.0)
                 np.savez(req["ref_path"], **{f"a{i}": a for i, a in enumerate(inputs + outs)})
                 conn.send({"costs": costs, "error": None, "msg": "", "build_s": 0.0})
                 continue
@@ -205,8 +205,12 @@ def _worker_main(conn: Connection, threads: int, memory_mb: int, stderr_path: st
             conn.send({"costs": (), "error": "runtime", "msg": last, "build_s": time.perf_counter() - t_start})
 
 
-def _time_kernel(kernel: Any, inputs: list[np.ndarray], opts: RunOptions) -> tuple[float, ...]:
+def _time_kernel(kernel: Any, inputs: list[np.ndarray], opts: RunOptions, slow_s: float = math.inf) -> tuple[float, ...]:
+    """Per-call seconds, one per repeat. A call slower than `slow_s` is timed once (the untuned
+    baseline of a large task can take seconds per call)."""
     est = kernel.time(inputs, 1)  # also a warm-up
+    if est > slow_s:
+        return (est,)
     number = max(opts.number, math.ceil(opts.min_repeat_ms / 1e3 / max(est, 1e-9)))
     return tuple(kernel.time(inputs, number) / number for _ in range(opts.repeat))
 

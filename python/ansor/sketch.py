@@ -74,7 +74,7 @@ class Sketch:
     op: int | None = None
     op_name: str = ""
     splits: tuple[LoopSplit, ...] = ()
-    fused_producers: tuple[int, ...] = ()
+    fused_producers: tuple[tuple[int, int], ...] = ()  # (op number, loop count) of fused initialisers
     knobs: tuple[Knob, ...] = field(default_factory=tuple)
 
     def knob(self, name: str) -> Knob:
@@ -159,13 +159,18 @@ def _render_multi_level_tiling(sk: Sketch, values: Mapping[str, int] | None) -> 
     # S0: tiles distributed over cores.
     lines.append(_tile("%s0, %forall0", "%op", sizes(1, "S"), 0, forall=True))
     forall = "%forall0"
-    for i, p in enumerate(sk.fused_producers):
+    vec_dim = next((s.dim for s in sk.splits if s.vector), None)
+    for i, (p, rank) in enumerate(sk.fused_producers):
         lines.append(_match(f"%prod{i}", p))
         lines.append(
             f"    %fused{i}, %forall{i + 1} = transform.structured.fuse_into_containing_op %prod{i} into {forall}"
             f" : ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})"
         )
         forall = f"%forall{i + 1}"
+        # Tile the fused initialiser to one register-tile row at a time, so vectorizing it stores
+        # small vectors instead of materialising one vector as large as the whole S0 tile.
+        fill_sizes = ["1"] * (rank - 1) + [_ssa(f"d{vec_dim}.t3") if vec_dim is not None else "1"]
+        lines.append(_tile(f"%fillt{i}, %fillloops{i}:{rank}", f"%fused{i}", fill_sizes, rank))
     lines.append(f'    transform.annotate {forall} "ansor.auto_unroll_max_step" = %k_unroll : {_ANY}, {_PARAM}')
     # S1, R0, S2, R1 (one loop per reduction dim, stepping by one), S3 stays as the register tile.
     lines.append(_tile(f"%s1, %l1:{len(space)}", "%s0", sizes(2, "S"), len(space)))
@@ -237,7 +242,7 @@ def _multi_level_tiling(task: SearchTask, ops: list[OpLoops]) -> Sketch | None:
         op=a.index,
         op_name=a.name,
         splits=splits,
-        fused_producers=tuple(o.index for o in others),
+        fused_producers=tuple((o.index, len(o.extents)) for o in others),
         knobs=tuple(knobs),
     )
 
