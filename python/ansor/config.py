@@ -31,3 +31,7 @@ VERBOSE_AFTER_ERRORS: int = _int("ANSOR_VERBOSE_AFTER_ERRORS", 16)
 #: Test hook: the fault to inject into every candidate a worker builds ("", "abort", "hang", "wrong").
 #: Only honoured when ANSOR_ALLOW_FAULTS=1, so it cannot leak into a real run by accident.
 INJECT_FAULT: str = os.environ.get("ANSOR_INJECT_FAULT", "") if os.environ.get("ANSOR_ALLOW_FAULTS") == "1" else ""
+
+#: Test hook: measure with `SyntheticMeasurer` (deterministic fake latencies, no compiler) instead of
+#: real workers, sleeping this many seconds per candidate. Negative (default) = real measurement.
+SYNTHETIC_MEASURE_DELAY: float = float(os.environ.get("ANSOR_SYNTHETIC_MEASURE_DELAY", "-1"))

@@ -289,6 +289,42 @@ class _Worker:
             return {"costs": (), "error": "crash", "msg": f"worker exited ({code})" + (f": {detail}" if detail else ""), "build_s": 0.0}
 
 
+class SyntheticMeasurer(Measurer):
+    """Deterministic fake latencies derived from the schedule key; no compiler, no workers.
+
+    For tests of the search, scheduling and logging logic (and of kill/resume, through the CLI
+    with `ANSOR_SYNTHETIC_MEASURE_DELAY`). Schedules whose key ends in "0" fail with a compile error.
+    """
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+
+    def baseline(self, task: SearchTask) -> MeasureResult:
+        return MeasureResult(costs=(1.0,))
+
+    def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
+        out = []
+        for inp in inputs:
+            if self.delay_s > 0:
+                time.sleep(self.delay_s)
+            key = inp.schedule.key()
+            if key.endswith("0"):
+                out.append(MeasureResult(error=MeasureError.COMPILE, error_msg="synthetic failure", timestamp=0.0))
+            else:
+                lat = 1e-3 * (1 + int(key[:6], 16) / 0xFFFFFF)
+                out.append(MeasureResult(costs=(lat,), timestamp=0.0))
+        return out
+
+
+def create_measurer(options: RunOptions | None = None) -> Measurer:
+    """The measurer a tuning run uses: real workers, or the synthetic one when the test hook is set."""
+    from . import config
+
+    if config.SYNTHETIC_MEASURE_DELAY >= 0:
+        return SyntheticMeasurer(config.SYNTHETIC_MEASURE_DELAY)
+    return LocalMeasurer(options)
+
+
 class LocalMeasurer(Measurer):
     """Builds and runs candidates one at a time in a worker process on this machine.
 

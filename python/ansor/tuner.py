@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import config
 from .annotation import Schedule, validate
-from .measure import LocalMeasurer, MeasureInput, MeasureResult, Measurer, RunOptions
+from .measure import MeasureInput, MeasureResult, Measurer, RunOptions, create_measurer
 from .progress import ProgressCallback
 from .records import SKETCH_VERSION, Record, RecordWriter, best_record, iter_records, record_key
 from .search import RandomSearch, SearchPolicy
@@ -79,7 +79,7 @@ def tune(
     measured = {r.schedule.key() for r in prior}
     policy = policy or RandomSearch(sketches, seed=seed, measured=measured)
     own_measurer = measurer is None
-    measurer = measurer or LocalMeasurer(run_options)
+    measurer = measurer or create_measurer(run_options)
     writer = RecordWriter(path) if path is not None else None
     best = best_record(prior)
     done, errors, run_trials, streak = len(prior), 0, 0, 0

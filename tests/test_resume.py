@@ -1,0 +1,49 @@
+"""Kill `ansor tune` with SIGKILL at random instants, resume, and compare with an uninterrupted run."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import ansor
+
+TRIALS = 48
+
+
+def _cmd(log) -> list[str]:  # noqa: ANN001
+    return [sys.executable, "-m", "ansor.cli", "tune", "--workload", "matmul-256", "--trials", str(TRIALS),
+            "--batch-size", "4", "--seed", "9", "--log", str(log)]
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, ANSOR_SYNTHETIC_MEASURE_DELAY="0.02")
+
+
+def test_sigkill_then_resume_loses_and_repeats_nothing(tmp_path) -> None:
+    ref_log = tmp_path / "ref.jsonl"
+    subprocess.run(_cmd(ref_log), env=_env(), check=True, capture_output=True, timeout=300)
+    ref = ansor.load_records(ref_log)
+    assert len(ref) == TRIALS
+
+    log = tmp_path / "killed.jsonl"
+    rng = random.Random(1)
+    kills = 0
+    for _ in range(4):
+        p = subprocess.Popen(_cmd(log), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(1.0, 2.5))  # start-up ~1 s, then 0.02 s per candidate
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            kills += 1
+        p.wait()
+    subprocess.run(_cmd(log), env=_env(), check=True, capture_output=True, timeout=300)
+    assert kills >= 1
+    got = ansor.load_records(log)
+    keys = [r.key for r in got]
+    assert len(keys) == len(set(keys)), "a program was measured twice"
+    assert set(keys) == {r.key for r in ref}, "records lost or different programs measured"
+    best = min(got, key=lambda r: r.latency)
+    assert best.key == min(ref, key=lambda r: r.latency).key
