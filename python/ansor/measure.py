@@ -89,6 +89,12 @@ class RunOptions:
     atol: float = 1e-4
 
 
+#: A candidate whose first call is this many times slower than the task's best so far is timed
+#: once instead of `repeat` times: its exact latency cannot matter, and slow candidates dominate
+#: tuning time otherwise.
+SLOW_FACTOR = 8.0
+
+
 class Measurer(abc.ABC):
     """Turns a batch of inputs into results (same order). Implementations never raise for bad candidates."""
 
@@ -182,7 +188,9 @@ def _worker_main(conn: Connection, threads: int, memory_mb: int, stderr_path: st
             kernel = lowering.compile_task(task, req["script"])
             build_s = time.perf_counter() - t0
             inputs, expected = reference(task, req["ref_path"])
-            outs = kernel.run(inputs)
+            t_first = time.perf_counter()
+            outs = kernel.run(inputs)  # also the warm-up
+            first_s = time.perf_counter() - t_first
             if config.INJECT_FAULT == "abort":
                 os.abort()
             if config.INJECT_FAULT == "hang":
@@ -193,7 +201,10 @@ def _worker_main(conn: Connection, threads: int, memory_mb: int, stderr_path: st
             if bad is not None:
                 conn.send({"costs": (), "error": "wrong_answer", "msg": bad, "build_s": build_s})
                 continue
-            costs = _time_kernel(kernel, inputs, opts)
+            if first_s > req.get("slow_s", math.inf):
+                costs: tuple[float, ...] = (kernel.time(inputs, 1),)  # far from the best: one timing is enough
+            else:
+                costs = _time_kernel(kernel, inputs, opts)
             conn.send({"costs": costs, "error": None, "msg": "", "build_s": build_s})
         except lowering.LoweringError as exc:
             code = "apply" if exc.stage == "apply" else "compile"
@@ -338,6 +349,7 @@ class LocalMeasurer(Measurer):
         self.options = options or RunOptions()
         self._worker = _Worker(self.options.threads, config.WORKER_MEMORY_MB if memory_mb is None else memory_mb)
         self._refs: dict[str, tuple[str, MeasureResult]] = {}
+        self._best: dict[str, float] = {}  # fastest latency measured so far, per task hash
         self._ref_dir = tempfile.mkdtemp(prefix="ansor-ref-")
 
     def _opts(self) -> dict:
@@ -368,12 +380,16 @@ class LocalMeasurer(Measurer):
                 out.append(MeasureResult(error=MeasureError.RUNTIME, error_msg=f"no reference: {ref.error_msg}"))
                 continue
             t0 = time.perf_counter()
+            best = self._best.get(inp.task.hash, math.inf)
             ans = self._worker.request(
                 {"kind": "measure", "task": inp.task.to_json(), "script": inp.script, "opts": self._opts(),
-                 "ref_path": ref_path},
+                 "ref_path": ref_path, "slow_s": max(SLOW_FACTOR * best, 0.01)},
                 self.options.timeout_s,
             )
-            out.append(_result(ans, time.perf_counter() - t0))
+            res = _result(ans, time.perf_counter() - t0)
+            if res.error is None:
+                self._best[inp.task.hash] = min(best, res.latency)
+            out.append(res)
         return out
 
     def close(self) -> None:
