@@ -1,9 +1,15 @@
 """Built-in workloads: linalg-on-tensors functions by name (`ansor tune --workload NAME`).
 
-    name ("matmul-1024", "matmul-512x256x128", "gmm-1x128x128x128", ...) --build--> MLIR text
+    name ("matmul-1024", "c2d-1x56x56x64x64x1x1x0", "tbs-1x128x12x64", ...) --build--> MLIR text
 
-Each workload is one public function on static tensors whose result is a fresh tensor
-(`tensor.empty` + `linalg.fill`), so running it twice gives the same answer.
+Each workload is one public `func.func` on static fp32 tensors whose result is a fresh tensor
+(`tensor.empty` + `linalg.fill`), so running it twice gives the same answer. Weights are
+function arguments. Besides plain matmuls this holds Ansor's single-op benchmark suite
+(Zheng et al., OSDI 2020, Fig. 6) and two of its subgraphs, with the harness's shapes; see
+`suite()`. Layouts follow the harness: NLC / NHWC / NDHWC activations, HWIO-style filters
+(`[k, k, CI, CO]`), batch 1. Padding is a `tensor.pad` with 0.0 feeding the convolution;
+strides and dilations are op attributes (named ops) or folded into the indexing maps
+(`linalg.generic`). Output sizes: `(in + 2p - d(k-1) - 1) // s + 1`.
 """
 
 from __future__ import annotations
@@ -12,6 +18,76 @@ import re
 from collections.abc import Callable
 
 DEFAULT_WORKLOAD = "matmul-1024"
+
+
+def _t(shape: list[int] | tuple[int, ...], dtype: str = "f32") -> str:
+    return "tensor<" + "x".join(str(d) for d in shape) + f"x{dtype}>"
+
+
+def _out(size: int, k: int, s: int, p: int, d: int = 1) -> int:
+    o = (size + 2 * p - d * (k - 1) - 1) // s + 1
+    if o <= 0:
+        raise ValueError(f"kernel {k} (dilation {d}) does not fit input {size} padded by {p}")
+    return o
+
+
+def _zeros(name: str, shape: list[int]) -> str:
+    """`%name` = a fresh zero tensor of `shape` (needs `%zero` in scope)."""
+    return (
+        f"  %{name}_e = tensor.empty() : {_t(shape)}\n"
+        f"  %{name} = linalg.fill ins(%zero : f32) outs(%{name}_e : {_t(shape)}) -> {_t(shape)}\n"
+    )
+
+
+def _pad(src: str, shape: list[int], pads: list[int]) -> tuple[str, str, list[int]]:
+    """Zero-pad `src` by `pads[i]` on both sides of dim i: (text, value name, padded shape)."""
+    if not any(pads):
+        return "", src, list(shape)
+    out = [d + 2 * p for d, p in zip(shape, pads, strict=True)]
+    lo = ", ".join(str(p) for p in pads)
+    idx = ", ".join(f"%i{i}: index" for i in range(len(shape)))
+    text = (
+        f"  %padded = tensor.pad {src} low[{lo}] high[{lo}] {{\n"
+        f"  ^bb0({idx}):\n"
+        f"    tensor.yield %zero : f32\n"
+        f"  }} : {_t(shape)} to {_t(out)}\n"
+    )
+    return text, "%padded", out
+
+
+def _func(name: str, args: list[tuple[str, list[int]]], result: list[int], body: str, ret: str,
+          maps: str = "") -> str:
+    sig = ", ".join(f"%{a}: {_t(s)}" for a, s in args)
+    return (
+        f"{maps}func.func @{name}({sig}) -> {_t(result)} {{\n"
+        f"  %zero = arith.constant 0.0 : f32\n"
+        f"{body}"
+        f"  return {ret} : {_t(result)}\n"
+        f"}}\n"
+    )
+
+
+_MAC = """    ^bb0(%x: f32, %y: f32, %acc: f32):
+      %p = arith.mulf %x, %y : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+"""
+
+
+def _generic(maps: list[str], iters: str, ins: list[tuple[str, list[int]]], out: tuple[str, list[int]],
+             region: str, result: str = "%out") -> str:
+    names = ", ".join(v for v, _ in ins)
+    types = ", ".join(_t(s) for _, s in ins)
+    its = ", ".join(f'"{"parallel" if c == "p" else "reduction"}"' for c in iters)
+    return (
+        f"  {result} = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{its}]}}\n"
+        f"      ins({names} : {types}) outs({out[0]} : {_t(out[1])}) {{\n"
+        f"{region}"
+        f"  }} -> {_t(out[1])}\n"
+    )
+
+
+# --------------------------------------------------------------------------- matmul family
 
 
 def matmul(m: int, n: int, k: int, dtype: str = "f32") -> str:
@@ -59,13 +135,241 @@ func.func @matmul_nt(%A: tensor<{m}x{k}xf32>, %B: tensor<{n}x{k}xf32>) -> tensor
 """
 
 
-def _dims(text: str, count: int, name: str) -> list[int]:
-    parts = [int(p) for p in text.split("x")]
-    if len(parts) == 1 and count == 3:
-        parts = parts * 3
-    if len(parts) != count or any(p <= 0 for p in parts):
-        raise KeyError(f"workload '{name}': expected {count} positive sizes joined by 'x'")
+# --------------------------------------------------------------------------- convolutions
+
+
+def _named_conv(op: str, fname: str, x: list[int], w: list[int], out: list[int], s: int, d: int,
+                p: int, extra: tuple[list[tuple[str, list[int]]], str, str] | None = None) -> str:
+    """pad(X) -> `op` with strides/dilations -> [optional epilogue] as one function."""
+    nsp = len(x) - 2  # spatial dims
+    text, src, xp = _pad("%X", x, [0] + [p] * nsp + [0])
+    attrs = f"dilations = dense<{d}> : tensor<{nsp}xi64>, strides = dense<{s}> : tensor<{nsp}xi64>"
+    body = (
+        text + _zeros("init", out)
+        + f"  %conv = {op} {{{attrs}}}\n"
+        f"      ins({src}, %W : {_t(xp)}, {_t(w)}) outs(%init : {_t(out)}) -> {_t(out)}\n"
+    )
+    args = [("X", x), ("W", w)]
+    ret = "%conv"
+    if extra is not None:
+        more, epilogue, ret = extra
+        args += more
+        body += epilogue
+    return _func(fname, args, out, body, ret)
+
+
+def conv1d_nlc(n: int, length: int, ci: int, co: int, k: int, s: int = 1, p: int = 0) -> str:
+    """Ansor C1D: Y[n,l,co] = sum_{rl,ci} pad(X)[n, l*s+rl, ci] * W[rl,ci,co] (`linalg.conv_1d_nwc_wcf`)."""
+    out = [n, _out(length, k, s, p), co]
+    return _named_conv("linalg.conv_1d_nwc_wcf", "conv1d_nlc", [n, length, ci], [k, ci, co], out, s, 1, p)
+
+
+def conv2d_nhwc(n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0,
+                dilation: int = 1, groups: int = 1) -> str:
+    """Ansor C2D / DIL / GRP: NHWC input, [k,k,CI/groups,CO] filter.
+
+    groups == 1: `linalg.conv_2d_nhwc_hwcf` (dilation as its attribute). MLIR 22's grouped
+    convolutions are NCHW/NGCHW only, so groups > 1 is a `linalg.generic`:
+    Y[n,h,w,co] = sum_{rh,rw,rc} pad(X)[n, h*s+rh*d, w*s+rw*d, (co floordiv CO/g)*(CI/g)+rc] * W[rh,rw,rc,co].
+    """
+    if groups < 1 or ci % groups or co % groups:
+        raise ValueError(f"groups={groups} must divide CI={ci} and CO={co}")
+    oh, ow = _out(h, k, s, p, dilation), _out(w, k, s, p, dilation)
+    x, f, out = [n, h, w, ci], [k, k, ci // groups, co], [n, oh, ow, co]
+    if groups == 1:
+        return _named_conv("linalg.conv_2d_nhwc_hwcf", "conv2d_nhwc", x, f, out, s, dilation, p)
+    text, src, xp = _pad("%X", x, [0, p, p, 0])
+    cig, cog, d = ci // groups, co // groups, dilation
+    maps = [
+        f"affine_map<(n, h, w, co, rh, rw, rc) -> (n, h * {s} + rh * {d}, w * {s} + rw * {d}, (co floordiv {cog}) * {cig} + rc)>",
+        "affine_map<(n, h, w, co, rh, rw, rc) -> (rh, rw, rc, co)>",
+        "affine_map<(n, h, w, co, rh, rw, rc) -> (n, h, w, co)>",
+    ]
+    body = text + _zeros("init", out) + _generic(maps, "pppprrr", [(src, xp), ("%W", f)], ("%init", out), _MAC)
+    return _func("group_conv2d_nhwc", [("X", x), ("W", f)], out, body, "%out")
+
+
+def conv3d_ndhwc(n: int, d: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0) -> str:
+    """Ansor C3D: NDHWC input, [k,k,k,CI,CO] filter (`linalg.conv_3d_ndhwc_dhwcf`)."""
+    out = [n, _out(d, k, s, p), _out(h, k, s, p), _out(w, k, s, p), co]
+    return _named_conv("linalg.conv_3d_ndhwc_dhwcf", "conv3d_ndhwc", [n, d, h, w, ci], [k, k, k, ci, co],
+                       out, s, 1, p)
+
+
+def depthwise_conv2d_nhwc(n: int, h: int, w: int, c: int, k: int, s: int = 1, p: int = 0) -> str:
+    """Ansor DEP: Y[n,h,w,c] = sum_{rh,rw} pad(X)[n, h*s+rh, w*s+rw, c] * W[rh,rw,c]
+    (`linalg.depthwise_conv_2d_nhwc_hwc`; multiplier 1)."""
+    out = [n, _out(h, k, s, p), _out(w, k, s, p), c]
+    return _named_conv("linalg.depthwise_conv_2d_nhwc_hwc", "depthwise_conv2d_nhwc", [n, h, w, c], [k, k, c],
+                       out, s, 1, p)
+
+
+def conv2d_transpose_nhwc(n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0) -> str:
+    """Ansor T2D: PyTorch `ConvTranspose2d(stride=s, padding=p)` in NHWC, filter W[kh,kw,ci,co]
+    (= torch weight[ci,co,kh,kw]); output size (H-1)*s - 2p + k.
+
+    Definition: Y[n, ih*s - p + kh, iw*s - p + kw, co] += X[n,ih,iw,ci] * W[kh,kw,ci,co].
+    Built as zero insertion + padding + a stride-1 convolution with the flipped kernel
+    (as TVM's topi does): Z = zeros [N, (H-1)*s + 1 + 2q, (W-1)*s + 1 + 2q, CI] with q = k-1-p,
+    Z[n, q + ih*s, q + iw*s, ci] = X[n,ih,iw,ci] (one strided `tensor.insert_slice`), then
+    Y[n,h,w,co] = sum_{rh,rw,ci} Z[n, h+k-1-rh, w+k-1-rw, ci] * W[rh, rw, ci, co] (`linalg.generic`;
+    the flip sits on the input index, as linalg needs the filter map invertible).
+    """
+    q = k - 1 - p
+    if q < 0:
+        raise ValueError(f"padding {p} larger than kernel-1 = {k - 1} is not supported")
+    oh, ow = (h - 1) * s - 2 * p + k, (w - 1) * s - 2 * p + k
+    if oh <= 0 or ow <= 0:
+        raise ValueError("empty output")
+    x, f, out = [n, h, w, ci], [k, k, ci, co], [n, oh, ow, co]
+    z = [n, (h - 1) * s + 1 + 2 * q, (w - 1) * s + 1 + 2 * q, ci]
+    body = (
+        _zeros("z", z)
+        + f"  %dilated = tensor.insert_slice %X into %z[0, {q}, {q}, 0] [{n}, {h}, {w}, {ci}] [1, {s}, {s}, 1]"
+        f" : {_t(x)} into {_t(z)}\n"
+        + _zeros("init", out)
+    )
+    maps = [
+        f"affine_map<(n, h, w, co, rh, rw, ci) -> (n, h - rh + {k - 1}, w - rw + {k - 1}, ci)>",
+        "affine_map<(n, h, w, co, rh, rw, ci) -> (rh, rw, ci, co)>",
+        "affine_map<(n, h, w, co, rh, rw, ci) -> (n, h, w, co)>",
+    ]
+    body += _generic(maps, "pppprrr", [("%dilated", z), ("%W", f)], ("%init", out), _MAC)
+    return _func("conv2d_transpose_nhwc", [("X", x), ("W", f)], out, body, "%out")
+
+
+def conv2d_capsule_nhwijc(n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0,
+                          capsule: int = 4) -> str:
+    """Ansor CAP (TVM's conv2d_capsule_nhwijc): X[N,H,W,cap,cap,CI], W[k,k,cap,cap,CI,CO],
+    Y[n,h,w,i,j,co] = sum_{rh,rw,ck,ci} pad(X)[n, h*s+rh, w*s+rw, i, ck, ci] * W[rh,rw,ck,j,ci,co]."""
+    c = capsule
+    x, f = [n, h, w, c, c, ci], [k, k, c, c, ci, co]
+    out = [n, _out(h, k, s, p), _out(w, k, s, p), c, c, co]
+    text, src, xp = _pad("%X", x, [0, p, p, 0, 0, 0])
+    dims = "(n, h, w, i, j, co, rh, rw, ck, ci)"
+    maps = [
+        f"affine_map<{dims} -> (n, h * {s} + rh, w * {s} + rw, i, ck, ci)>",
+        f"affine_map<{dims} -> (rh, rw, ck, j, ci, co)>",
+        f"affine_map<{dims} -> (n, h, w, i, j, co)>",
+    ]
+    body = text + _zeros("init", out) + _generic(maps, "pppppprrrr", [(src, xp), ("%W", f)], ("%init", out), _MAC)
+    return _func("conv2d_capsule_nhwijc", [("X", x), ("W", f)], out, body, "%out")
+
+
+# --------------------------------------------------------------------------- reductions and subgraphs
+
+
+def norm_bmn(b: int, m: int, n: int) -> str:
+    """Ansor NRM: Y[b] = sqrt(sum_{m,n} X[b,m,n]^2): a reduction generic + an elementwise sqrt generic."""
+    x = [b, m, n]
+    sq = """    ^bb0(%x: f32, %acc: f32):
+      %p = arith.mulf %x, %x : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+"""
+    sqrt = """    ^bb0(%x: f32, %o: f32):
+      %r = math.sqrt %x : f32
+      linalg.yield %r : f32
+"""
+    body = (
+        _zeros("init", [b])
+        + _generic(["affine_map<(b, m, n) -> (b, m, n)>", "affine_map<(b, m, n) -> (b)>"], "prr",
+                   [("%X", x)], ("%init", [b]), sq, "%sumsq")
+        + f"  %res = tensor.empty() : {_t([b])}\n"
+        + _generic(["affine_map<(b) -> (b)>"] * 2, "p", [("%sumsq", [b])], ("%res", [b]), sqrt)
+    )
+    return _func("norm_bmn", [("X", x)], [b], body, "%out")
+
+
+def conv2d_bn_relu(n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0) -> str:
+    """Ansor ConvLayer subgraph: Y = relu(conv2d_nhwc(X, W) * scale[co] + shift[co])
+    (inference batch norm folded to a per-channel scale and shift, both arguments)."""
+    out = [n, _out(h, k, s, p), _out(w, k, s, p), co]
+    region = """    ^bb0(%c: f32, %a: f32, %b: f32, %o: f32):
+      %m = arith.mulf %c, %a : f32
+      %y = arith.addf %m, %b : f32
+      %r = arith.maximumf %y, %zero : f32
+      linalg.yield %r : f32
+"""
+    maps = [
+        "affine_map<(n, h, w, c) -> (n, h, w, c)>",
+        "affine_map<(n, h, w, c) -> (c)>",
+        "affine_map<(n, h, w, c) -> (c)>",
+        "affine_map<(n, h, w, c) -> (n, h, w, c)>",
+    ]
+    epilogue = f"  %res = tensor.empty() : {_t(out)}\n" + _generic(
+        maps, "pppp", [("%conv", out), ("%scale", [co]), ("%shift", [co])], ("%res", out), region)
+    return _named_conv("linalg.conv_2d_nhwc_hwcf", "conv2d_bn_relu", [n, h, w, ci], [k, k, ci, co], out, s, 1, p,
+                       extra=([("scale", [co]), ("shift", [co])], epilogue, "%out"))
+
+
+def transpose_batch_matmul_softmax(b: int, seq: int, heads: int, dim: int) -> str:
+    """Ansor TBS subgraph: Q, K [B,S,H,D] -> Qt = transpose [B,H,S,D], Kt = transpose [B,H,D,S]
+    (`linalg.transpose`) -> scores[b,h,i,j] = sum_d Qt[b,h,i,d] * Kt[b,h,d,j] (4-D batched
+    contraction, `linalg.generic`) -> softmax over j (max, exp(x - max), sum, divide: four
+    `linalg.generic`s) -> [B,H,S,S]."""
+    x, qt, kt, sc, red = [b, seq, heads, dim], [b, heads, seq, dim], [b, heads, dim, seq], [b, heads, seq, seq], [b, heads, seq]
+    d4 = "(b, h, i, j)"
+    full, row = f"affine_map<{d4} -> (b, h, i, j)>", f"affine_map<{d4} -> (b, h, i)>"
+    body = (
+        f"  %ninf = arith.constant 0xFF800000 : f32\n"
+        f"  %qt_e = tensor.empty() : {_t(qt)}\n"
+        f"  %qt = linalg.transpose ins(%Q : {_t(x)}) outs(%qt_e : {_t(qt)}) permutation = [0, 2, 1, 3]\n"
+        f"  %kt_e = tensor.empty() : {_t(kt)}\n"
+        f"  %kt = linalg.transpose ins(%K : {_t(x)}) outs(%kt_e : {_t(kt)}) permutation = [0, 2, 3, 1]\n"
+        + _zeros("sc_init", sc)
+        + _generic([
+            "affine_map<(b, h, i, j, d) -> (b, h, i, d)>",
+            "affine_map<(b, h, i, j, d) -> (b, h, d, j)>",
+            "affine_map<(b, h, i, j, d) -> (b, h, i, j)>",
+        ], "ppppr", [("%qt", qt), ("%kt", kt)], ("%sc_init", sc), _MAC, "%scores")
+        + f"  %max_e = tensor.empty() : {_t(red)}\n"
+        f"  %max_init = linalg.fill ins(%ninf : f32) outs(%max_e : {_t(red)}) -> {_t(red)}\n"
+        + _generic([full, row], "pppr", [("%scores", sc)], ("%max_init", red), """    ^bb0(%x: f32, %acc: f32):
+      %m = arith.maximumf %acc, %x : f32
+      linalg.yield %m : f32
+""", "%max")
+        + f"  %exp_e = tensor.empty() : {_t(sc)}\n"
+        + _generic([full, row, full], "pppp", [("%scores", sc), ("%max", red)], ("%exp_e", sc), """    ^bb0(%x: f32, %m: f32, %o: f32):
+      %d = arith.subf %x, %m : f32
+      %e = math.exp %d : f32
+      linalg.yield %e : f32
+""", "%exp")
+        + _zeros("sum_init", red)
+        + _generic([full, row], "pppr", [("%exp", sc)], ("%sum_init", red), """    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %acc, %x : f32
+      linalg.yield %s : f32
+""", "%sum")
+        + f"  %res = tensor.empty() : {_t(sc)}\n"
+        + _generic([full, row, full], "pppp", [("%exp", sc), ("%sum", red)], ("%res", sc), """    ^bb0(%x: f32, %s: f32, %o: f32):
+      %r = arith.divf %x, %s : f32
+      linalg.yield %r : f32
+""")
+    )
+    return _func("transpose_batch_matmul_softmax", [("Q", x), ("K", x)], sc, body, "%out")
+
+
+# --------------------------------------------------------------------------- names
+
+
+def _dims(text: str, count: int, name: str, *, pad_last: bool = False) -> list[int]:
+    """`count` sizes joined by 'x' (one size means a cube when `count` is 3); with `pad_last`,
+    the last size is a padding and may be 0."""
+    fields = text.split("x")
+    if len(fields) == 1 and count == 3 and not pad_last:
+        fields = fields * 3
+    parts = [int(f) if f else 0 for f in fields]
+    least = [1] * count
+    if pad_last:
+        least[-1] = 0
+    if len(parts) != count or any(not f for f in fields) or any(p < lo for p, lo in zip(parts, least)):
+        what = "sizes (the last, the padding, may be 0)" if pad_last else "positive sizes"
+        raise KeyError(f"workload '{name}': expected {count} {what} joined by 'x'")
     return parts
+
+
+def _conv_dims(text: str, count: int, name: str) -> list[int]:
+    return _dims(text, count, name, pad_last=True)
 
 
 # name pattern -> (builder from the size text, description)
@@ -73,6 +377,44 @@ _FAMILIES: dict[str, tuple[Callable[[str, str], str], str]] = {
     "matmul": (lambda s, n: matmul(*_dims(s, 3, n)), "matmul-M[xNxK]: C = A @ B, fp32"),
     "matmul_nt": (lambda s, n: matmul_generic(*_dims(s, 3, n)), "matmul_nt-M[xNxK]: C = A @ B^T as linalg.generic"),
     "gmm": (lambda s, n: batch_matmul(*_dims(s, 4, n)), "gmm-BxNxMxK: batch_matmul (Ansor GMM)"),
+    "c1d": (lambda s, n: conv1d_nlc(*_conv_dims(s, 7, n)), "c1d-NxLxCIxCOxKxSxP: conv1d NLC"),
+    "c2d": (lambda s, n: conv2d_nhwc(*_conv_dims(s, 8, n)), "c2d-NxHxWxCIxCOxKxSxP: conv2d NHWC"),
+    "c3d": (lambda s, n: conv3d_ndhwc(*_conv_dims(s, 9, n)), "c3d-NxDxHxWxCIxCOxKxSxP: conv3d NDHWC"),
+    "grp": (lambda s, n: conv2d_nhwc(*_conv_dims(s, 8, n), groups=4), "grp-NxHxWxCIxCOxKxSxP: conv2d NHWC, 4 groups"),
+    "dil": (lambda s, n: conv2d_nhwc(*_conv_dims(s, 8, n), dilation=2), "dil-NxHxWxCIxCOxKxSxP: conv2d NHWC, dilation 2"),
+    "dep": (lambda s, n: depthwise_conv2d_nhwc(*_conv_dims(s, 7, n)), "dep-NxHxWxCxKxSxP: depthwise conv2d NHWC"),
+    "t2d": (lambda s, n: conv2d_transpose_nhwc(*_conv_dims(s, 8, n)), "t2d-NxHxWxCIxCOxKxSxP: transposed conv2d NHWC"),
+    "cap": (lambda s, n: conv2d_capsule_nhwijc(*_conv_dims(s, 8, n)), "cap-NxHxWxCIxCOxKxSxP: capsule conv2d, capsule 4"),
+    "nrm": (lambda s, n: norm_bmn(*_dims(s, 3, n)), "nrm-BxMxN: per-batch Frobenius norm"),
+    "convlayer": (lambda s, n: conv2d_bn_relu(*_conv_dims(s, 8, n)), "convlayer-NxHxWxCIxCOxKxSxP: conv2d + bn + relu"),
+    "tbs": (lambda s, n: transpose_batch_matmul_softmax(*_dims(s, 4, n)),
+            "tbs-BxSxHxD: transpose + batch_matmul + softmax"),
+}
+
+#: Ansor's single-op suite and subgraphs (harness shapes), in the order of the paper's Fig. 6.
+_SUITE: dict[str, str] = {
+    "c1d-1x256x64x128x3x2x1": "Ansor C1D conv1d NLC (1,256,64,128,3,2,1)",
+    "c1d-1x128x128x256x1x2x0": "Ansor C1D conv1d NLC (1,128,128,256,1,2,0)",
+    "c2d-1x224x224x3x64x7x2x3": "Ansor C2D conv2d NHWC (1,224,224,3,64,7,2,3)",
+    "c2d-1x56x56x64x64x1x1x0": "Ansor C2D conv2d NHWC (1,56,56,64,64,1,1,0)",
+    "c3d-1x16x224x224x3x64x7x2x3": "Ansor C3D conv3d NDHWC (1,16,224,224,3,64,7,2,3)",
+    "c3d-1x16x56x56x64x64x1x1x0": "Ansor C3D conv3d NDHWC (1,16,56,56,64,64,1,1,0)",
+    "gmm-1x128x128x128": "Ansor GMM batch_matmul (1,128,128,128)",
+    "gmm-1x512x32x512": "Ansor GMM batch_matmul (1,512,32,512)",
+    "grp-1x56x56x64x128x3x2x1": "Ansor GRP group conv2d NHWC, 4 groups (1,56,56,64,128,3,2,1)",
+    "grp-1x56x56x64x64x1x1x0": "Ansor GRP group conv2d NHWC, 4 groups (1,56,56,64,64,1,1,0)",
+    "dil-1x224x224x3x64x7x2x3": "Ansor DIL conv2d NHWC, dilation 2 (1,224,224,3,64,7,2,3)",
+    "dil-1x56x56x64x64x1x1x0": "Ansor DIL conv2d NHWC, dilation 2 (1,56,56,64,64,1,1,0)",
+    "dep-1x112x112x32x3x1x1": "Ansor DEP depthwise conv2d NHWC (1,112,112,32,3,1,1)",
+    "dep-1x112x112x64x3x2x1": "Ansor DEP depthwise conv2d NHWC (1,112,112,64,3,2,1)",
+    "t2d-1x4x4x512x256x4x2x1": "Ansor T2D transposed conv2d NHWC (1,4,4,512,256,4,2,1)",
+    "t2d-1x8x8x256x128x4x2x1": "Ansor T2D transposed conv2d NHWC (1,8,8,256,128,4,2,1)",
+    "cap-1x16x16x32x32x3x2x1": "Ansor CAP capsule conv2d (1,16,16,32,32,3,2,1)",
+    "cap-1x8x8x32x32x3x1x1": "Ansor CAP capsule conv2d (1,8,8,32,32,3,1,1)",
+    "nrm-1x256x256": "Ansor NRM norm over M,N (1,256,256)",
+    "nrm-1x512x512": "Ansor NRM norm over M,N (1,512,512)",
+    "convlayer-1x56x56x64x128x3x2x1": "Ansor ConvLayer subgraph conv2d + bn + relu (1,56,56,64,128,3,2,1)",
+    "tbs-1x128x12x64": "Ansor TBS subgraph transpose + batch_matmul + softmax (1,128,12,64)",
 }
 
 #: Named instances listed by `ansor workloads`.
@@ -80,20 +422,28 @@ BUILTIN: dict[str, str] = {
     "matmul-1024": "matmul 1024x1024x1024 fp32 (the default)",
     "matmul-512": "matmul 512x512x512 fp32",
     "matmul_nt-512": "matmul 512^3 with B transposed, as linalg.generic",
-    "gmm-1x128x128x128": "Ansor GMM (1,128,128,128)",
-    "gmm-1x512x32x512": "Ansor GMM (1,512,32,512)",
+    **_SUITE,
 }
+
+
+def suite() -> list[str]:
+    """Names of Ansor's single-op benchmark suite and subgraph instances, in paper order."""
+    return list(_SUITE)
 
 
 def get(name: str) -> str:
     """MLIR text of the workload `name`; raises KeyError with a one-line message when unknown."""
-    m = re.fullmatch(r"([a-z_]+)-([0-9x]+)", name)
+    m = re.fullmatch(r"([a-z][a-z0-9_]*)-([0-9x]+)", name)
     if not m or m.group(1) not in _FAMILIES:
-        known = ", ".join(sorted(BUILTIN))
-        raise KeyError(f"unknown workload '{name}' (built in: {known})")
-    builder, _ = _FAMILIES[m.group(1)]
-    return builder(m.group(2), name)
+        families = ", ".join(_FAMILIES)
+        raise KeyError(f"unknown workload '{name}' (families: {families}; see `ansor workloads`)")
+    builder, desc = _FAMILIES[m.group(1)]
+    try:
+        return builder(m.group(2), name)
+    except ValueError as exc:
+        raise KeyError(f"workload '{name}': {exc} ({desc})") from None
 
 
 def describe() -> list[tuple[str, str]]:
+    """(name, one-line description) of every built-in instance, sorted by name."""
     return sorted(BUILTIN.items())
