@@ -18,8 +18,12 @@ from ansor import cli, workloads
 # --------------------------------------------------------------------------- references
 
 
-def _conv_nd(x: np.ndarray, w: np.ndarray, s: int, p: int, d: int = 1, groups: int = 1) -> np.ndarray:
-    """Channels-last N-D convolution (cross-correlation, zero padding): x[N,*S,CI], w[*K,CI/g,CO]."""
+def _conv_nd(
+    x: np.ndarray, w: np.ndarray, s: int, p: int, d: int = 1, groups: int = 1
+) -> np.ndarray:
+    """Channels-last N-D convolution (cross-correlation, zero padding).
+
+    x[N,*S,CI], w[*K,CI/g,CO]; group g reads channels [g*CI/g, (g+1)*CI/g)."""
     nsp = x.ndim - 2
     xp = np.pad(x, [(0, 0)] + [(p, p)] * nsp + [(0, 0)])
     ks, (cig, co) = w.shape[:nsp], w.shape[nsp:]
@@ -30,7 +34,9 @@ def _conv_nd(x: np.ndarray, w: np.ndarray, s: int, p: int, d: int = 1, groups: i
         sl = tuple(slice(kpos[i] * d, kpos[i] * d + s * (outs[i] - 1) + 1, s) for i in range(nsp))
         win = xp[(slice(None), *sl)]  # [N, *outs, CI]
         for g in range(groups):
-            y[..., g * cog:(g + 1) * cog] += win[..., g * cig:(g + 1) * cig] @ w[kpos][:, g * cog:(g + 1) * cog]
+            y[..., g * cog : (g + 1) * cog] += (
+                win[..., g * cig : (g + 1) * cig] @ w[kpos][:, g * cog : (g + 1) * cog]
+            )
     return y
 
 
@@ -40,24 +46,30 @@ def _depthwise(x: np.ndarray, w: np.ndarray, s: int, p: int) -> np.ndarray:
 
 
 def _conv_transpose(x: np.ndarray, w: np.ndarray, s: int, p: int) -> np.ndarray:
-    """PyTorch ConvTranspose2d in NHWC, w[kh,kw,ci,co]: scatter every input pixel through the kernel."""
+    """PyTorch ConvTranspose2d in NHWC, w[kh,kw,ci,co] (= torch weight[ci,co,kh,kw]).
+
+    Scatter every input pixel through the kernel, then crop p from each border."""
     n, h, wd, _ = x.shape
     k, co = w.shape[0], w.shape[3]
     oh, ow = (h - 1) * s - 2 * p + k, (wd - 1) * s - 2 * p + k
     full = np.zeros((n, (h - 1) * s + k, (wd - 1) * s + k, co))
     for ih, iw in itertools.product(range(h), range(wd)):
-        full[:, ih * s:ih * s + k, iw * s:iw * s + k, :] += np.einsum("nc,hwco->nhwo", x[:, ih, iw, :], w)
-    return full[:, p:p + oh, p:p + ow, :]
+        full[:, ih * s : ih * s + k, iw * s : iw * s + k, :] += np.einsum(
+            "nc,hwco->nhwo", x[:, ih, iw, :], w
+        )
+    return full[:, p : p + oh, p : p + ow, :]
 
 
 def _capsule(x: np.ndarray, w: np.ndarray, s: int, p: int) -> np.ndarray:
-    n, h, wd = x.shape[:3]
+    h, wd = x.shape[1:3]
     k = w.shape[0]
     xp = np.pad(x, [(0, 0), (p, p), (p, p), (0, 0), (0, 0), (0, 0)])
     oh, ow = (h + 2 * p - k) // s + 1, (wd + 2 * p - k) // s + 1
     y = 0.0
     for rh, rw in itertools.product(range(k), range(k)):
-        win = xp[:, rh:rh + s * (oh - 1) + 1:s, rw:rw + s * (ow - 1) + 1:s]  # [N,OH,OW,i,ck,ci]
+        win = xp[
+            :, rh : rh + s * (oh - 1) + 1 : s, rw : rw + s * (ow - 1) + 1 : s
+        ]  # [N,OH,OW,i,ck,ci]
         y = y + np.einsum("nhwikc,kjco->nhwijo", win, w[rh, rw])
     return y
 
@@ -129,7 +141,18 @@ def test_suite_lists_ansor_instances_in_order() -> None:
     names = workloads.suite()
     assert len(names) == 22 and len(set(names)) == 22
     assert [n.split("-")[0] for n in names[::2]] == [
-        "c1d", "c2d", "c3d", "gmm", "grp", "dil", "dep", "t2d", "cap", "nrm", "convlayer"]
+        "c1d",
+        "c2d",
+        "c3d",
+        "gmm",
+        "grp",
+        "dil",
+        "dep",
+        "t2d",
+        "cap",
+        "nrm",
+        "convlayer",
+    ]
     assert names[-1] == "tbs-1x128x12x64"
     assert all(n in workloads.BUILTIN for n in names)
     assert "matmul-1024" in workloads.BUILTIN and workloads.DEFAULT_WORKLOAD not in names
@@ -184,8 +207,18 @@ def test_small_variant_matches_numpy(name: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["nope-3", "c2d-1x9x9", "c2d-1x9x9x3x4x3x2x1x1", "c2d-0x9x9x3x4x3x2x1", "c1d-1x2x3x4x9x1x0",
-     "grp-1x5x5x6x8x1x1x0", "t2d-1x3x3x4x5x3x2x3", "tbs-1x2", "C2D-1", "gmm-1xx2x3x4"],
+    [
+        "nope-3",
+        "c2d-1x9x9",
+        "c2d-1x9x9x3x4x3x2x1x1",
+        "c2d-0x9x9x3x4x3x2x1",
+        "c1d-1x2x3x4x9x1x0",
+        "grp-1x5x5x6x8x1x1x0",
+        "t2d-1x3x3x4x5x3x2x3",
+        "tbs-1x2",
+        "C2D-1",
+        "gmm-1xx2x3x4",
+    ],
 )
 def test_bad_names_raise_one_line_key_error(name: str) -> None:
     with pytest.raises(KeyError) as info:

@@ -55,8 +55,14 @@ def _pad(src: str, shape: list[int], pads: list[int]) -> tuple[str, str, list[in
     return text, "%padded", out
 
 
-def _func(name: str, args: list[tuple[str, list[int]]], result: list[int], body: str, ret: str,
-          maps: str = "") -> str:
+def _func(
+    name: str,
+    args: list[tuple[str, list[int]]],
+    result: list[int],
+    body: str,
+    ret: str,
+    maps: str = "",
+) -> str:
     sig = ", ".join(f"%{a}: {_t(s)}" for a, s in args)
     return (
         f"{maps}func.func @{name}({sig}) -> {_t(result)} {{\n"
@@ -74,8 +80,14 @@ _MAC = """    ^bb0(%x: f32, %y: f32, %acc: f32):
 """
 
 
-def _generic(maps: list[str], iters: str, ins: list[tuple[str, list[int]]], out: tuple[str, list[int]],
-             region: str, result: str = "%out") -> str:
+def _generic(
+    maps: list[str],
+    iters: str,
+    ins: list[tuple[str, list[int]]],
+    out: tuple[str, list[int]],
+    region: str,
+    result: str = "%out",
+) -> str:
     names = ", ".join(v for v, _ in ins)
     types = ", ".join(_t(s) for _, s in ins)
     its = ", ".join(f'"{"parallel" if c == "p" else "reduction"}"' for c in iters)
@@ -138,15 +150,23 @@ func.func @matmul_nt(%A: tensor<{m}x{k}xf32>, %B: tensor<{n}x{k}xf32>) -> tensor
 # --------------------------------------------------------------------------- convolutions
 
 
-def _named_conv(op: str, fname: str, x: list[int], w: list[int], out: list[int], s: int, d: int,
-                p: int, extra: tuple[list[tuple[str, list[int]]], str, str] | None = None) -> str:
+def _named_conv(
+    op: str,
+    fname: str,
+    x: list[int],
+    w: list[int],
+    out: list[int],
+    s: int,
+    d: int,
+    p: int,
+    extra: tuple[list[tuple[str, list[int]]], str, str] | None = None,
+) -> str:
     """pad(X) -> `op` with strides/dilations -> [optional epilogue] as one function."""
     nsp = len(x) - 2  # spatial dims
     text, src, xp = _pad("%X", x, [0] + [p] * nsp + [0])
     attrs = f"dilations = dense<{d}> : tensor<{nsp}xi64>, strides = dense<{s}> : tensor<{nsp}xi64>"
     body = (
-        text + _zeros("init", out)
-        + f"  %conv = {op} {{{attrs}}}\n"
+        text + _zeros("init", out) + f"  %conv = {op} {{{attrs}}}\n"
         f"      ins({src}, %W : {_t(xp)}, {_t(w)}) outs(%init : {_t(out)}) -> {_t(out)}\n"
     )
     args = [("X", x), ("W", w)]
@@ -159,18 +179,32 @@ def _named_conv(op: str, fname: str, x: list[int], w: list[int], out: list[int],
 
 
 def conv1d_nlc(n: int, length: int, ci: int, co: int, k: int, s: int = 1, p: int = 0) -> str:
-    """Ansor C1D: Y[n,l,co] = sum_{rl,ci} pad(X)[n, l*s+rl, ci] * W[rl,ci,co] (`linalg.conv_1d_nwc_wcf`)."""
+    """Ansor C1D (`linalg.conv_1d_nwc_wcf`):
+    Y[n,l,co] = sum_{rl,ci} pad(X)[n, l*s+rl, ci] * W[rl,ci,co]."""
     out = [n, _out(length, k, s, p), co]
-    return _named_conv("linalg.conv_1d_nwc_wcf", "conv1d_nlc", [n, length, ci], [k, ci, co], out, s, 1, p)
+    return _named_conv(
+        "linalg.conv_1d_nwc_wcf", "conv1d_nlc", [n, length, ci], [k, ci, co], out, s, 1, p
+    )
 
 
-def conv2d_nhwc(n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0,
-                dilation: int = 1, groups: int = 1) -> str:
+def conv2d_nhwc(
+    n: int,
+    h: int,
+    w: int,
+    ci: int,
+    co: int,
+    k: int,
+    s: int = 1,
+    p: int = 0,
+    dilation: int = 1,
+    groups: int = 1,
+) -> str:
     """Ansor C2D / DIL / GRP: NHWC input, [k,k,CI/groups,CO] filter.
 
     groups == 1: `linalg.conv_2d_nhwc_hwcf` (dilation as its attribute). MLIR 22's grouped
     convolutions are NCHW/NGCHW only, so groups > 1 is a `linalg.generic`:
-    Y[n,h,w,co] = sum_{rh,rw,rc} pad(X)[n, h*s+rh*d, w*s+rw*d, (co floordiv CO/g)*(CI/g)+rc] * W[rh,rw,rc,co].
+    Y[n,h,w,co] = sum_{rh,rw,rc} pad(X)[n, h*s+rh*d, w*s+rw*d, (co floordiv CO/g)*(CI/g) + rc]
+                                 * W[rh,rw,rc,co].
     """
     if groups < 1 or ci % groups or co % groups:
         raise ValueError(f"groups={groups} must divide CI={ci} and CO={co}")
@@ -185,26 +219,50 @@ def conv2d_nhwc(n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p:
         "affine_map<(n, h, w, co, rh, rw, rc) -> (rh, rw, rc, co)>",
         "affine_map<(n, h, w, co, rh, rw, rc) -> (n, h, w, co)>",
     ]
-    body = text + _zeros("init", out) + _generic(maps, "pppprrr", [(src, xp), ("%W", f)], ("%init", out), _MAC)
+    body = (
+        text
+        + _zeros("init", out)
+        + _generic(maps, "pppprrr", [(src, xp), ("%W", f)], ("%init", out), _MAC)
+    )
     return _func("group_conv2d_nhwc", [("X", x), ("W", f)], out, body, "%out")
 
 
-def conv3d_ndhwc(n: int, d: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0) -> str:
+def conv3d_ndhwc(
+    n: int, d: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0
+) -> str:
     """Ansor C3D: NDHWC input, [k,k,k,CI,CO] filter (`linalg.conv_3d_ndhwc_dhwcf`)."""
     out = [n, _out(d, k, s, p), _out(h, k, s, p), _out(w, k, s, p), co]
-    return _named_conv("linalg.conv_3d_ndhwc_dhwcf", "conv3d_ndhwc", [n, d, h, w, ci], [k, k, k, ci, co],
-                       out, s, 1, p)
+    return _named_conv(
+        "linalg.conv_3d_ndhwc_dhwcf",
+        "conv3d_ndhwc",
+        [n, d, h, w, ci],
+        [k, k, k, ci, co],
+        out,
+        s,
+        1,
+        p,
+    )
 
 
 def depthwise_conv2d_nhwc(n: int, h: int, w: int, c: int, k: int, s: int = 1, p: int = 0) -> str:
     """Ansor DEP: Y[n,h,w,c] = sum_{rh,rw} pad(X)[n, h*s+rh, w*s+rw, c] * W[rh,rw,c]
     (`linalg.depthwise_conv_2d_nhwc_hwc`; multiplier 1)."""
     out = [n, _out(h, k, s, p), _out(w, k, s, p), c]
-    return _named_conv("linalg.depthwise_conv_2d_nhwc_hwc", "depthwise_conv2d_nhwc", [n, h, w, c], [k, k, c],
-                       out, s, 1, p)
+    return _named_conv(
+        "linalg.depthwise_conv_2d_nhwc_hwc",
+        "depthwise_conv2d_nhwc",
+        [n, h, w, c],
+        [k, k, c],
+        out,
+        s,
+        1,
+        p,
+    )
 
 
-def conv2d_transpose_nhwc(n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0) -> str:
+def conv2d_transpose_nhwc(
+    n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0
+) -> str:
     """Ansor T2D: PyTorch `ConvTranspose2d(stride=s, padding=p)` in NHWC, filter W[kh,kw,ci,co]
     (= torch weight[ci,co,kh,kw]); output size (H-1)*s - 2p + k.
 
@@ -226,8 +284,7 @@ def conv2d_transpose_nhwc(n: int, h: int, w: int, ci: int, co: int, k: int, s: i
     body = (
         _zeros("z", z)
         + f"  %dilated = tensor.insert_slice %X into %z[0, {q}, {q}, 0] [{n}, {h}, {w}, {ci}] [1, {s}, {s}, 1]"
-        f" : {_t(x)} into {_t(z)}\n"
-        + _zeros("init", out)
+        f" : {_t(x)} into {_t(z)}\n" + _zeros("init", out)
     )
     maps = [
         f"affine_map<(n, h, w, co, rh, rw, ci) -> (n, h - rh + {k - 1}, w - rw + {k - 1}, ci)>",
@@ -238,10 +295,12 @@ def conv2d_transpose_nhwc(n: int, h: int, w: int, ci: int, co: int, k: int, s: i
     return _func("conv2d_transpose_nhwc", [("X", x), ("W", f)], out, body, "%out")
 
 
-def conv2d_capsule_nhwijc(n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0,
-                          capsule: int = 4) -> str:
+def conv2d_capsule_nhwijc(
+    n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0, capsule: int = 4
+) -> str:
     """Ansor CAP (TVM's conv2d_capsule_nhwijc): X[N,H,W,cap,cap,CI], W[k,k,cap,cap,CI,CO],
-    Y[n,h,w,i,j,co] = sum_{rh,rw,ck,ci} pad(X)[n, h*s+rh, w*s+rw, i, ck, ci] * W[rh,rw,ck,j,ci,co]."""
+    Y[n,h,w,i,j,co] = sum_{rh,rw,ck,ci} pad(X)[n, h*s+rh, w*s+rw, i, ck, ci]
+                                        * W[rh,rw,ck,j,ci,co]."""
     c = capsule
     x, f = [n, h, w, c, c, ci], [k, k, c, c, ci, co]
     out = [n, _out(h, k, s, p), _out(w, k, s, p), c, c, co]
@@ -252,15 +311,19 @@ def conv2d_capsule_nhwijc(n: int, h: int, w: int, ci: int, co: int, k: int, s: i
         f"affine_map<{dims} -> (rh, rw, ck, j, ci, co)>",
         f"affine_map<{dims} -> (n, h, w, i, j, co)>",
     ]
-    body = text + _zeros("init", out) + _generic(maps, "pppppprrrr", [(src, xp), ("%W", f)], ("%init", out), _MAC)
+    body = (
+        text
+        + _zeros("init", out)
+        + _generic(maps, "pppppprrrr", [(src, xp), ("%W", f)], ("%init", out), _MAC)
+    )
     return _func("conv2d_capsule_nhwijc", [("X", x), ("W", f)], out, body, "%out")
 
 
-# --------------------------------------------------------------------------- reductions and subgraphs
+# --------------------------------------------------------------------------- reductions, subgraphs
 
 
 def norm_bmn(b: int, m: int, n: int) -> str:
-    """Ansor NRM: Y[b] = sqrt(sum_{m,n} X[b,m,n]^2): a reduction generic + an elementwise sqrt generic."""
+    """Ansor NRM: Y[b] = sqrt(sum_{m,n} X[b,m,n]^2): a reduction generic + a sqrt generic."""
     x = [b, m, n]
     sq = """    ^bb0(%x: f32, %acc: f32):
       %p = arith.mulf %x, %x : f32
@@ -273,8 +336,14 @@ def norm_bmn(b: int, m: int, n: int) -> str:
 """
     body = (
         _zeros("init", [b])
-        + _generic(["affine_map<(b, m, n) -> (b, m, n)>", "affine_map<(b, m, n) -> (b)>"], "prr",
-                   [("%X", x)], ("%init", [b]), sq, "%sumsq")
+        + _generic(
+            ["affine_map<(b, m, n) -> (b, m, n)>", "affine_map<(b, m, n) -> (b)>"],
+            "prr",
+            [("%X", x)],
+            ("%init", [b]),
+            sq,
+            "%sumsq",
+        )
         + f"  %res = tensor.empty() : {_t([b])}\n"
         + _generic(["affine_map<(b) -> (b)>"] * 2, "p", [("%sumsq", [b])], ("%res", [b]), sqrt)
     )
@@ -298,9 +367,19 @@ def conv2d_bn_relu(n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1,
         "affine_map<(n, h, w, c) -> (n, h, w, c)>",
     ]
     epilogue = f"  %res = tensor.empty() : {_t(out)}\n" + _generic(
-        maps, "pppp", [("%conv", out), ("%scale", [co]), ("%shift", [co])], ("%res", out), region)
-    return _named_conv("linalg.conv_2d_nhwc_hwcf", "conv2d_bn_relu", [n, h, w, ci], [k, k, ci, co], out, s, 1, p,
-                       extra=([("scale", [co]), ("shift", [co])], epilogue, "%out"))
+        maps, "pppp", [("%conv", out), ("%scale", [co]), ("%shift", [co])], ("%res", out), region
+    )
+    return _named_conv(
+        "linalg.conv_2d_nhwc_hwcf",
+        "conv2d_bn_relu",
+        [n, h, w, ci],
+        [k, k, ci, co],
+        out,
+        s,
+        1,
+        p,
+        extra=([("scale", [co]), ("shift", [co])], epilogue, "%out"),
+    )
 
 
 def transpose_batch_matmul_softmax(b: int, seq: int, heads: int, dim: int) -> str:
@@ -308,7 +387,13 @@ def transpose_batch_matmul_softmax(b: int, seq: int, heads: int, dim: int) -> st
     (`linalg.transpose`) -> scores[b,h,i,j] = sum_d Qt[b,h,i,d] * Kt[b,h,d,j] (4-D batched
     contraction, `linalg.generic`) -> softmax over j (max, exp(x - max), sum, divide: four
     `linalg.generic`s) -> [B,H,S,S]."""
-    x, qt, kt, sc, red = [b, seq, heads, dim], [b, heads, seq, dim], [b, heads, dim, seq], [b, heads, seq, seq], [b, heads, seq]
+    x, qt, kt, sc, red = (
+        [b, seq, heads, dim],
+        [b, heads, seq, dim],
+        [b, heads, dim, seq],
+        [b, heads, seq, seq],
+        [b, heads, seq],
+    )
     d4 = "(b, h, i, j)"
     full, row = f"affine_map<{d4} -> (b, h, i, j)>", f"affine_map<{d4} -> (b, h, i)>"
     body = (
@@ -318,33 +403,67 @@ def transpose_batch_matmul_softmax(b: int, seq: int, heads: int, dim: int) -> st
         f"  %kt_e = tensor.empty() : {_t(kt)}\n"
         f"  %kt = linalg.transpose ins(%K : {_t(x)}) outs(%kt_e : {_t(kt)}) permutation = [0, 2, 3, 1]\n"
         + _zeros("sc_init", sc)
-        + _generic([
-            "affine_map<(b, h, i, j, d) -> (b, h, i, d)>",
-            "affine_map<(b, h, i, j, d) -> (b, h, d, j)>",
-            "affine_map<(b, h, i, j, d) -> (b, h, i, j)>",
-        ], "ppppr", [("%qt", qt), ("%kt", kt)], ("%sc_init", sc), _MAC, "%scores")
+        + _generic(
+            [
+                "affine_map<(b, h, i, j, d) -> (b, h, i, d)>",
+                "affine_map<(b, h, i, j, d) -> (b, h, d, j)>",
+                "affine_map<(b, h, i, j, d) -> (b, h, i, j)>",
+            ],
+            "ppppr",
+            [("%qt", qt), ("%kt", kt)],
+            ("%sc_init", sc),
+            _MAC,
+            "%scores",
+        )
         + f"  %max_e = tensor.empty() : {_t(red)}\n"
         f"  %max_init = linalg.fill ins(%ninf : f32) outs(%max_e : {_t(red)}) -> {_t(red)}\n"
-        + _generic([full, row], "pppr", [("%scores", sc)], ("%max_init", red), """    ^bb0(%x: f32, %acc: f32):
+        + _generic(
+            [full, row],
+            "pppr",
+            [("%scores", sc)],
+            ("%max_init", red),
+            """    ^bb0(%x: f32, %acc: f32):
       %m = arith.maximumf %acc, %x : f32
       linalg.yield %m : f32
-""", "%max")
+""",
+            "%max",
+        )
         + f"  %exp_e = tensor.empty() : {_t(sc)}\n"
-        + _generic([full, row, full], "pppp", [("%scores", sc), ("%max", red)], ("%exp_e", sc), """    ^bb0(%x: f32, %m: f32, %o: f32):
+        + _generic(
+            [full, row, full],
+            "pppp",
+            [("%scores", sc), ("%max", red)],
+            ("%exp_e", sc),
+            """    ^bb0(%x: f32, %m: f32, %o: f32):
       %d = arith.subf %x, %m : f32
       %e = math.exp %d : f32
       linalg.yield %e : f32
-""", "%exp")
+""",
+            "%exp",
+        )
         + _zeros("sum_init", red)
-        + _generic([full, row], "pppr", [("%exp", sc)], ("%sum_init", red), """    ^bb0(%x: f32, %acc: f32):
+        + _generic(
+            [full, row],
+            "pppr",
+            [("%exp", sc)],
+            ("%sum_init", red),
+            """    ^bb0(%x: f32, %acc: f32):
       %s = arith.addf %acc, %x : f32
       linalg.yield %s : f32
-""", "%sum")
+""",
+            "%sum",
+        )
         + f"  %res = tensor.empty() : {_t(sc)}\n"
-        + _generic([full, row, full], "pppp", [("%exp", sc), ("%sum", red)], ("%res", sc), """    ^bb0(%x: f32, %s: f32, %o: f32):
+        + _generic(
+            [full, row, full],
+            "pppp",
+            [("%exp", sc), ("%sum", red)],
+            ("%res", sc),
+            """    ^bb0(%x: f32, %s: f32, %o: f32):
       %r = arith.divf %x, %s : f32
       linalg.yield %r : f32
-""")
+""",
+        )
     )
     return _func("transpose_batch_matmul_softmax", [("Q", x), ("K", x)], sc, body, "%out")
 
@@ -362,7 +481,11 @@ def _dims(text: str, count: int, name: str, *, pad_last: bool = False) -> list[i
     least = [1] * count
     if pad_last:
         least[-1] = 0
-    if len(parts) != count or any(not f for f in fields) or any(p < lo for p, lo in zip(parts, least)):
+    if (
+        len(parts) != count
+        or any(not f for f in fields)
+        or any(p < lo for p, lo in zip(parts, least))
+    ):
         what = "sizes (the last, the padding, may be 0)" if pad_last else "positive sizes"
         raise KeyError(f"workload '{name}': expected {count} {what} joined by 'x'")
     return parts
@@ -375,20 +498,46 @@ def _conv_dims(text: str, count: int, name: str) -> list[int]:
 # name pattern -> (builder from the size text, description)
 _FAMILIES: dict[str, tuple[Callable[[str, str], str], str]] = {
     "matmul": (lambda s, n: matmul(*_dims(s, 3, n)), "matmul-M[xNxK]: C = A @ B, fp32"),
-    "matmul_nt": (lambda s, n: matmul_generic(*_dims(s, 3, n)), "matmul_nt-M[xNxK]: C = A @ B^T as linalg.generic"),
+    "matmul_nt": (
+        lambda s, n: matmul_generic(*_dims(s, 3, n)),
+        "matmul_nt-M[xNxK]: C = A @ B^T as linalg.generic",
+    ),
     "gmm": (lambda s, n: batch_matmul(*_dims(s, 4, n)), "gmm-BxNxMxK: batch_matmul (Ansor GMM)"),
     "c1d": (lambda s, n: conv1d_nlc(*_conv_dims(s, 7, n)), "c1d-NxLxCIxCOxKxSxP: conv1d NLC"),
     "c2d": (lambda s, n: conv2d_nhwc(*_conv_dims(s, 8, n)), "c2d-NxHxWxCIxCOxKxSxP: conv2d NHWC"),
-    "c3d": (lambda s, n: conv3d_ndhwc(*_conv_dims(s, 9, n)), "c3d-NxDxHxWxCIxCOxKxSxP: conv3d NDHWC"),
-    "grp": (lambda s, n: conv2d_nhwc(*_conv_dims(s, 8, n), groups=4), "grp-NxHxWxCIxCOxKxSxP: conv2d NHWC, 4 groups"),
-    "dil": (lambda s, n: conv2d_nhwc(*_conv_dims(s, 8, n), dilation=2), "dil-NxHxWxCIxCOxKxSxP: conv2d NHWC, dilation 2"),
-    "dep": (lambda s, n: depthwise_conv2d_nhwc(*_conv_dims(s, 7, n)), "dep-NxHxWxCxKxSxP: depthwise conv2d NHWC"),
-    "t2d": (lambda s, n: conv2d_transpose_nhwc(*_conv_dims(s, 8, n)), "t2d-NxHxWxCIxCOxKxSxP: transposed conv2d NHWC"),
-    "cap": (lambda s, n: conv2d_capsule_nhwijc(*_conv_dims(s, 8, n)), "cap-NxHxWxCIxCOxKxSxP: capsule conv2d, capsule 4"),
+    "c3d": (
+        lambda s, n: conv3d_ndhwc(*_conv_dims(s, 9, n)),
+        "c3d-NxDxHxWxCIxCOxKxSxP: conv3d NDHWC",
+    ),
+    "grp": (
+        lambda s, n: conv2d_nhwc(*_conv_dims(s, 8, n), groups=4),
+        "grp-NxHxWxCIxCOxKxSxP: conv2d NHWC, 4 groups",
+    ),
+    "dil": (
+        lambda s, n: conv2d_nhwc(*_conv_dims(s, 8, n), dilation=2),
+        "dil-NxHxWxCIxCOxKxSxP: conv2d NHWC, dilation 2",
+    ),
+    "dep": (
+        lambda s, n: depthwise_conv2d_nhwc(*_conv_dims(s, 7, n)),
+        "dep-NxHxWxCxKxSxP: depthwise conv2d NHWC",
+    ),
+    "t2d": (
+        lambda s, n: conv2d_transpose_nhwc(*_conv_dims(s, 8, n)),
+        "t2d-NxHxWxCIxCOxKxSxP: transposed conv2d NHWC",
+    ),
+    "cap": (
+        lambda s, n: conv2d_capsule_nhwijc(*_conv_dims(s, 8, n)),
+        "cap-NxHxWxCIxCOxKxSxP: capsule conv2d, capsule 4",
+    ),
     "nrm": (lambda s, n: norm_bmn(*_dims(s, 3, n)), "nrm-BxMxN: per-batch Frobenius norm"),
-    "convlayer": (lambda s, n: conv2d_bn_relu(*_conv_dims(s, 8, n)), "convlayer-NxHxWxCIxCOxKxSxP: conv2d + bn + relu"),
-    "tbs": (lambda s, n: transpose_batch_matmul_softmax(*_dims(s, 4, n)),
-            "tbs-BxSxHxD: transpose + batch_matmul + softmax"),
+    "convlayer": (
+        lambda s, n: conv2d_bn_relu(*_conv_dims(s, 8, n)),
+        "convlayer-NxHxWxCIxCOxKxSxP: conv2d + bn + relu",
+    ),
+    "tbs": (
+        lambda s, n: transpose_batch_matmul_softmax(*_dims(s, 4, n)),
+        "tbs-BxSxHxD: transpose + batch_matmul + softmax",
+    ),
 }
 
 #: Ansor's single-op suite and subgraphs (harness shapes), in the order of the paper's Fig. 6.
@@ -413,7 +562,7 @@ _SUITE: dict[str, str] = {
     "cap-1x8x8x32x32x3x1x1": "Ansor CAP capsule conv2d (1,8,8,32,32,3,1,1)",
     "nrm-1x256x256": "Ansor NRM norm over M,N (1,256,256)",
     "nrm-1x512x512": "Ansor NRM norm over M,N (1,512,512)",
-    "convlayer-1x56x56x64x128x3x2x1": "Ansor ConvLayer subgraph conv2d + bn + relu (1,56,56,64,128,3,2,1)",
+    "convlayer-1x56x56x64x128x3x2x1": "Ansor ConvLayer conv2d + bn + relu (1,56,56,64,128,3,2,1)",
     "tbs-1x128x12x64": "Ansor TBS subgraph transpose + batch_matmul + softmax (1,128,12,64)",
 }
 
