@@ -68,7 +68,8 @@ def test_mlir_assertion_in_worker_is_a_crash_record() -> None:
 
 @pytest.mark.parametrize(
     ("fault", "code"),
-    [("abort", MeasureError.CRASH), ("hang", MeasureError.TIMEOUT), ("wrong", MeasureError.WRONG_ANSWER)],
+    [("abort", MeasureError.CRASH), ("segv", MeasureError.CRASH), ("hang", MeasureError.TIMEOUT),
+     ("wrong", MeasureError.WRONG_ANSWER)],
 )
 def test_injected_faults_become_records(monkeypatch, matmul64, fault, code) -> None:
     monkeypatch.setenv("ANSOR_ALLOW_FAULTS", "1")

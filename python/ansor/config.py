@@ -28,9 +28,26 @@ CACHE_DIR: Path = Path(os.environ.get("ANSOR_CACHE_DIR", Path.home() / ".cache" 
 #: Consecutive failed candidates after which the tuner switches to verbose error reporting.
 VERBOSE_AFTER_ERRORS: int = _int("ANSOR_VERBOSE_AFTER_ERRORS", 16)
 
-#: Test hook: the fault to inject into every candidate a worker builds ("", "abort", "hang", "wrong").
-#: Only honoured when ANSOR_ALLOW_FAULTS=1, so it cannot leak into a real run by accident.
+#: Test hook: faults to inject into the candidates a worker measures, as "KIND[:N],KIND[:N]..." with
+#: KIND in abort / segv / hang / wrong; with ":N" only candidates whose script hash is 0 mod N
+#: (deterministic per candidate). Only honoured when ANSOR_ALLOW_FAULTS=1, so it cannot leak into
+#: a real run by accident.
 INJECT_FAULT: str = os.environ.get("ANSOR_INJECT_FAULT", "") if os.environ.get("ANSOR_ALLOW_FAULTS") == "1" else ""
+
+
+def injected_fault(script: str | None) -> str:
+    """The fault (or "") the INJECT_FAULT hook assigns to the candidate with this script."""
+    if not INJECT_FAULT:
+        return ""
+    import zlib
+
+    h = zlib.crc32((script or "").encode())
+    for i, part in enumerate(INJECT_FAULT.split(",")):
+        kind, _, every = part.partition(":")
+        n = int(every) if every else 1
+        if (h // (i + 1)) % n == 0:
+            return kind
+    return ""
 
 #: Test hook: measure with `SyntheticMeasurer` (deterministic fake latencies, no compiler) instead of
 #: real workers, sleeping this many seconds per candidate. Negative (default) = real measurement.

@@ -16,9 +16,11 @@ no transform script) on seeded random inputs, together with the untuned latency.
 from __future__ import annotations
 
 import abc
+import ctypes
 import enum
 import math
-import multiprocessing as mp
+import subprocess
+import sys
 import os
 import signal
 import statistics
@@ -144,10 +146,9 @@ def check_outputs(outs: list[np.ndarray], refs: list[np.ndarray], rtol: float, a
 # Worker process
 
 
-def _worker_main(conn: Connection, threads: int, memory_mb: int, stderr_path: str) -> None:
-    """Loop: receive a request, answer it. Runs in a fresh (spawned) process."""
-    fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 2)
+def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb: int) -> None:
+    """Loop: receive a request, answer it. Runs in a fresh process started by `_Worker`
+    (`python -m ansor._worker`); stderr goes to a file the parent reads after a crash."""
     os.environ["OMP_NUM_THREADS"] = str(threads or os.cpu_count() or 1)
     if memory_mb > 0:
         import resource
@@ -168,7 +169,7 @@ def _worker_main(conn: Connection, threads: int, memory_mb: int, stderr_path: st
 
     while True:
         try:
-            req = conn.recv()
+            req = conn_in.recv()
         except EOFError:
             return
         kind = req["kind"]
@@ -187,15 +188,21 @@ def _worker_main(conn: Connection, threads: int, memory_mb: int, stderr_path: st
             t0 = time.perf_counter()
             kernel = lowering.compile_task(task, req["script"])
             build_s = time.perf_counter() - t0
+            if kind == "build":
+                conn.send({"costs": (), "error": None, "msg": "", "build_s": build_s})
+                continue
             inputs, expected = reference(task, req["ref_path"])
             t_first = time.perf_counter()
             outs = kernel.run(inputs)  # also the warm-up
             first_s = time.perf_counter() - t_first
-            if config.INJECT_FAULT == "abort":
+            fault = config.injected_fault(req["script"])
+            if fault == "abort":
                 os.abort()
-            if config.INJECT_FAULT == "hang":
+            elif fault == "segv":
+                ctypes.string_at(0)  # a real invalid read
+            elif fault == "hang":
                 time.sleep(1e6)
-            if config.INJECT_FAULT == "wrong":
+            elif fault == "wrong":
                 outs = [o + 1 for o in outs]
             bad = check_outputs(outs, expected, opts.rtol, opts.atol)
             if bad is not None:
@@ -237,34 +244,46 @@ _SIGNAL_HINTS = {
 
 
 class _Worker:
-    """One spawned worker process with a pipe; restartable."""
+    """One worker process (`python -m ansor._worker`) talking over two pipes; restartable.
+
+    A plain subprocess rather than `multiprocessing`: spawn would re-import the user's main
+    module, which breaks scripts that call `ansor.tune` without an `if __name__ == "__main__"` guard.
+    """
 
     def __init__(self, threads: int, memory_mb: int) -> None:
         self.threads = threads
         self.memory_mb = memory_mb
         self._dir = tempfile.mkdtemp(prefix="ansor-worker-")
         self.stderr_path = os.path.join(self._dir, "stderr.txt")
-        self.proc: Any = None
-        self.conn: Connection | None = None
+        self.proc: subprocess.Popen | None = None
+        self.req: Connection | None = None
+        self.resp: Connection | None = None
 
     def start(self) -> None:
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe()
-        self.proc = ctx.Process(
-            target=_worker_main, args=(child, self.threads, self.memory_mb, self.stderr_path), daemon=True
-        )
-        self.proc.start()
-        child.close()
-        self.conn = parent
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        with open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "ansor._worker", str(req_r), str(resp_w), str(self.threads), str(self.memory_mb)],
+                pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+            )
+        os.close(req_r)
+        os.close(resp_w)
+        self.req = Connection(req_w, readable=False)
+        self.resp = Connection(resp_r, writable=False)
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.is_alive():
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
         if self.proc is not None:
-            self.proc.join(timeout=5)
-        if self.conn is not None:
-            self.conn.close()
-        self.proc, self.conn = None, None
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        for c in (self.req, self.resp):
+            if c is not None:
+                c.close()
+        self.proc, self.req, self.resp = None, None, None
 
     def last_stderr(self) -> str:
         try:
@@ -275,29 +294,31 @@ class _Worker:
         return (interesting or lines or [""])[-1][:300]
 
     def request(self, req: dict, timeout_s: float) -> dict:
-        if self.proc is None or not self.proc.is_alive():
+        if self.proc is None or self.proc.poll() is not None:
             self.kill()
             self.start()
-        assert self.conn is not None
+        assert self.req is not None and self.resp is not None and self.proc is not None
         try:
-            self.conn.send(req)
-            if self.conn.poll(timeout_s):
-                return self.conn.recv()
+            self.req.send(req)
+            if self.resp.poll(timeout_s):
+                return self.resp.recv()
             self.kill()
             return {"costs": (), "error": "timeout", "msg": f"no result within {timeout_s:g} s", "build_s": 0.0}
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
-            code = self.proc.exitcode if self.proc is not None else None
-            if self.proc is not None:
-                self.proc.join(timeout=5)
-                code = self.proc.exitcode
+            try:
+                code = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
             detail = self.last_stderr()
             self.kill()
             if code is not None and code < 0:
                 sig = signal.Signals(-code)
                 what = _SIGNAL_HINTS.get(sig, sig.name)
                 err = "oom" if sig == signal.SIGKILL else "crash"
-                return {"costs": (), "error": err, "msg": f"worker {what}" + (f": {detail}" if detail else ""), "build_s": 0.0}
-            return {"costs": (), "error": "crash", "msg": f"worker exited ({code})" + (f": {detail}" if detail else ""), "build_s": 0.0}
+                return {"costs": (), "error": err, "msg": f"worker {what}" + (f": {detail}" if detail else ""),
+                        "build_s": 0.0}
+            return {"costs": (), "error": "crash", "msg": f"worker exited ({code})" + (f": {detail}" if detail else ""),
+                    "build_s": 0.0}
 
 
 class SyntheticMeasurer(Measurer):
@@ -390,6 +411,19 @@ class LocalMeasurer(Measurer):
             if res.error is None:
                 self._best[inp.task.hash] = min(best, res.latency)
             out.append(res)
+        return out
+
+    def build_only(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
+        """Apply, lower and JIT each candidate in the worker without running it (for fuzzing the
+        builder). A success has no costs and no error."""
+        out = []
+        for inp in inputs:
+            t0 = time.perf_counter()
+            ans = self._worker.request(
+                {"kind": "build", "task": inp.task.to_json(), "script": inp.script, "opts": self._opts()},
+                self.options.timeout_s,
+            )
+            out.append(_result(ans, time.perf_counter() - t0))
         return out
 
     def close(self) -> None:
