@@ -33,7 +33,7 @@ def matmul_big() -> SearchTask:
 class FakeMeasurer(Measurer):
     """Deterministic latency from the knobs (a smooth bowl around a known optimum); no compiler.
 
-    Schedules whose `d0.t3` knob equals `fail_t3` fail with a compile error.
+    Schedules whose `op1.d0.t3` knob equals `fail_t3` fail with a compile error.
     """
 
     def __init__(self, fail_t3: int | None = None) -> None:
@@ -48,7 +48,7 @@ class FakeMeasurer(Measurer):
         for inp in inputs:
             self.calls.append(inp.schedule.key())
             v = inp.schedule.values()
-            if self.fail_t3 is not None and v.get("d0.t3") == self.fail_t3:
+            if self.fail_t3 is not None and v.get("op1.d0.t3") == self.fail_t3:
                 out.append(MeasureResult(error=MeasureError.COMPILE, error_msg="injected"))
                 continue
             lat = 1e-3 * (1 + sum(abs(math.log2(max(x, 1)) - 3) for k, x in v.items() if k != "unroll"))

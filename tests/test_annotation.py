@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 
 from ansor.annotation import Schedule, factorizations, factors_from_sizes, sample, sizes_from_factors, validate
-from ansor.sketch import MAX_INNERMOST, MAX_VECTOR, generate_sketches
+from ansor.rules import generate_sketches
+from ansor.sketch import MAX_INNERMOST, MAX_VECTOR
 
 
 def test_factorizations_cover_all_ordered_splits() -> None:
@@ -24,7 +25,7 @@ def test_sizes_factors_round_trip() -> None:
 
 def test_samples_are_valid_and_seeded(matmul_big) -> None:
     sk = generate_sketches(matmul_big)[0]
-    assert sk.rule == "multi_level_tiling"
+    assert sk.rules == ("multi_level_tiling(op1)",)
     a = [sample(sk, random.Random(7)) for _ in range(1)] + [sample(sk, random.Random(7))]
     assert a[0] == a[1]
     rng = random.Random(0)
@@ -37,15 +38,15 @@ def test_samples_are_valid_and_seeded(matmul_big) -> None:
             chain = [s.extent, *sizes]
             assert all(chain[i] % chain[i + 1] == 0 for i in range(len(chain) - 1))
             assert sizes[-1] <= (MAX_VECTOR if s.vector else MAX_INNERMOST)
-        assert v["unroll"] in (0, 16, 64, 512)
+        assert v["op1.unroll"] in (0, 16, 64, 512)
 
 
 def test_validate_rejects_bad_values(matmul_big) -> None:
     sk = generate_sketches(matmul_big)[0]
     good = sample(sk, random.Random(1)).values()
-    bad = dict(good, **{"d1.t3": 32})  # vectorized loop wider than 16 lanes
+    bad = dict(good, **{"op1.d1.t3": 32})  # vectorized loop wider than 16 lanes
     assert validate(sk, bad) is not None
-    bad = dict(good, **{"d0.t1": 3})  # not a divisor
+    bad = dict(good, **{"op1.d0.t1": 3})  # not a divisor
     assert "not in its options" in (validate(sk, bad) or "")
     assert "missing" in (validate(sk, {}) or "")
 

@@ -58,6 +58,6 @@ def test_workloads_emit_round_trips(tmp_path) -> None:
 def test_sketches_print_holes_and_filled(tmp_path) -> None:
     p = _ansor("sketches", "--workload", "matmul-64")
     assert p.returncode == 0
-    assert 'transform.tune.knob<"d0.t1"> options = [' in p.stdout
+    assert 'transform.tune.knob<"op1.d0.t1"> options = [' in p.stdout
     q = _ansor("sketches", "--workload", "matmul-64", "--schedule-seed", "1")
-    assert 'transform.tune.knob<"d0.t1"> = ' in q.stdout and " from options = [" in q.stdout
+    assert 'transform.tune.knob<"op1.d0.t1"> = ' in q.stdout and " from options = [" in q.stdout

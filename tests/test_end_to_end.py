@@ -42,7 +42,7 @@ def test_tune_compile_and_replay(tmp_path) -> None:
 def test_best_script_replays_with_ansor_opt(tmp_path, matmul64) -> None:
     from ansor.annotation import sample
     from ansor.loops import tag_ops
-    from ansor.sketch import generate_sketches
+    from ansor.rules import generate_sketches
     import random
     from mlir import ir
 

@@ -7,29 +7,30 @@ import random
 
 import pytest
 
-from ansor.annotation import sample
+from ansor.annotation import Schedule, sample
 from ansor.measure import LocalMeasurer, MeasureError, MeasureInput, RunOptions
-from ansor.sketch import generate_sketches
+from ansor.rules import generate_sketches
 from ansor.task import SearchTask, TensorSpec
 
 FAST = RunOptions(repeat=1, min_repeat_ms=1.0, timeout_s=20.0)
 
-I1_PAYLOAD = """func.func @f(%a: tensor<8xf32>) -> tensor<8xf32> {
-  %e = tensor.empty() : tensor<8xi1>
-  %m = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]} ins(%a : tensor<8xf32>) outs(%e : tensor<8xi1>) {
-  ^bb0(%x: f32, %o: i1):
-    %z = arith.constant 0.0 : f32
-    %c = arith.cmpf ogt, %x, %z : f32
-    linalg.yield %c : i1
-  } -> tensor<8xi1>
-  %e2 = tensor.empty() : tensor<8xf32>
-  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]} ins(%m, %a : tensor<8xi1>, tensor<8xf32>) outs(%e2 : tensor<8xf32>) {
-  ^bb0(%c: i1, %x: f32, %o: f32):
-    %z = arith.constant 0.0 : f32
-    %s = arith.select %c, %x, %z : f32
-    linalg.yield %s : f32
+# Reverses a vector: the input map has a negative coefficient.
+REVERSE_PAYLOAD = """func.func @rev(%a: tensor<8xf32>) -> tensor<8xf32> {
+  %e = tensor.empty() : tensor<8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (7 - i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%a : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
   } -> tensor<8xf32>
   return %r : tensor<8xf32>
+}
+"""
+TILE_BY_2 = """module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %op = transform.structured.match ops{["linalg.generic"]} in %root : (!transform.any_op) -> !transform.any_op
+    %t, %l = transform.structured.tile_using_for %op tile_sizes [2] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
 }
 """
 
@@ -53,17 +54,18 @@ def test_candidates_are_verified_and_timed(matmul64) -> None:
 
 
 def test_mlir_assertion_in_worker_is_a_crash_record() -> None:
-    # Upstream behaviour pinned: finalize-memref-to-llvm asserts (aborts) on i1 memref stores.
-    task = SearchTask("i1", "f", I1_PAYLOAD, (TensorSpec((8,), "f32"),), (TensorSpec((8,), "f32"),), 8, "deadbeef")
+    # Upstream behaviour pinned: tiling an op whose indexing map has a negative coefficient trips
+    # an assertion in MLIR 22 (Linalg/Utils/Utils.cpp, "nonpositive multiplying coefficient")
+    # and aborts the process. (This is why the T2D workload takes a pre-flipped filter.)
+    task = SearchTask("rev", "rev", REVERSE_PAYLOAD, (TensorSpec((8,), "f32"),), (TensorSpec((8,), "f32"),), 0, "5eed")
     m = LocalMeasurer(FAST)
     try:
-        base = m.baseline(task)
-        assert base.error is MeasureError.CRASH
-        assert "Assertion" in base.error_msg or "abort" in base.error_msg
-        # the measurer survives and keeps working
-        assert m.baseline(task).error is MeasureError.CRASH
+        assert m.baseline(task).error is None  # untiled, the program is fine
+        res = m.measure([MeasureInput(task, Schedule.of("tile2", {}), TILE_BY_2)] * 2)
     finally:
         m.close()
+    assert [r.error for r in res] == [MeasureError.CRASH, MeasureError.CRASH]  # and the measurer survives
+    assert "nonpositive multiplying coefficient" in res[0].error_msg
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import ansor
 from ansor import workloads
 from ansor.annotation import Schedule, validate
 from ansor.measure import LocalMeasurer, MeasureInput, RunOptions
-from ansor.sketch import generate_sketches
+from ansor.rules import generate_sketches
 
 
 def test_tuning_run_survives_crashes_hangs_and_wrong_answers(monkeypatch, tmp_path, matmul64) -> None:

@@ -97,7 +97,7 @@ def _reference(name: str, args: list[np.ndarray]) -> np.ndarray:
     if fam == "dep":
         return _depthwise(a[0], a[1], v[-2], v[-1])
     if fam == "t2d":
-        return _conv_transpose(a[0], a[1], v[-2], v[-1])
+        return _conv_transpose(a[0], a[1][::-1, ::-1], v[-2], v[-1])  # the argument is the flipped filter
     if fam == "cap":
         return _capsule(a[0], a[1], v[-2], v[-1])
     if fam == "nrm":

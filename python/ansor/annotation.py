@@ -3,9 +3,10 @@
     Sketch --sample(rng)--> Schedule(sketch name, knob values)   (frozen, JSON-able, keyed)
 
 Tile sizes come from a uniformly chosen ordered factorization of each loop extent
-(`extent = f0 * f1 * ... `, innermost factor <= 64, vectorized loop <= 16 lanes, register tile
-<= 256 elements); the knob for level l is the product of the factors inside it. Invalid
-combinations are rejected here, before anything is built.
+(`extent = f0 * f1 * ...`), innermost factor <= 64 (<= 16 on the vector lanes), register/vector
+tile <= 256 elements per stage; the knob for level l is the product of the factors inside it.
+Pad locations and `auto_unroll_max_step` are uniform over their options. Invalid combinations
+are rejected here, before anything is built.
 """
 
 from __future__ import annotations
@@ -13,20 +14,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .sketch import (
-    MAX_INNERMOST,
-    MAX_REGISTER_TILE,
-    MAX_VECTOR,
-    REDUCE_LEVELS,
-    SPACE_LEVELS,
-    UNROLL_OPTIONS,
-    LoopSplit,
-    Sketch,
-)
+from .sketch import MAX_INNERMOST, MAX_REGISTER_TILE, MAX_VECTOR, LoopSplit, Sketch, Stage
 
 
 @dataclass(frozen=True)
@@ -67,26 +60,32 @@ def factorizations(n: int, parts: int) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
+def innermost_limit(split: LoopSplit) -> int:
+    return MAX_VECTOR if split.vector else MAX_INNERMOST
+
+
+@functools.cache
 def _valid_factors(split: LoopSplit) -> tuple[tuple[int, ...], ...]:
-    levels = SPACE_LEVELS if split.kind == "S" else REDUCE_LEVELS
-    limit = MAX_VECTOR if split.vector else MAX_INNERMOST
-    return tuple(f for f in factorizations(split.extent, levels) if f[-1] <= limit)
+    return tuple(f for f in factorizations(split.extent, split.levels) if f[-1] <= innermost_limit(split))
 
 
 def sizes_from_factors(factors: tuple[int, ...]) -> list[int]:
     """Tile size at levels 1.. (level l keeps the product of factors l..end)."""
-    out = []
-    for level in range(1, len(factors)):
-        p = 1
-        for f in factors[level:]:
-            p *= f
-        out.append(p)
-    return out
+    return [math.prod(factors[level:]) for level in range(1, len(factors))]
 
 
 def factors_from_sizes(extent: int, sizes: list[int]) -> tuple[int, ...]:
     chain = [extent, *sizes, 1]
     return tuple(chain[i] // chain[i + 1] for i in range(len(chain) - 1))
+
+
+def register_tile(stage: Stage, values: Mapping[str, int]) -> int:
+    """Elements of the stage's innermost (vectorized) tile."""
+    n = 1
+    for s in stage.splits:
+        if s.tile_knobs and (s.kind == "S" or stage.kind != "mlt"):
+            n *= int(values[s.tile_knobs[-1]])
+    return n
 
 
 def validate(sketch: Sketch, values: Mapping[str, int]) -> str | None:
@@ -96,33 +95,35 @@ def validate(sketch: Sketch, values: Mapping[str, int]) -> str | None:
             return f"missing knob {k.name}"
         if int(values[k.name]) not in k.options:
             return f"knob {k.name}={values[k.name]} not in its options"
-    reg = 1
-    for s in sketch.splits:
-        sizes = [int(values[n]) for n in s.tile_knobs]
-        chain = [s.extent, *sizes]
-        if any(chain[i] % chain[i + 1] for i in range(len(chain) - 1)):
-            return f"loop d{s.dim}: tile sizes {sizes} do not nest in extent {s.extent}"
-        inner = sizes[-1] if s.kind == "S" else sizes[-1]
-        if inner > (MAX_VECTOR if s.vector else MAX_INNERMOST):
-            return f"loop d{s.dim}: innermost tile {inner} too large"
-        if s.kind == "S":
-            reg *= sizes[-1]
-    if reg > MAX_REGISTER_TILE:
-        return f"register tile of {reg} elements exceeds {MAX_REGISTER_TILE}"
+    for stage in sketch.stages:
+        for s in stage.splits:
+            sizes = [int(values[n]) for n in s.tile_knobs]
+            chain = [s.extent, *sizes]
+            if any(chain[i] % chain[i + 1] for i in range(len(chain) - 1)):
+                return f"op{s.op} loop d{s.dim}: tile sizes {sizes} do not nest in extent {s.extent}"
+            if sizes and sizes[-1] > innermost_limit(s):
+                return f"op{s.op} loop d{s.dim}: innermost tile {sizes[-1]} too large"
+        reg = register_tile(stage, values)
+        if reg > MAX_REGISTER_TILE:
+            return f"op{stage.op}: register tile of {reg} elements exceeds {MAX_REGISTER_TILE}"
     return None
 
 
 def sample(sketch: Sketch, rng: random.Random, *, max_tries: int = 1000) -> Schedule:
     """A uniformly random valid annotation of `sketch`."""
-    if sketch.rule == "skip":
+    if not sketch.stages:
         return Schedule.of(sketch.name, {})
     for _ in range(max_tries):
         values: dict[str, int] = {}
         for s in sketch.splits:
+            if not s.tile_knobs:
+                continue
             factors = rng.choice(_valid_factors(s))
             for name, size in zip(s.tile_knobs, sizes_from_factors(factors), strict=True):
                 values[name] = size
-        values["unroll"] = rng.choice(UNROLL_OPTIONS)
+        for k in sketch.knobs:
+            if k.name not in values:
+                values[k.name] = rng.choice(k.options)
         if validate(sketch, values) is None:
             return Schedule.of(sketch.name, values)
     raise RuntimeError(f"sketch {sketch.name}: no valid annotation found in {max_tries} tries")

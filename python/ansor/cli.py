@@ -121,7 +121,7 @@ def cmd_workloads(args: argparse.Namespace) -> int:
         sys.stdout.write(workloads.get(args.emit))
         return 0
     for name, desc in workloads.describe():
-        print(f"{name:<22} {desc}")
+        print(f"{name:<34} {desc}")
     return 0
 
 
@@ -129,12 +129,12 @@ def cmd_sketches(args: argparse.Namespace) -> int:
     import random
 
     from .annotation import sample
-    from .sketch import generate_sketches
+    from .rules import generate_sketches
 
     task = _task(args)
     for sk in generate_sketches(task):
         print(f"// ===== sketch {sk.name} ({sk.rule})")
-        if args.schedule_seed is not None and sk.rule != "skip":
+        if args.schedule_seed is not None and sk.stages:
             print(sk.script(sample(sk, random.Random(args.schedule_seed)).values()))
         else:
             print(sk.script() or "// (no transform: the untransformed program)")

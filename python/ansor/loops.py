@@ -1,9 +1,14 @@
 """Loop structure of the linalg ops in a task: what the sketch rules reason about.
 
-    SearchTask.ir --generalize (scratch copy)--> [OpLoops(index, name, extents, kinds, maps)]
+    SearchTask.ir --preprocess (fast-math contract, inline element-wise producers)-->
+        tagged payload --generalize (scratch copy)--> [OpLoops(index, name, extents, kinds, maps)]
 
-Ops are numbered in walk order; `tag_ops` writes the same numbers onto the payload as
-`ansor.op = N` attributes, so transform scripts can match an op by number.
+`preprocess` is the fixed first step of every program, tuned or not: it marks float arithmetic
+`contract` (so LLVM may form FMAs, as C compilers do by default) and applies Ansor's
+**always-inline** rule by fusing element-wise producers into their consumers
+(`linalg-fuse-elementwise-ops`). Ops are then numbered in walk order and `tag_ops` writes
+the numbers onto the payload as `ansor.op = N` attributes (`tensor.pad` ops get
+`ansor.pad = N`), so transform scripts can match an op by number.
 """
 
 from __future__ import annotations
@@ -13,6 +18,22 @@ from dataclasses import dataclass
 from mlir import ir, passmanager
 
 OP_ATTR = "ansor.op"
+PAD_ATTR = "ansor.pad"
+
+_CONTRACT_OPS = ("arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.negf")
+_PREPROCESS = "builtin.module(func.func(linalg-fuse-elementwise-ops),canonicalize,cse)"
+#: Named ops that are element-wise data movement/arithmetic: generalized first so that
+#: `linalg-fuse-elementwise-ops` (which only fuses generics) can inline them.
+_ELEMENTWISE_NAMED = ("linalg.transpose", "linalg.broadcast", "linalg.map", "linalg.elementwise", "linalg.add",
+                      "linalg.sub", "linalg.mul", "linalg.div", "linalg.exp", "linalg.max", "linalg.min",
+                      "linalg.negf", "linalg.copy")
+_GENERALIZE_SCRIPT = """module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %ops = transform.structured.match ops{[OPS]} in %root : (!transform.any_op) -> !transform.any_op
+    %g = transform.structured.generalize %ops : (!transform.any_op) -> !transform.any_op
+    transform.yield
+  }
+}"""
 
 
 @dataclass(frozen=True)
@@ -31,6 +52,10 @@ class OpLoops:
     input_dims: tuple[tuple[int, ...], ...]
     output_dims: tuple[int, ...]
     num_body_ops: int
+    input_producers: tuple[int | None, ...] = ()  # op number producing each input (None: argument/other)
+    init_producer: int | None = None  # op number producing the output's init (a fill)
+    users: tuple[int | None, ...] = ()  # op numbers using the result (None: returned/other)
+    plain_inputs: tuple[bool, ...] = ()  # input indexed by plain loop dims only (no affine windows)
 
     @property
     def space(self) -> tuple[int, ...]:
@@ -41,16 +66,25 @@ class OpLoops:
         return tuple(d for d, k in enumerate(self.kinds) if k == "R")
 
     def has_data_reuse(self) -> bool:
-        """Ansor's condition for multi-level tiling: >= 2 inputs miss a space dim, or one does and the op reduces."""
-        missing = [any(d not in dims for d in self.space) for dims in self.input_dims]
-        return sum(missing) >= 2 or (sum(missing) >= 1 and bool(self.reduce))
+        """Ansor's condition for multi-level tiling: some input misses >= 2 space loops, or misses
+        one and the op reduces (element-wise ops are inlined before this is asked)."""
+        for dims in self.input_dims:
+            missing = sum(1 for d in self.space if d not in dims)
+            if missing >= 2 or (missing >= 1 and self.reduce):
+                return True
+        return False
 
     def innermost_output_dim(self) -> int | None:
         """The loop dim of the output's last (contiguous) axis: the one to vectorize."""
         return self.output_dims[-1] if self.output_dims else None
 
     def is_elementwise(self) -> bool:
-        return not self.reduce and all(len(set(d)) == len(self.space) or not d for d in self.input_dims)
+        """No reduction and every input indexed by loop dims directly (a map permutation/broadcast)."""
+        return not self.reduce and all(self.plain_inputs)
+
+    def is_init(self) -> bool:
+        """An initialiser such as `linalg.fill`: no tensor inputs, no reduction."""
+        return not self.reduce and not any(self.input_dims)
 
 
 def _linalg_ops(module: ir.Module) -> list[ir.Operation]:
@@ -65,13 +99,55 @@ def _linalg_ops(module: ir.Module) -> list[ir.Operation]:
     return found
 
 
+def _pad_ops(module: ir.Module) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "tensor.pad":
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
 def tag_ops(module: ir.Module) -> int:
-    """Attach `ansor.op = N : i64` to every linalg op (walk order). Returns how many."""
+    """Attach `ansor.op = N : i64` to every linalg op and `ansor.pad = N` to every tensor.pad
+    (walk order). Returns the number of linalg ops."""
     ops = _linalg_ops(module)
     i64 = ir.IntegerType.get_signless(64)
     for i, op in enumerate(ops):
         op.attributes[OP_ATTR] = ir.IntegerAttr.get(i64, i)
+    for i, op in enumerate(_pad_ops(module)):
+        op.attributes[PAD_ATTR] = ir.IntegerAttr.get(i64, i)
     return len(ops)
+
+
+def preprocess(module: ir.Module) -> None:
+    """The fixed first step of every program (see the module docstring); tags ops last."""
+    contract = ir.Attribute.parse("#arith.fastmath<contract>")
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in _CONTRACT_OPS:
+            op.attributes["fastmath"] = contract
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    from mlir.dialects.transform import interpreter
+
+    names = ", ".join(f'"{n}"' for n in _ELEMENTWISE_NAMED)
+    script = ir.Module.parse(_GENERALIZE_SCRIPT.replace("OPS", names))
+    interpreter.apply_named_sequence(module.operation, script.body.operations[0], script)
+    passmanager.PassManager.parse(_PREPROCESS).run(module.operation)
+    tag_ops(module)
+
+
+@dataclass(frozen=True)
+class PadInfo:
+    """A `tensor.pad` (number `index`) and the linalg op consuming it (or None)."""
+
+    index: int
+    consumer: int | None
 
 
 def _dims_of(map_attr: ir.Attribute) -> tuple[tuple[int, ...], list[int | None]]:
@@ -84,15 +160,35 @@ def _dims_of(map_attr: ir.Attribute) -> tuple[tuple[int, ...], list[int | None]]
     return plain, per_result
 
 
-def analyze(task_ir: str) -> list[OpLoops]:
-    """Loop structure of every linalg op of the task, numbered as `tag_ops` numbers them."""
+def preprocessed_ir(task_ir: str) -> str:
+    """The task's IR after `preprocess` (tagged), as text."""
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(task_ir)
-        # Generalization replaces each op in place (and drops discardable attributes), so walk
-        # order after it still numbers ops as `tag_ops` does on the original.
+        preprocess(module)
+        return str(module)
+
+
+def analyze(task_ir: str) -> list[OpLoops]:
+    """Loop structure of every linalg op of the preprocessed task, numbered as `tag_ops` numbers them."""
+    return analyze_graph(task_ir)[0]
+
+
+def analyze_graph(task_ir: str) -> tuple[list[OpLoops], list[PadInfo]]:
+    """Ops (see `analyze`) with their producer/consumer links, and the pads with their consumers."""
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(task_ir)
+        preprocess(module)
+        names = {i: str(op.name) for i, op in enumerate(_linalg_ops(module))}
+        # Generalization replaces each op in place (and keeps discardable attributes on the new
+        # generic only sometimes), so number ops by walk order, which it preserves.
         passmanager.PassManager.parse("builtin.module(func.func(linalg-generalize-named-ops))").run(module.operation)
+        ops = _linalg_ops(module)
+        index_of = {op: i for i, op in enumerate(ops)}  # ir.Operation hashes by identity
+        pads = _pad_ops(module)
+        pad_index = {p: i for i, p in enumerate(pads)}
+        pad_consumer: dict[int, int] = {}
         out: list[OpLoops] = []
-        for idx, op in enumerate(_linalg_ops(module)):
+        for idx, op in enumerate(ops):
             if op.name != "linalg.generic":
                 continue
             kinds = tuple("R" if "reduction" in str(a) else "S" for a in ir.ArrayAttr(op.attributes["iterator_types"]))
@@ -102,31 +198,42 @@ def analyze(task_ir: str) -> list[OpLoops]:
             operands = list(op.operands)
             extents: list[int | None] = [None] * len(kinds)
             dims_per_operand: list[tuple[int, ...]] = []
+            identity: list[bool] = []
+            producers: list[int | None] = []
             for v, m in zip(operands, maps, strict=True):
                 plain, per_result = _dims_of(m)
                 dims_per_operand.append(plain)
+                identity.append(all(d is not None for d in per_result))
                 shape = ir.ShapedType(v.type).shape if isinstance(v.type, ir.ShapedType) else []
                 for axis, d in enumerate(per_result):
                     if d is not None and extents[d] is None and axis < len(shape):
                         extents[d] = shape[axis]
+                owner = v.owner if isinstance(v, ir.OpResult) else None
+                owner_op = owner.operation if owner is not None and hasattr(owner, "operation") else owner
+                producers.append(index_of.get(owner_op) if owner_op is not None else None)
+                if owner_op is not None and owner_op in pad_index:
+                    pad_consumer[pad_index[owner_op]] = idx
             if any(e is None for e in extents):
                 continue  # a loop not reachable from any operand axis: leave the op to the fallback
             body = op.regions[0].blocks[0]
+            users = []
+            for r in op.results:
+                for u in r.uses:
+                    users.append(index_of.get(u.owner.operation if hasattr(u.owner, "operation") else u.owner))
             out.append(
                 OpLoops(
                     index=idx,
-                    name=str(op.name),
+                    name=names.get(idx, str(op.name)),
                     extents=tuple(int(e) for e in extents),  # type: ignore[arg-type]
                     kinds=kinds,
                     input_dims=tuple(dims_per_operand[:n_in]),
                     output_dims=dims_per_operand[n_in] if n_out else (),
                     num_body_ops=len(body.operations) - 1,
+                    input_producers=tuple(producers[:n_in]),
+                    init_producer=producers[n_in] if n_out else None,
+                    users=tuple(users),
+                    plain_inputs=tuple(identity[:n_in]),
                 )
             )
-        # original (pre-generalization) op names, for display
-        names = {}
-        m2 = ir.Module.parse(task_ir)
-        for i, op in enumerate(_linalg_ops(m2)):
-            names[i] = str(op.name)
-        return [OpLoops(o.index, names.get(o.index, o.name), o.extents, o.kinds, o.input_dims, o.output_dims,
-                        o.num_body_ops) for o in out]
+        pad_infos = [PadInfo(i, pad_consumer.get(i)) for i in range(len(pads))]
+        return out, pad_infos

@@ -24,7 +24,7 @@ from mlir.execution_engine import ExecutionEngine
 from mlir.runtime import get_ranked_memref_descriptor
 
 from . import _native
-from .loops import tag_ops
+from .loops import preprocess
 from .task import SearchTask
 
 #: Name of the generated native timing loop: calls the kernel `n` times (see `_add_bench_wrapper`).
@@ -102,7 +102,7 @@ def _find_openmp() -> str | None:
 def parse_payload(task: SearchTask) -> ir.Module:
     """Parse the task's IR in the current context and mark it for C-interface invocation."""
     module = ir.Module.parse(task.ir)
-    tag_ops(module)  # sketch scripts match ops by number
+    preprocess(module)  # always-inline + fast-math contract; tags ops so scripts can match them by number
     for op in module.body.operations:
         if op.operation.name == "func.func":
             op.operation.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()

@@ -35,7 +35,7 @@ class RandomSearch(SearchPolicy):
 
     def __init__(self, sketches: list[Sketch], *, seed: int = 0, measured: set[str] | None = None,
                  max_tries_factor: int = 50) -> None:
-        self.sketches = [s for s in sketches if s.rule != "skip"] or list(sketches)
+        self.sketches = [s for s in sketches if s.stages] or list(sketches)
         self.rng = random.Random(seed)
         self.measured: set[str] = set(measured or ())
         self.max_tries_factor = max_tries_factor

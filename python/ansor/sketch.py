@@ -1,20 +1,26 @@
 """Sketches: Ansor's high-level program structures, as transform-dialect scripts with holes.
 
-    SearchTask --loops.analyze--> [OpLoops] --derivation rules--> [Sketch]
+    SearchTask --rules.generate_sketches--> [Sketch(stages, knobs)]
     Sketch.script(None)   -> transform script whose holes are `transform.tune.knob` ops (no choice)
     Sketch.script(values) -> the same script with every knob resolved (`= V from options = [...]`)
 
-CPU rules implemented here:
-- **multi-level tiling (SSRSRS)** for an op with data reuse: every space loop is split in four
-  (`S0` parallel across cores via `scf.forall`, `S1`, `S2`, `S3` = register tile, vectorized),
-  every reduction loop in two (`R0`, `R1` with `R1` stepping one iteration at a time around the
-  register tile so the accumulator stays in vector registers). Loop order
-  `S0 S1 R0 S2 R1 S3`. Tile sizes are knobs; so is Ansor's `auto_unroll_max_step` pragma.
-  Initialising producers (`linalg.fill` of the output) are fused into the parallel loop.
-- **skip**: the fallback, leaving the program untransformed, so every task has a valid program.
+A sketch is a list of **stages**, one per scheduled op of the (preprocessed) task, each with a
+structure chosen by the derivation rules in `rules.py`:
 
-Knob values are tile *sizes* (products of the inner split factors); `annotation.py` samples them
-as factorizations of each loop extent.
+- `mlt`: Ansor's CPU multi-level tiling `S0 S1 R0 S2 R1 S3` for an op with data reuse: `S0`
+  tiles are distributed over cores (`scf.forall`), `S3` is the register tile (vectorized), `R1`
+  steps one iteration at a time around it so the accumulator stays in vector registers
+  (the register tile's read/write is hoisted out of `R1`). Optionally its element-wise consumer
+  is fused at `S0` or `S1` (the consumer is tiled and the op fused into its loops).
+- `tile`: parallel + vectorized tiling `S0 S1 R0 S2 R1` for ops without reuse (element-wise,
+  reductions): `S0` over cores, `S2 x R1` the vector tile (`S1` is what `S0` tiles leave).
+- `rfactor`: a reduction with little parallelism: the reduction is split (`R0` loop over
+  partial results of an `R1` tile kept in vector registers) and combined afterwards.
+
+Initialisers (`linalg.fill`) are fused into their consumer's parallel loop; `tensor.pad`
+producers get a compute location knob (at the root, or inside the consumer's `S0` loop); every
+stage carries Ansor's `auto_unroll_max_step` pragma as a knob. Knob values are tile *sizes*
+(products of inner split factors); `annotation.py` samples them as factorizations.
 """
 
 from __future__ import annotations
@@ -22,8 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .loops import OP_ATTR, OpLoops, analyze
-from .task import SearchTask
+from .loops import OP_ATTR, PAD_ATTR
 
 #: Ansor's `auto_unroll_max_step` choices on CPU.
 UNROLL_OPTIONS: tuple[int, ...] = (0, 16, 64, 512)
@@ -31,11 +36,13 @@ UNROLL_OPTIONS: tuple[int, ...] = (0, 16, 64, 512)
 MAX_INNERMOST = 64
 #: Widest vector on the innermost (contiguous) loop, in elements (f32: two AVX2 registers x 8).
 MAX_VECTOR = 16
-#: Largest register tile (product of the innermost space factors), in elements.
+#: Largest register/vector tile (product of the innermost factors), in elements.
 MAX_REGISTER_TILE = 256
+#: Compute locations of a pad producer: 0 = at the root (its own loop nest), 1 = inside S0.
+PAD_LOCATIONS: tuple[int, ...] = (0, 1)
 
-SPACE_LEVELS = 4  # S0 S1 S2 S3
-REDUCE_LEVELS = 2  # R0 R1
+#: Tiling levels per loop kind, by stage kind.
+LEVELS = {"mlt": {"S": 4, "R": 2}, "tile": {"S": 3, "R": 2}, "rfactor": {"S": 1, "R": 2}}
 
 
 def divisors(n: int) -> tuple[int, ...]:
@@ -52,30 +59,68 @@ class Knob:
 
 @dataclass(frozen=True)
 class LoopSplit:
-    """A loop of the tiled op, split into `levels` tiling levels; its knobs are `tile_knobs`."""
+    """Loop `dim` of a stage's op, split into `levels` tiling levels; its knobs are `tile_knobs`
+    (tile size at level 1 .. levels-1, outermost first)."""
 
+    op: int
     dim: int
     kind: str  # "S" or "R"
     extent: int
-    vector: bool  # the innermost output loop: vectorized at the register level
+    vector: bool  # the innermost output loop: the vector lanes
+    levels: int
 
     @property
     def tile_knobs(self) -> tuple[str, ...]:
-        n = SPACE_LEVELS - 1 if self.kind == "S" else REDUCE_LEVELS - 1
-        return tuple(f"d{self.dim}.t{level}" for level in range(1, n + 1))
+        return tuple(f"op{self.op}.d{self.dim}.t{level}" for level in range(1, self.levels))
+
+
+@dataclass(frozen=True)
+class Stage:
+    """How one op is scheduled. See the module docstring for the kinds."""
+
+    op: int
+    op_name: str
+    kind: str  # "mlt" | "tile" | "rfactor"
+    splits: tuple[LoopSplit, ...]
+    inits: tuple[tuple[int, int], ...] = ()  # fused initialisers: (op number, loop count)
+    pads: tuple[int, ...] = ()  # pad producers whose location is a knob
+    consumer: int | None = None  # fused element-wise consumer (mlt only)
+    consumer_dims: tuple[int, ...] = ()  # consumer loop d <-> this op's loop consumer_dims[d]
+    fuse_level: int = 0  # 1: consumer fused at S0, 2: at S1
+    # Packed layout (mlt only): (input operand, outer_perm) for each input whose layout is
+    # rewritten so a register tile's panel is contiguous ([.., d_vec/J3, .., J3] with the d_vec
+    # block dim moved first); empty for the unpacked sketch.
+    packs: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    n_inputs: int = 0
+
+    @property
+    def unroll_knob(self) -> str:
+        return f"op{self.op}.unroll"
+
+    def split(self, dim: int) -> LoopSplit:
+        return next(s for s in self.splits if s.dim == dim)
+
+    @property
+    def vector_dim(self) -> int | None:
+        return next((s.dim for s in self.splits if s.vector), None)
 
 
 @dataclass(frozen=True)
 class Sketch:
-    """A program structure with holes. `rule` names the derivation (e.g. "multi_level_tiling")."""
+    """A program structure with holes; `rules` names the derivation rules that produced it."""
 
     name: str
-    rule: str
-    op: int | None = None
-    op_name: str = ""
-    splits: tuple[LoopSplit, ...] = ()
-    fused_producers: tuple[tuple[int, int], ...] = ()  # (op number, loop count) of fused initialisers
+    rules: tuple[str, ...]
+    stages: tuple[Stage, ...] = ()
     knobs: tuple[Knob, ...] = field(default_factory=tuple)
+
+    @property
+    def rule(self) -> str:
+        return "skip" if not self.stages else "+".join(self.rules)
+
+    @property
+    def splits(self) -> tuple[LoopSplit, ...]:
+        return tuple(s for st in self.stages for s in st.splits)
 
     def knob(self, name: str) -> Knob:
         for k in self.knobs:
@@ -85,9 +130,16 @@ class Sketch:
 
     def script(self, values: Mapping[str, int] | None = None) -> str | None:
         """The transform script; None for the skip sketch (the untransformed program)."""
-        if self.rule == "skip":
+        if not self.stages:
             return None
-        return _render_multi_level_tiling(self, values)
+        return _Renderer(self, values).render()
+
+
+def stage_knobs(stage: Stage) -> list[Knob]:
+    knobs = [Knob(name, divisors(s.extent)) for s in stage.splits for name in s.tile_knobs]
+    knobs += [Knob(f"pad{p}.loc", PAD_LOCATIONS) for p in stage.pads]
+    knobs.append(Knob(stage.unroll_knob, UNROLL_OPTIONS))
+    return knobs
 
 
 # ----------------------------------------------------------------------------------------------
@@ -97,162 +149,351 @@ _ANY = "!transform.any_op"
 _PARAM = "!transform.param<i64>"
 
 
-def _knob_line(k: Knob, values: Mapping[str, int] | None) -> str:
-    opts = ", ".join(str(o) for o in k.options)
-    ssa = _ssa(k.name)
-    if values is None:
-        return f'    {ssa} = transform.tune.knob<"{k.name}"> options = [{opts}] -> {_PARAM}'
-    if k.name not in values:
-        raise KeyError(f"no value for knob {k.name!r}")
-    v = int(values[k.name])
-    if v not in k.options:
-        raise ValueError(f"knob {k.name!r} = {v} is not one of its options")
-    return f'    {ssa} = transform.tune.knob<"{k.name}"> = {v} : i64 from options = [{opts}] -> {_PARAM}'
-
-
 def _ssa(name: str) -> str:
     return "%k_" + name.replace(".", "_")
 
 
-def _match(var: str, op: int) -> str:
-    return f"    {var} = transform.structured.match attributes{{{OP_ATTR} = {op} : i64}} in %root : ({_ANY}) -> {_ANY}"
+class _Renderer:
+    def __init__(self, sketch: Sketch, values: Mapping[str, int] | None) -> None:
+        self.sk = sketch
+        self.values = values
+        self.lines: list[str] = []
+        self.n = 0
+        self.r1_loops: list[str] = []  # attribute values of R1 loops to hoist, innermost last
+        self.to_vectorize: list[str] = []  # handles of the innermost tiles of the current stage
 
+    # -- helpers ---------------------------------------------------------------------------
+    def fresh(self, base: str) -> str:
+        self.n += 1
+        return f"%{base}{self.n}"
 
-def _tile(lhs: str, target: str, sizes: list[str], n_loops: int, forall: bool = False) -> str:
-    params = [s for s in sizes if s.startswith("%")]
-    in_types = ", ".join([_ANY] + [_PARAM] * len(params))
-    if forall:
-        return (
-            f"    {lhs} = transform.structured.tile_using_forall {target} tile_sizes [{', '.join(sizes)}]"
-            f" : ({in_types}) -> ({_ANY}, {_ANY})"
-        )
-    outs = ", ".join([_ANY] * (1 + n_loops))
-    return f"    {lhs} = transform.structured.tile_using_for {target} tile_sizes [{', '.join(sizes)}] : ({in_types}) -> ({outs})"
+    def emit(self, line: str) -> None:
+        self.lines.append("    " + line)
 
+    def value(self, name: str) -> str:
+        """A knob as a static number (filled scripts) or as `{name}` (holes in static attributes)."""
+        if self.values is None:
+            return "{" + name + "}"
+        return str(int(self.values[name]))
 
-def _render_multi_level_tiling(sk: Sketch, values: Mapping[str, int] | None) -> str:
-    assert sk.op is not None
-    ndims = len(sk.splits)
-    by_dim = {s.dim: s for s in sk.splits}
-    space = [s.dim for s in sk.splits if s.kind == "S"]
-    reduce = [s.dim for s in sk.splits if s.kind == "R"]
+    def knob_line(self, k: Knob) -> str:
+        opts = ", ".join(str(o) for o in k.options)
+        if self.values is None:
+            return f'{_ssa(k.name)} = transform.tune.knob<"{k.name}"> options = [{opts}] -> {_PARAM}'
+        if k.name not in self.values:
+            raise KeyError(f"no value for knob {k.name!r}")
+        v = int(self.values[k.name])
+        if v not in k.options:
+            raise ValueError(f"knob {k.name!r} = {v} is not one of its options")
+        return f'{_ssa(k.name)} = transform.tune.knob<"{k.name}"> = {v} : i64 from options = [{opts}] -> {_PARAM}'
 
-    def sizes(level: int, kind: str, const: str | None = None) -> list[str]:
+    def match(self, attr: str, num: int) -> str:
+        v = self.fresh("m")
+        self.emit(f"{v} = transform.structured.match attributes{{{attr} = {num} : i64}} in %root : ({_ANY}) -> {_ANY}")
+        return v
+
+    def tile_for(self, target: str, sizes: list[str]) -> tuple[str, list[str]]:
+        n_loops = sum(1 for s in sizes if s != "0")
+        op = self.fresh("t")
+        if n_loops == 0:
+            return target, []
+        loops = self.fresh("l")
+        params = [s for s in sizes if s.startswith("%")]
+        in_types = ", ".join([_ANY] + [_PARAM] * len(params))
+        outs = ", ".join([_ANY] * (1 + n_loops))
+        self.emit(f"{op}, {loops}:{n_loops} = transform.structured.tile_using_for {target} "
+                  f"tile_sizes [{', '.join(sizes)}] : ({in_types}) -> ({outs})")
+        return op, [f"{loops}#{i}" for i in range(n_loops)]
+
+    def tile_forall(self, target: str, sizes: list[str]) -> tuple[str, str]:
+        op, forall = self.fresh("t"), self.fresh("forall")
+        params = [s for s in sizes if s.startswith("%")]
+        in_types = ", ".join([_ANY] + [_PARAM] * len(params))
+        self.emit(f"{op}, {forall} = transform.structured.tile_using_forall {target} "
+                  f"tile_sizes [{', '.join(sizes)}] : ({in_types}) -> ({_ANY}, {_ANY})")
+        return op, forall
+
+    def fuse_into(self, producer: str, container: str) -> tuple[str, str]:
+        fused, new = self.fresh("fused"), self.fresh("c")
+        self.emit(f"{fused}, {new} = transform.structured.fuse_into_containing_op {producer} into {container}"
+                  f" : ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
+        return fused, new
+
+    def annotate(self, target: str, name: str, param: str) -> None:
+        self.emit(f'transform.annotate {target} "{name}" = {param} : {_ANY}, {_PARAM}')
+
+    def const(self, v: int) -> str:
+        c = self.fresh("cst")
+        self.emit(f"{c} = transform.param.constant {v} : i64 -> {_PARAM}")
+        return c
+
+    # -- stages ----------------------------------------------------------------------------
+    @staticmethod
+    def sizes(stage: Stage, level: int, kind: str, n_dims: int) -> list[str]:
+        """Tile sizes of `stage` at `level` for loops of `kind` (others 0)."""
         out = []
-        for d in range(ndims):
-            s = by_dim[d]
-            if s.kind != kind:
-                out.append("0")
-            elif const is not None:
-                out.append(const)
-            else:
-                out.append(_ssa(f"d{d}.t{level}"))
+        for d in range(n_dims):
+            s = stage.split(d)
+            out.append(_ssa(s.tile_knobs[level - 1]) if s.kind == kind else "0")
         return out
 
-    lines = [
-        "module attributes {transform.with_named_sequence} {",
-        f"  // sketch {sk.name}: rule {sk.rule} on op #{sk.op} ({sk.op_name}); loop structure S0 S1 R0 S2 R1 S3",
-        f"  transform.named_sequence @__transform_main(%root: {_ANY} {{transform.readonly}}) {{",
-    ]
-    lines += [_knob_line(k, values) for k in sk.knobs]
-    lines.append(_match("%op", sk.op))
-    # S0: tiles distributed over cores.
-    lines.append(_tile("%s0, %forall0", "%op", sizes(1, "S"), 0, forall=True))
-    forall = "%forall0"
-    vec_dim = next((s.dim for s in sk.splits if s.vector), None)
-    for i, (p, rank) in enumerate(sk.fused_producers):
-        lines.append(_match(f"%prod{i}", p))
-        lines.append(
-            f"    %fused{i}, %forall{i + 1} = transform.structured.fuse_into_containing_op %prod{i} into {forall}"
-            f" : ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})"
-        )
-        forall = f"%forall{i + 1}"
-        # Tile the fused initialiser to one register-tile row at a time, so vectorizing it stores
-        # small vectors instead of materialising one vector as large as the whole S0 tile.
-        fill_sizes = ["1"] * (rank - 1) + [_ssa(f"d{vec_dim}.t3") if vec_dim is not None else "1"]
-        lines.append(_tile(f"%fillt{i}, %fillloops{i}:{rank}", f"%fused{i}", fill_sizes, rank))
-    lines.append(f'    transform.annotate {forall} "ansor.auto_unroll_max_step" = %k_unroll : {_ANY}, {_PARAM}')
-    # S1, R0, S2, R1 (one loop per reduction dim, stepping by one), S3 stays as the register tile.
-    lines.append(_tile(f"%s1, %l1:{len(space)}", "%s0", sizes(2, "S"), len(space)))
-    cur = "%s1"
-    if reduce:
-        lines.append(_tile(f"%r0, %l2:{len(reduce)}", cur, sizes(1, "R"), len(reduce)))
-        cur = "%r0"
-    lines.append(_tile(f"%s2, %l3:{len(space)}", cur, sizes(3, "S"), len(space)))
-    cur = "%s2"
-    for j, d in enumerate(reduce):
-        one = ["1" if dd == d else "0" for dd in range(ndims)]
-        lines.append(_tile(f"%r1_{j}, %lr1_{j}", cur, one, 1))
-        lines.append(f"    %rid{j} = transform.param.constant {j} : i64 -> {_PARAM}")
-        lines.append(f'    transform.annotate %lr1_{j} "ansor.r1" = %rid{j} : {_ANY}, {_PARAM}')
-        cur = f"%r1_{j}"
-    # Vectorize the register tile and lower contractions to outer products (FMAs).
-    lines += [
-        f"    %func = transform.structured.match ops{{[\"func.func\"]}} in %root : ({_ANY}) -> {_ANY}",
-        f"    %vfunc = transform.structured.vectorize_children_and_apply_patterns %func : ({_ANY}) -> {_ANY}",
-        "    transform.apply_patterns to %vfunc {",
-        "      transform.apply_patterns.vector.lower_contraction lowering_strategy = outerproduct",
-        "      transform.apply_patterns.vector.lower_outerproduct",
-        "      transform.apply_patterns.canonicalization",
-        f"    }} : {_ANY}",
-    ]
-    # Keep accumulators in registers: hoist the register tile's read/write out of the R1 loops,
-    # innermost loop first so each hoist exposes the next.
-    for j in reversed(range(len(reduce))):
-        lines.append(
-            f"    %h{j} = transform.structured.match ops{{[\"scf.for\"]}} attributes{{ansor.r1 = {j}}} in %vfunc : ({_ANY}) -> {_ANY}"
-        )
-        lines.append(f"    transform.loop.hoist_loop_invariant_subsets %h{j} : {_ANY}")
-    lines += [
-        "    transform.apply_patterns to %vfunc {",
-        "      transform.apply_patterns.canonicalization",
-        f"    }} : {_ANY}",
-        f"    transform.apply_cse to %vfunc : {_ANY}",
-        "    transform.yield",
-        "  }",
-        "}",
-    ]
-    return "\n".join(lines) + "\n"
+    def fuse_inits(self, stage: Stage, container: str) -> str:
+        vec = stage.vector_dim
+        for op, rank in stage.inits:
+            init = self.match(OP_ATTR, op)
+            fused, container = self.fuse_into(init, container)
+            last = stage.split(vec).tile_knobs[-1] if vec is not None else None
+            # One vector row at a time: vectorizing the whole S0 tile of an initialiser would
+            # materialize one huge vector.
+            row, _ = self.tile_for(fused, ["1"] * (rank - 1) + [_ssa(last) if last else "1"])
+            self.to_vectorize.append(row)
+        return container
 
+    def fuse_pads(self, stage: Stage, container: str) -> str:
+        for p in stage.pads:
+            if self.values is not None and int(self.values[f"pad{p}.loc"]) == 0:
+                continue
+            if self.values is None:
+                self.emit(f"// pad #{p}: fused into the S0 loop when knob pad{p}.loc = 1")
+            pad = self.match(PAD_ATTR, p)
+            _, container = self.fuse_into(pad, container)
+        return container
 
-# ----------------------------------------------------------------------------------------------
-# Derivation rules
+    def register_levels(self, stage: Stage, target: str, first_space_level: int) -> None:
+        """Tile from R0 inward: R0 (reduce tiles), S at `first_space_level`.., R1 (step 1), register tile."""
+        nd = len(stage.splits)
+        levels = LEVELS[stage.kind]
+        cur = target
+        if stage.kind == "mlt":
+            if first_space_level <= 2:
+                cur, _ = self.tile_for(cur, self.sizes(stage, 2, "S", nd))
+            if any(s.kind == "R" for s in stage.splits):
+                cur, _ = self.tile_for(cur, self.sizes(stage, 1, "R", nd))
+            cur, _ = self.tile_for(cur, self.sizes(stage, levels["S"] - 1, "S", nd))
+            for d in [s.dim for s in stage.splits if s.kind == "R"]:
+                cur, loops = self.tile_for(cur, ["1" if dd == d else "0" for dd in range(nd)])
+                tag = len(self.r1_loops)
+                self.annotate(loops[0], "ansor.r1", self.const(tag))
+                self.r1_loops.append(str(tag))
+        else:  # tile: R0 loop over reduce tiles, then the S2 x R1 vector tile
+            if any(s.kind == "R" for s in stage.splits):
+                cur, _ = self.tile_for(cur, self.sizes(stage, 1, "R", nd))
+            cur, _ = self.tile_for(cur, self.sizes(stage, 2, "S", nd))
+        self.to_vectorize.append(cur)
 
+    def stage_mlt_or_tile(self, stage: Stage) -> None:
+        nd = len(stage.splits)
+        if stage.consumer is not None:
+            # Consumer fusion: tile the consumer at S0, fuse this op (and its initialisers and
+            # pads) into that loop; for level 2, tile the consumer again at S1 and fuse this
+            # op's tile into that loop too.
+            cons = self.match(OP_ATTR, stage.consumer)
+            ctile, forall = self.tile_forall(cons, [_ssa(stage.split(d).tile_knobs[0]) for d in stage.consumer_dims])
+            op = self.match(OP_ATTR, stage.op)
+            fused, forall = self.fuse_into(op, forall)
+            forall = self.fuse_inits(stage, forall)
+            forall = self.fuse_pads(stage, forall)
+            if stage.fuse_level == 2:
+                ctile, loops = self.tile_for(ctile, [_ssa(stage.split(d).tile_knobs[1]) for d in stage.consumer_dims])
+                if loops:
+                    fused, _ = self.fuse_into(fused, loops[0])
+            vec = stage.vector_dim
+            crow = ["1"] * (len(stage.consumer_dims) - 1)
+            crow.append(_ssa(stage.split(vec).tile_knobs[-1]) if vec is not None else "1")
+            crow_tile, _ = self.tile_for(ctile, crow)
+            self.to_vectorize.append(crow_tile)
+            # Annotate last: fusing producers may rebuild the loop (dropping its attributes).
+            self.annotate(forall, "ansor.auto_unroll_max_step", _ssa(stage.unroll_knob))
+            self.register_levels(stage, fused, first_space_level=3 if stage.fuse_level == 2 else 2)
+            return
+        if stage.packs:
+            self.stage_mlt_packed(stage)
+            return
+        op = self.match(OP_ATTR, stage.op)
+        tiled, forall = self.tile_forall(op, self.sizes(stage, 1, "S", nd))
+        forall = self.fuse_inits(stage, forall)
+        forall = self.fuse_pads(stage, forall)
+        self.annotate(forall, "ansor.auto_unroll_max_step", _ssa(stage.unroll_knob))
+        self.register_levels(stage, tiled, first_space_level=2)
 
-def _multi_level_tiling(task: SearchTask, ops: list[OpLoops]) -> Sketch | None:
-    """SSRSRS tiling of the last op with data reuse, fusing fill-like producers of its output."""
-    anchors = [o for o in ops if o.has_data_reuse()]
-    if len(anchors) != 1:
-        return None
-    a = anchors[0]
-    others = [o for o in ops if o.index != a.index]
-    # Only initialisers (no tensor inputs, e.g. linalg.fill) can sit beside the anchor for now.
-    if any(any(dims for dims in o.input_dims) or o.reduce for o in others):
-        return None
-    vec_dim = a.innermost_output_dim()
-    splits = tuple(LoopSplit(d, a.kinds[d], a.extents[d], d == vec_dim) for d in range(len(a.extents)))
-    knobs: list[Knob] = []
-    for s in splits:
-        for name in s.tile_knobs:
-            knobs.append(Knob(name, divisors(s.extent)))
-    knobs.append(Knob("unroll", UNROLL_OPTIONS))
-    return Sketch(
-        name=f"mlt_op{a.index}",
-        rule="multi_level_tiling",
-        op=a.index,
-        op_name=a.name,
-        splits=splits,
-        fused_producers=tuple((o.index, len(o.extents)) for o in others),
-        knobs=tuple(knobs),
-    )
+    def packed_sizes(self, stage: Stage, level: int, kind: str) -> list[str]:
+        """Tile sizes of the packed op (dims: the op's dims + the J3-wide inner dim, never tiled).
+        The vector dim counts J3-blocks; at the register level it is 1 block."""
+        vec = stage.vector_dim
+        out = []
+        for d in range(len(stage.splits)):
+            sp = stage.split(d)
+            if sp.kind != kind:
+                out.append("0")
+            elif d == vec:
+                j3 = sp.tile_knobs[-1]
+                if level == len(sp.tile_knobs):
+                    out.append("1")
+                elif self.values is None:
+                    out.append("{" + f"{sp.tile_knobs[level - 1]}/{j3}" + "}")
+                else:
+                    out.append(str(int(self.values[sp.tile_knobs[level - 1]]) // int(self.values[j3])))
+            else:
+                out.append(self.value(sp.tile_knobs[level - 1]))
+        return out + ["0"]
 
+    def stage_mlt_packed(self, stage: Stage) -> None:
+        """Multi-level tiling on a packed layout (Ansor's layout rewrite): the vector loop is split
+        into J3-blocks x J3 lanes and every input indexed by it is stored block-major, so the
+        register tile's panel of that input is contiguous; the output's packing is a pure reshape
+        that folds away. Packing copies are tiled and vectorized like any stage."""
+        vec = stage.vector_dim
+        assert vec is not None
+        j3 = self.value(stage.split(vec).tile_knobs[-1])
+        nd = len(stage.splits)
+        op = self.match(OP_ATTR, stage.op)
+        pk = self.fresh("pk")
+        sizes = ["0"] * nd
+        sizes[vec] = j3
+        gen = '!transform.op<"linalg.generic">'
+        packty = '!transform.op<"linalg.pack">'
+        self.emit(f"{pk} = transform.structured.pack {op} packed_sizes = [{', '.join(sizes)}] : ({_ANY}) -> {gen}")
+        transposes = []
+        for operand, perm in stage.packs:
+            pb, pk2, pb2, e = (self.fresh(x) for x in ("pb", "pk", "pb", "e"))
+            self.emit(f"{pb} = transform.get_producer_of_operand {pk}[{operand}] : ({gen}) -> {packty}")
+            self.emit(f"{pk2}, {pb2}, {e} = transform.structured.pack_transpose {pb} with_compute_op({pk}) "
+                      f"outer_perm = [{', '.join(str(x) for x in perm)}] : ({packty}, {gen}) -> ({gen}, {packty}, {_ANY})")
+            pk = pk2
+            pp, pe, pt = (self.fresh(x) for x in ("pp", "pe", "pt"))
+            self.emit(f'{pp}, {pe}, {pt} = transform.structured.lower_pack {pb2} : ({packty}) -> '
+                      f'(!transform.op<"tensor.pad">, !transform.op<"tensor.expand_shape">, !transform.op<"linalg.transpose">)')
+            ptc = self.fresh("ptc")
+            self.emit(f'{ptc} = transform.cast {pt} : !transform.op<"linalg.transpose"> to {_ANY}')
+            transposes.append((ptc, len(perm) + 1))
+        # The output's pack/unpack only reshape: lower them and let canonicalization fold them.
+        self.emit("// the output's pack/unpack are pure reshapes: lower and fold them away")
+        rest, ups = self.fresh("packs"), self.fresh("unpacks")
+        self.emit(f'{rest} = transform.structured.match ops{{["linalg.pack"]}} in %root : ({_ANY}) -> {packty}')
+        self.emit(f'{self.fresh("lp")}, {self.fresh("lp")}, {self.fresh("lp")} = transform.structured.lower_pack {rest} : ({packty}) -> '
+                  '(!transform.op<"tensor.pad">, !transform.op<"tensor.expand_shape">, !transform.op<"linalg.transpose">)')
+        self.emit(f'{ups} = transform.structured.match ops{{["linalg.unpack"]}} in %root : ({_ANY}) -> !transform.op<"linalg.unpack">')
+        lu = [self.fresh("lu") for _ in range(4)]
+        self.emit(f'{", ".join(lu)} = transform.structured.lower_unpack {ups} : (!transform.op<"linalg.unpack">) -> '
+                  '(!transform.op<"tensor.empty">, !transform.op<"linalg.transpose">, !transform.op<"tensor.collapse_shape">, '
+                  '!transform.op<"tensor.extract_slice">)')
+        func = self.fresh("f")
+        self.emit(f'{func} = transform.structured.match ops{{["func.func"]}} in %root : ({_ANY}) -> {_ANY}')
+        self.emit(f"transform.apply_patterns to {func} {{ transform.apply_patterns.canonicalization }} : {_ANY}")
+        # Packing copies: one block row per thread, 8 x J3 vector tiles.
+        for pt, rank in transposes:
+            t1, _ = self.tile_forall(pt, ["1"])
+            inner = ["0"] + ["1"] * (rank - 3) + ["8", "0"] if rank >= 3 else ["0", "8"]
+            t2, _ = self.tile_for(t1, inner)
+            self.to_vectorize.append(t2)
+        # Multi-level tiling of the packed op.
+        init = self.fresh("init")
+        if stage.inits:
+            self.emit(f"{init} = transform.get_producer_of_operand {pk}[{stage.n_inputs}] : ({gen}) -> {_ANY}")
+        pkc = self.fresh("pkc")
+        self.emit(f"{pkc} = transform.cast {pk} : {gen} to {_ANY}")
+        tiled, forall = self.tile_forall(pkc, self.packed_sizes(stage, 1, "S"))
+        for _, rank in stage.inits[:1]:  # the (re-created) initialiser of the packed output
+            fused, forall = self.fuse_into(init, forall)
+            row, _ = self.tile_for(fused, ["1"] * rank + ["0"])
+            self.to_vectorize.append(row)
+        forall = self.fuse_pads(stage, forall)
+        self.annotate(forall, "ansor.auto_unroll_max_step", _ssa(stage.unroll_knob))
+        cur, _ = self.tile_for(tiled, self.packed_sizes(stage, 2, "S"))
+        if any(sp.kind == "R" for sp in stage.splits):
+            cur, _ = self.tile_for(cur, self.packed_sizes(stage, 1, "R"))
+        cur, _ = self.tile_for(cur, self.packed_sizes(stage, 3, "S"))
+        for d in [sp.dim for sp in stage.splits if sp.kind == "R"]:
+            cur, loops = self.tile_for(cur, ["1" if dd == d else "0" for dd in range(nd)] + ["0"])
+            tag = len(self.r1_loops)
+            self.annotate(loops[0], "ansor.r1", self.const(tag))
+            self.r1_loops.append(str(tag))
+        self.to_vectorize.append(cur)
 
-def generate_sketches(task: SearchTask) -> list[Sketch]:
-    """All sketches for `task`; the last one is always the `skip` fallback."""
-    ops = analyze(task.ir)
-    sketches: list[Sketch] = []
-    mlt = _multi_level_tiling(task, ops)
-    if mlt is not None:
-        sketches.append(mlt)
-    sketches.append(Sketch(name="skip", rule="skip"))
-    return sketches
+    def stage_rfactor(self, stage: Stage) -> None:
+        """Split the reduction: loop over R0 chunks accumulating an R1-shaped partial result
+        (vectorized), then combine the partials."""
+        op = self.match(OP_ATTR, stage.op)
+        for op_init, _ in stage.inits:
+            self.emit(f"// initialiser #{op_init} stays at the root")
+        sizes = [self.value(stage.split(d).tile_knobs[0]) if stage.split(d).kind == "R" else "0"
+                 for d in range(len(stage.splits))]
+        fill, split, comb, loop = (self.fresh(x) for x in ("rf_fill", "rf_split", "rf_comb", "rf_loop"))
+        self.emit(f"{fill}, {split}, {comb}, {loop} = transform.structured.tile_reduction_using_for {op} "
+                  f"by tile_sizes = [{', '.join(sizes)}] : ({_ANY}) -> ({_ANY}, {_ANY}, {_ANY}, {_ANY})")
+        self.to_vectorize += [fill, split, comb]
+        # One loop per reduction dim, outermost first. The partial accumulator is loop-carried:
+        # hoist it (innermost loop first: hoisting an outer loop first erases ops the inner
+        # hoist still refers to, an MLIR assertion).
+        # The op returns only the outermost loop; reach the others from the partial op inside.
+        n_red = sum(1 for sp in stage.splits if sp.kind == "R")
+        loops = []
+        for j in range(n_red):
+            lp = self.fresh("rfl")
+            self.emit(f'{lp} = transform.get_parent_op {split} {{nth_parent = {n_red - j} : i64, op_name = "scf.for"}}'
+                      f" : ({_ANY}) -> {_ANY}")
+            loops.append(lp)
+        self.annotate(loops[0], "ansor.auto_unroll_max_step", _ssa(stage.unroll_knob))
+        for lp in loops:
+            tag = len(self.r1_loops)
+            self.annotate(lp, "ansor.r1", self.const(tag))
+            self.r1_loops.append(str(tag))
+
+    def vectorize_stage(self) -> None:
+        """Vectorize the stage's innermost tiles, each on its own. An op the vectorizer cannot
+        handle stays scalar (silenceable failure suppressed) instead of failing the candidate.
+
+        Upstream behaviour worked around: `vectorize_children_and_apply_patterns` would be
+        simpler, but it also vectorizes a strided `tensor.insert_slice` into a contiguous
+        `vector.transfer_write`, dropping the strides (a miscompile in MLIR 22; pinned in
+        tests/test_upstream.py)."""
+        for h in self.to_vectorize:
+            self.emit(f"transform.sequence {h} : {_ANY} failures(suppress) {{")
+            self.emit(f"^bb0(%v: {_ANY}):")
+            self.emit(f"  transform.structured.vectorize %v : {_ANY}")
+            self.emit("}")
+        self.to_vectorize = []
+
+    def render(self) -> str:
+        sk = self.sk
+        head = [
+            "module attributes {transform.with_named_sequence} {",
+            f"  // sketch {sk.name}: {' + '.join(sk.rules)}",
+            f"  transform.named_sequence @__transform_main(%root: {_ANY} {{transform.readonly}}) {{",
+        ]
+        for k in sk.knobs:
+            self.emit(self.knob_line(k))
+        for stage in sk.stages:
+            self.emit(f"// stage op #{stage.op} ({stage.op_name}): {stage.kind}"
+                      + (f", consumer #{stage.consumer} fused at level {stage.fuse_level}" if stage.consumer is not None else ""))
+            if stage.kind == "rfactor":
+                self.stage_rfactor(stage)
+            else:
+                self.stage_mlt_or_tile(stage)
+            self.vectorize_stage()
+        self.emit("// lower vector ops; contractions become outer products (FMAs)")
+        self.emit(f'%vfunc = transform.structured.match ops{{["func.func"]}} in %root : ({_ANY}) -> {_ANY}')
+        self.emit("transform.apply_patterns to %vfunc {")
+        self.emit("  transform.apply_patterns.vector.transfer_permutation_patterns")
+        self.emit("  transform.apply_patterns.vector.reduction_to_contract")
+        self.emit(f"}} : {_ANY}")
+        self.emit("transform.apply_patterns to %vfunc {")
+        self.emit("  transform.apply_patterns.vector.lower_contraction lowering_strategy = outerproduct")
+        self.emit("  transform.apply_patterns.vector.lower_outerproduct")
+        self.emit('  transform.apply_patterns.vector.lower_multi_reduction lowering_strategy = "innerreduction"')
+        self.emit("  transform.apply_patterns.vector.lower_transpose")
+        self.emit("  transform.apply_patterns.canonicalization")
+        self.emit(f"}} : {_ANY}")
+        if self.r1_loops:
+            self.emit("// keep accumulators in registers: hoist register-tile reads/writes out of R1 loops")
+        for tag in reversed(self.r1_loops):
+            h = self.fresh("h")
+            self.emit(f'{h} = transform.structured.match ops{{["scf.for"]}} attributes{{ansor.r1 = {tag}}} in %vfunc'
+                      f" : ({_ANY}) -> {_ANY}")
+            self.emit(f"transform.loop.hoist_loop_invariant_subsets {h} : {_ANY}")
+        self.emit("transform.apply_patterns to %vfunc {")
+        self.emit("  transform.apply_patterns.canonicalization")
+        self.emit(f"}} : {_ANY}")
+        self.emit(f"transform.apply_cse to %vfunc : {_ANY}")
+        self.emit("transform.yield")
+        return "\n".join(head + self.lines + ["  }", "}"]) + "\n"

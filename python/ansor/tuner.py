@@ -20,7 +20,8 @@ from .measure import MeasureInput, MeasureResult, Measurer, RunOptions, create_m
 from .progress import ProgressCallback
 from .records import SKETCH_VERSION, Record, RecordWriter, best_record, iter_records, record_key
 from .search import RandomSearch, SearchPolicy
-from .sketch import Sketch, generate_sketches
+from .sketch import Sketch
+from .rules import generate_sketches
 from .task import SearchTask
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ def _prior_records(log_path: Path | None, task: SearchTask, sketches: list[Sketc
             continue
         if r.sketch_version != SKETCH_VERSION:
             sk = names.get(r.schedule.sketch)
-            if sk is None or validate(sk, r.schedule.values()) is not None and sk.rule != "skip":
+            if sk is None or (sk.stages and validate(sk, r.schedule.values()) is not None):
                 log.warning("%s: ignoring record %s from sketch generator v%d", log_path, r.key, r.sketch_version)
                 continue
         out.append(r)

@@ -263,15 +263,17 @@ def depthwise_conv2d_nhwc(n: int, h: int, w: int, c: int, k: int, s: int = 1, p:
 def conv2d_transpose_nhwc(
     n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0
 ) -> str:
-    """Ansor T2D: PyTorch `ConvTranspose2d(stride=s, padding=p)` in NHWC, filter W[kh,kw,ci,co]
-    (= torch weight[ci,co,kh,kw]); output size (H-1)*s - 2p + k.
+    """Ansor T2D: PyTorch `ConvTranspose2d(stride=s, padding=p)` in NHWC; output size (H-1)*s - 2p + k.
 
+    The filter argument is stored **spatially flipped**: `F[kh,kw,ci,co] = W[k-1-kh, k-1-kw, ci, co]`
+    where W[kh,kw,ci,co] = torch weight[ci,co,kh,kw] (frameworks pre-transform constant weights;
+    the flip cannot live in the program: MLIR 22's tiling asserts on indexing maps with a negative
+    coefficient, `Linalg/Utils/Utils.cpp` "nonpositive multiplying coefficient").
     Definition: Y[n, ih*s - p + kh, iw*s - p + kw, co] += X[n,ih,iw,ci] * W[kh,kw,ci,co].
-    Built as zero insertion + padding + a stride-1 convolution with the flipped kernel
-    (as TVM's topi does): Z = zeros [N, (H-1)*s + 1 + 2q, (W-1)*s + 1 + 2q, CI] with q = k-1-p,
+    Built as zero insertion + padding + a stride-1 convolution (as TVM's topi does):
+    Z = zeros [N, (H-1)*s + 1 + 2q, (W-1)*s + 1 + 2q, CI] with q = k-1-p,
     Z[n, q + ih*s, q + iw*s, ci] = X[n,ih,iw,ci] (one strided `tensor.insert_slice`), then
-    Y[n,h,w,co] = sum_{rh,rw,ci} Z[n, h+k-1-rh, w+k-1-rw, ci] * W[rh, rw, ci, co] (`linalg.generic`;
-    the flip sits on the input index, as linalg needs the filter map invertible).
+    Y[n,h,w,co] = sum_{rh,rw,ci} Z[n, h+rh, w+rw, ci] * F[rh, rw, ci, co] (`linalg.generic`).
     """
     q = k - 1 - p
     if q < 0:
@@ -287,12 +289,12 @@ def conv2d_transpose_nhwc(
         f" : {_t(x)} into {_t(z)}\n" + _zeros("init", out)
     )
     maps = [
-        f"affine_map<(n, h, w, co, rh, rw, ci) -> (n, h - rh + {k - 1}, w - rw + {k - 1}, ci)>",
+        "affine_map<(n, h, w, co, rh, rw, ci) -> (n, h + rh, w + rw, ci)>",
         "affine_map<(n, h, w, co, rh, rw, ci) -> (rh, rw, ci, co)>",
         "affine_map<(n, h, w, co, rh, rw, ci) -> (n, h, w, co)>",
     ]
-    body += _generic(maps, "pppprrr", [("%dilated", z), ("%W", f)], ("%init", out), _MAC)
-    return _func("conv2d_transpose_nhwc", [("X", x), ("W", f)], out, body, "%out")
+    body += _generic(maps, "pppprrr", [("%dilated", z), ("%F", f)], ("%init", out), _MAC)
+    return _func("conv2d_transpose_nhwc", [("X", x), ("F", f)], out, body, "%out")
 
 
 def conv2d_capsule_nhwijc(

@@ -1,0 +1,176 @@
+"""Sketch derivation rules (Ansor §4.1) for CPUs: from a task's op graph to a few sketches.
+
+    SearchTask --loops.analyze_graph--> ops, pads --rules, output to input--> [Sketch] (+ skip)
+
+Each rule has a condition on an op and an action producing stage variants (Ansor's
+`MeetCondition` / `Apply`). Rules are tried in order for every op, output first; the first rule
+that applies decides the op's variants (apply-and-skip-rest):
+
+1. **always-inline**: element-wise producers were already inlined by `loops.preprocess`;
+   initialisers (`linalg.fill`) are fused into their single consumer's parallel loop.
+2. **multi-level tiling with fusion**: an op with data reuse whose only user is an element-wise
+   op reading it through a plain permutation: two variants, consumer fused at level 1 or 2.
+3. **multi-level tiling**: an op with data reuse (SSRSRS).
+4. **rfactor**: a reduction whose parallel extent is small against its reduction extent:
+   split the reduction (plus the plain `tile` variant, so the search decides).
+5. **tile** (the skip rule, made useful): parallel + vectorized tiling of anything else.
+The sketches are the product of the per-op variants (capped), plus `skip` (the untransformed
+program) last, so every task has a valid program.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+
+from .loops import OpLoops, PadInfo, analyze_graph
+from .sketch import LEVELS, MAX_VECTOR, LoopSplit, Sketch, Stage, stage_knobs
+from .task import SearchTask
+
+log = logging.getLogger(__name__)
+
+#: At most this many sketches per task (Ansor: typically fewer than 10).
+MAX_SKETCHES = 8
+
+
+def _splits(op: OpLoops, kind: str) -> tuple[LoopSplit, ...]:
+    vec = op.innermost_output_dim()
+    out = []
+    for d, (k, e) in enumerate(zip(op.kinds, op.extents, strict=True)):
+        out.append(LoopSplit(op.index, d, k, e, d == vec and k == "S", LEVELS[kind][k]))
+    return tuple(out)
+
+
+def _fusable_consumer(op: OpLoops, by_index: dict[int, OpLoops]) -> tuple[OpLoops, tuple[int, ...]] | None:
+    """The element-wise consumer that reads `op`'s whole result through a permutation."""
+    if len(op.users) != 1 or op.users[0] is None:
+        return None
+    cons = by_index.get(op.users[0])
+    if cons is None or not cons.is_elementwise() or len(cons.output_dims) != len(op.output_dims):
+        return None
+    for pos, prod in enumerate(cons.input_producers):
+        if prod == op.index:
+            dims = cons.input_dims[pos]
+            if sorted(dims) != list(range(len(cons.extents))):
+                return None
+            # consumer loop c reads axis i of op's result, which is op's loop op.output_dims[i]
+            mapping = [0] * len(cons.extents)
+            for axis, c in enumerate(dims):
+                mapping[c] = op.output_dims[axis]
+            return cons, tuple(mapping)
+    return None
+
+
+def _packable_inputs(op: OpLoops) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """Inputs to store block-major for the packed sketch: those indexed (plainly) by the vector
+    loop, with the permutation moving its block dim first. Only when every indexed input is plain
+    and the vector loop is the output's innermost dim (so the output packing is a reshape)."""
+    vec = op.innermost_output_dim()
+    if vec is None or op.kinds[vec] != "S" or not op.reduce:
+        return ()
+    out = []
+    for i, dims in enumerate(op.input_dims):
+        if vec not in dims:
+            continue
+        if not op.plain_inputs[i] or dims[-1] == vec:
+            # vec innermost already: the panel is contiguous only if nothing else varies faster;
+            # still move the block dim first (e.g. matmul B[k, n] -> [n/J3, k, J3]).
+            pass
+        if not op.plain_inputs[i]:
+            return ()
+        pos = dims.index(vec)
+        out.append((i, (pos, *[j for j in range(len(dims)) if j != pos])))
+    return tuple(out)
+
+
+def _needs_rfactor(op: OpLoops) -> bool:
+    """Ansor's condition: little parallelism next to a long reduction."""
+    if not op.reduce:
+        return False
+    space = math.prod(op.extents[d] for d in op.space)
+    red = math.prod(op.extents[d] for d in op.reduce)
+    return space < 16 * (os.cpu_count() or 1) and red >= 16 * space
+
+
+def _variants(op: OpLoops, by_index: dict[int, OpLoops], inits: dict[int, list[OpLoops]],
+              pads: dict[int, list[int]], taken: set[int]) -> list[tuple[str, list[Stage]]]:
+    """(rule name, stages) alternatives for `op` (empty when another stage absorbed it)."""
+    my_inits = tuple((i.index, len(i.extents)) for i in inits.get(op.index, []))
+    my_pads = tuple(pads.get(op.index, []))
+    if op.has_data_reuse() and not op.is_elementwise() and not op.is_init():
+        fc = _fusable_consumer(op, by_index)
+        if fc is not None:
+            cons, mapping = fc
+            return [
+                (f"multi_level_tiling_with_fusion(op{op.index}<-op{cons.index}@{level})",
+                 [Stage(op.index, op.name, "mlt", _splits(op, "mlt"), my_inits, my_pads, cons.index, mapping, level,
+                        n_inputs=len(op.input_dims))])
+                for level in (1, 2)
+            ]
+        plain = Stage(op.index, op.name, "mlt", _splits(op, "mlt"), my_inits, my_pads, n_inputs=len(op.input_dims))
+        out = [(f"multi_level_tiling(op{op.index})", [plain])]
+        packs = _packable_inputs(op)
+        if packs:
+            packed = Stage(op.index, op.name, "mlt", _splits(op, "mlt"), my_inits, my_pads, packs=packs,
+                           n_inputs=len(op.input_dims))
+            out.append((f"multi_level_tiling_packed(op{op.index})", [packed]))
+        return out
+    tile = (f"tile(op{op.index})", [Stage(op.index, op.name, "tile", _splits(op, "tile"), my_inits, my_pads)])
+    if _needs_rfactor(op):
+        rf = (f"rfactor(op{op.index})", [Stage(op.index, op.name, "rfactor", _splits(op, "rfactor"), my_inits)])
+        return [rf, tile]
+    return [tile]
+
+
+def generate_sketches(task: SearchTask) -> list[Sketch]:
+    """All sketches for `task`; the last one is always the `skip` fallback."""
+    ops, pad_infos = analyze_graph(task.ir)
+    skip = Sketch(name="skip", rules=("skip",))
+    if not ops:
+        return [skip]
+    by_index = {o.index: o for o in ops}
+    # Every linalg op must be understood, or a whole-op vectorization could blow up.
+    from .loops import preprocessed_ir
+
+    tagged = preprocessed_ir(task.ir)
+    if tagged.count("ansor.op = ") != len(ops):
+        log.warning("%s: some ops have loops the rules cannot see; only the untransformed program is tuned",
+                    task.name)
+        return [skip]
+
+    inits: dict[int, list[OpLoops]] = {}
+    for o in ops:
+        if o.is_init() and len(o.users) == 1 and o.users[0] is not None:
+            inits.setdefault(o.users[0], []).append(o)
+    fused_inits = {i.index for lst in inits.values() for i in lst}
+    pads: dict[int, list[int]] = {}
+    for p in pad_infos:
+        if p.consumer is not None and p.consumer in by_index:
+            pads.setdefault(p.consumer, []).append(p.index)
+
+    taken: set[int] = set(fused_inits)
+    for o in ops:  # consumers that will be fused into their producer's stage
+        if o.has_data_reuse() and not o.is_elementwise() and not o.is_init():
+            fc = _fusable_consumer(o, by_index)
+            if fc is not None:
+                taken.add(fc[0].index)
+    per_op: list[list[tuple[str, list[Stage]]]] = []
+    for o in sorted(ops, key=lambda o: -o.index):  # output first
+        if o.index in taken:
+            continue
+        v = _variants(o, by_index, inits, pads, taken)
+        per_op.append(v)
+    sketches: list[Sketch] = []
+    for combo in itertools.product(*per_op):
+        rules = tuple(name for name, _ in combo)
+        stages = tuple(st for _, sts in combo for st in sts)
+        knobs = tuple(k for st in stages for k in stage_knobs(st))
+        sketches.append(Sketch(name=f"s{len(sketches)}", rules=rules, stages=stages, knobs=knobs))
+        if len(sketches) >= MAX_SKETCHES:
+            break
+    return sketches + [skip]
+
+
+__all__ = ["generate_sketches", "MAX_VECTOR", "PadInfo"]
