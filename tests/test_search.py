@@ -51,3 +51,17 @@ def test_failed_candidates_are_records_not_exceptions(tmp_path, matmul_big, make
     assert res.errors == len(failed) > 0
     assert all(r.error == "compile" and r.result.error_msg == "injected" for r in failed)
     assert res.best is not None and res.best.error is None
+
+
+def test_log_from_another_target_is_refused(tmp_path, matmul_big, make_fake) -> None:
+    import dataclasses
+
+    import pytest
+
+    from ansor.records import LogError
+
+    log = tmp_path / "t.jsonl"
+    tune(matmul_big, trials=4, log_path=log, seed=1, batch_size=4, measurer=make_fake())
+    other = dataclasses.replace(matmul_big, target="cuda")
+    with pytest.raises(LogError, match="for target 'cpu', not 'cuda'"):
+        tune(other, trials=4, log_path=log, seed=1, batch_size=4, measurer=make_fake())

@@ -18,7 +18,7 @@ from . import config
 from .annotation import Schedule, validate
 from .measure import MeasureInput, MeasureResult, Measurer, RunOptions, create_measurer
 from .progress import ProgressCallback
-from .records import SKETCH_VERSION, Record, RecordWriter, best_record, iter_records, record_key
+from .records import SKETCH_VERSION, LogError, Record, RecordWriter, best_record, iter_records, record_key
 from .search import RandomSearch, SearchPolicy
 from .sketch import Sketch
 from .rules import generate_sketches
@@ -48,7 +48,10 @@ def _prior_records(log_path: Path | None, task: SearchTask, sketches: list[Sketc
     names = {s.name: s for s in sketches}
     out = []
     for r in iter_records(log_path):
-        if r.task.hash != task.hash or r.task.target != task.target:
+        if r.task.hash == task.hash and r.task.target != task.target:
+            raise LogError(f"{log_path}: holds records of {task.name} for target '{r.task.target}', "
+                           f"not '{task.target}': give another --log")
+        if r.task.hash != task.hash:
             continue
         if r.sketch_version != SKETCH_VERSION:
             sk = names.get(r.schedule.sketch)
