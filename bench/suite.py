@@ -1,0 +1,104 @@
+"""Benchmark: tune Ansor's single-op suite (+ subgraphs) with an equal trial budget; compare with
+untuned MLIR and PyTorch CPU (eager, same threads).
+
+    python bench/suite.py [--trials 200] [--only c2d,t2d] [--threads N] [--out bench/out/suite]
+
+Per workload: tune (log in OUT/NAME.jsonl, resumable), compile the best schedule, check it
+against the untuned program's output (the tuner already verified every candidate) and against
+PyTorch's, time tuned and PyTorch in this process (best of 5 timings), and take the untuned
+latency measured by the tuner. Writes OUT/suite.md (a table) and prints it; the last line is the
+geometric-mean speedup over PyTorch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--only", default="", help="comma-separated workload names or families")
+    ap.add_argument("--out", default="bench/out/suite")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+
+    import numpy as np
+    import torch
+
+    import ansor
+    from ansor import workloads
+    from ansor.measure import RunOptions, check_outputs, make_inputs
+    from ansor.progress import TableProgress
+    from torch_ops import prepare
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    names = workloads.suite()
+    if args.only:
+        keys = args.only.split(",")
+        names = [n for n in names if n in keys or n.split("-")[0] in keys]
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    header = (f"machine: {platform.node()} | {cpu} | {os.cpu_count()} cores | threads: {args.threads} | "
+              f"torch {torch.__version__} | trials per workload: {args.trials}")
+    print(header, flush=True)
+    rows = []
+    for name in names:
+        text = workloads.get(name)
+        task = ansor.create_task(text, name=name)
+        res = ansor.tune(task, trials=args.trials, log_path=out / f"{name}.jsonl", seed=args.seed,
+                         run_options=RunOptions(threads=args.threads), callback=TableProgress())
+        fn = ansor.compile(text, log=out / f"{name}.jsonl", threads=args.threads)
+        inputs = make_inputs(task)
+        y = fn(*inputs)
+        t_tuned = min(fn.time(*inputs, number=max(1, int(0.2 / max(res.best.latency if res.best else 1, 1e-6))))
+                      for _ in range(5))
+        t_untuned = res.baseline.latency if res.baseline.error is None else math.nan
+        t_torch, agree = math.nan, "-"
+        prep = prepare(name, inputs)
+        if prep is not None:
+            run, back = prep
+            with torch.no_grad():
+                ty = back(run())
+                bad = check_outputs([np.asarray(y)], [ty.astype(np.float32)], 1e-3, 1e-3)
+                agree = "yes" if bad is None else f"NO ({bad})"
+                run()
+                ts = []
+                for _ in range(5):
+                    t0 = time.perf_counter()
+                    run()
+                    ts.append(time.perf_counter() - t0)
+                t_torch = min(ts)
+        rows.append((name, task.flops, t_tuned, t_untuned, t_torch, agree))
+        print(f"{name}: tuned {t_tuned * 1e3:.3f} ms, untuned {t_untuned * 1e3:.3f} ms, torch {t_torch * 1e3:.3f} ms",
+              flush=True)
+
+    lines = [header, "",
+             "| workload | GFLOP | tuned ms | GFLOP/s | vs untuned | PyTorch ms | vs PyTorch | same result |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    speedups = []
+    for name, flops, tt, tu, tp, agree in rows:
+        sp = tp / tt if math.isfinite(tp) else math.nan
+        if math.isfinite(sp):
+            speedups.append(sp)
+        lines.append(f"| {name} | {flops / 1e9:.3f} | {tt * 1e3:.3f} | {flops / tt / 1e9:.1f} | {tu / tt:.1f}x | "
+                     f"{tp * 1e3:.3f} | {sp:.2f}x | {agree} |")
+    geo = math.exp(sum(math.log(s) for s in speedups) / len(speedups)) if speedups else math.nan
+    lines += ["", f"geometric-mean speedup over PyTorch: {geo:.2f}x over {len(speedups)} workloads"]
+    (out / "suite.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""PyTorch (CPU, eager) equivalents of the built-in workloads, for benchmarks.
+
+    workload name + the MLIR function's numpy inputs --prepare (layout conversion, untimed)-->
+        a zero-argument callable computing the same result in PyTorch's own layout
+
+`reference_nhwc(name, outputs)` maps PyTorch's result back to the workload's layout so a benchmark
+can check that both compute the same thing before comparing times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+
+def _sizes(name: str) -> tuple[str, list[int]]:
+    fam, _, dims = name.partition("-")
+    return fam, [int(x) for x in dims.split("x")]
+
+
+def prepare(name: str, inputs: list[np.ndarray]) -> tuple[Callable[[], object], Callable[[object], np.ndarray]] | None:
+    """(run, to_workload_layout) for workload `name`, or None when PyTorch has no equivalent."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    fam, v = _sizes(name)
+    t = [torch.from_numpy(np.ascontiguousarray(a)) for a in inputs]
+
+    def cl(x: torch.Tensor) -> torch.Tensor:  # channels-last -> channels-first, contiguous
+        return x.permute(0, x.dim() - 1, *range(1, x.dim() - 1)).contiguous()
+
+    def back(y: torch.Tensor) -> np.ndarray:  # channels-first -> channels-last
+        return y.permute(0, *range(2, y.dim()), 1).contiguous().numpy()
+
+    if fam in ("matmul",):
+        a, b = t
+        return (lambda: a @ b), (lambda y: y.numpy())
+    if fam == "gmm":
+        a, b = t
+        return (lambda: torch.bmm(a, b)), (lambda y: y.numpy())
+    if fam == "c1d":
+        s, p = v[-2], v[-1]
+        x, w = cl(t[0]), t[1].permute(2, 1, 0).contiguous()  # [k,CI,CO] -> [CO,CI,k]
+        return (lambda: F.conv1d(x, w, stride=s, padding=p)), back
+    if fam in ("c2d", "dil", "grp"):
+        s, p = v[-2], v[-1]
+        d = 2 if fam == "dil" else 1
+        g = 4 if fam == "grp" else 1
+        x, w = cl(t[0]), t[1].permute(3, 2, 0, 1).contiguous()  # HWIO -> OIHW
+        return (lambda: F.conv2d(x, w, stride=s, padding=p, dilation=d, groups=g)), back
+    if fam == "c3d":
+        s, p = v[-2], v[-1]
+        x, w = cl(t[0]), t[1].permute(4, 3, 0, 1, 2).contiguous()
+        return (lambda: F.conv3d(x, w, stride=s, padding=p)), back
+    if fam == "dep":
+        s, p = v[-2], v[-1]
+        c = v[3]
+        x, w = cl(t[0]), t[1].permute(2, 0, 1).unsqueeze(1).contiguous()  # [k,k,C] -> [C,1,k,k]
+        return (lambda: F.conv2d(x, w, stride=s, padding=p, groups=c)), back
+    if fam == "t2d":
+        s, p = v[-2], v[-1]
+        # the workload's filter is stored spatially flipped, HWIO; torch wants [CI, CO, k, k]
+        x, w = cl(t[0]), torch.flip(t[1], (0, 1)).permute(2, 3, 0, 1).contiguous()
+        return (lambda: F.conv_transpose2d(x, w, stride=s, padding=p)), back
+    if fam == "cap":
+        k, s, p = v[-3], v[-2], v[-1]
+        x, w = t  # X [N,H,W,4,4,CI], W [k,k,4,4,CI,CO]
+
+        def cap() -> torch.Tensor:
+            xp = F.pad(x, (0, 0, 0, 0, 0, 0, p, p, p, p))
+            win = xp.unfold(1, k, s).unfold(2, k, s)  # [N,OH,OW,4,4,CI,k,k]
+            return torch.einsum("nhwiqcab,abqjcz->nhwijz", win, w)
+
+        return cap, (lambda y: y.numpy())
+    if fam == "nrm":
+        (x,) = t
+        return (lambda: torch.sqrt((x * x).sum(dim=(1, 2)))), (lambda y: y.numpy())
+    if fam == "convlayer":
+        s, p = v[-2], v[-1]
+        x, w = cl(t[0]), t[1].permute(3, 2, 0, 1).contiguous()
+        scale, shift = t[2].view(1, -1, 1, 1), t[3].view(1, -1, 1, 1)
+        return (lambda: torch.relu(F.conv2d(x, w, stride=s, padding=p) * scale + shift)), back
+    if fam == "tbs":
+        q, kk = t  # [B,S,H,D]
+
+        def tbs() -> torch.Tensor:
+            scores = torch.matmul(q.transpose(1, 2), kk.permute(0, 2, 3, 1))
+            return torch.softmax(scores, dim=-1)
+
+        return tbs, (lambda y: y.contiguous().numpy())
+    return None
