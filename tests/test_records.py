@@ -56,3 +56,23 @@ def test_foreign_or_future_logs_are_refused(tmp_path, matmul64) -> None:
     q.write_text(json.dumps(d) + "\n")
     with pytest.raises(LogError, match="version 99"):
         load_records(q)
+
+
+def test_compile_ignores_records_of_another_sketch_version(tmp_path, caplog) -> None:
+    import dataclasses
+    import logging
+
+    import ansor
+    from ansor import workloads
+    from ansor.records import SKETCH_VERSION
+
+    text = workloads.matmul(8, 8, 8)
+    task = ansor.create_task(text)
+    old = dataclasses.replace(_rec(task, 0, 1e-6), sketch_version=SKETCH_VERSION - 1, script="not a script")
+    path = tmp_path / "old.jsonl"
+    with RecordWriter(path) as w:
+        w.append(old)
+    with caplog.at_level(logging.WARNING):
+        fn = ansor.compile(text, log=path)
+    assert not fn.tuned
+    assert "sketch generator v" in caplog.text

@@ -74,7 +74,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .records import best_record, load_records
 
     task = _task(args)
-    rec = best_record(load_records(args.log), task.hash, task.target) if args.log else None
+    rec = best_record(load_records(args.log), task.hash, task.target, current_only=True) if args.log else None
     if args.log and rec is None:
         print(f"warning: {args.log} has no successful record for {task.name}: tuned = untuned", file=sys.stderr)
     threads = args.threads or os.cpu_count() or 1

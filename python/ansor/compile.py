@@ -16,7 +16,7 @@ import numpy as np
 from mlir import ir
 
 from . import lowering
-from .records import Record, best_record, load_records
+from .records import SKETCH_VERSION, Record, best_record, load_records
 from .task import SearchTask, create_task
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,13 @@ def compile(  # noqa: A001 (the public name the API promises)
     task = create_task(source, func=func, target=target)
     record = None
     if log is not None:
-        record = best_record(load_records(log), task.hash, target)
+        records = load_records(log)
+        record = best_record(records, task.hash, target, current_only=True)
+        stale = best_record(records, task.hash, target)
+        if stale is not None and stale is not record:
+            logging.getLogger(__name__).warning(
+                "%s: ignoring records of %s from sketch generator v%d (this is v%d); retune to use them",
+                log, task.name, stale.sketch_version, SKETCH_VERSION)
         if record is None:
             logging.getLogger(__name__).warning(
                 "%s: no successful record for %s on %s: using the untuned program", log, task.name, target

@@ -29,8 +29,10 @@ log = logging.getLogger(__name__)
 
 #: Version of the record format; readers refuse records of another major version.
 LOG_VERSION = 1
-#: Version of the sketch generator; records from another one are re-validated before reuse.
-SKETCH_VERSION = 1
+#: Version of the sketch generator (rules, preprocessing, script shape). Records of another
+#: version are not applied by `ansor.compile` (their scripts may address ops differently) and are
+#: re-validated against the current sketches before a resumed run counts them.
+SKETCH_VERSION = 2
 
 
 def record_key(task: SearchTask, schedule: Schedule) -> str:
@@ -183,13 +185,17 @@ class RecordWriter:
         self.close()
 
 
-def best_record(records: list[Record], task_hash: str | None = None, target: str | None = None) -> Record | None:
-    """The fastest successful record (optionally of one task on one target)."""
+def best_record(records: list[Record], task_hash: str | None = None, target: str | None = None,
+                *, current_only: bool = False) -> Record | None:
+    """The fastest successful record (optionally of one task on one target; with `current_only`,
+    only records of this sketch generator version)."""
     best: Record | None = None
     for r in records:
         if task_hash is not None and r.task.hash != task_hash:
             continue
         if target is not None and r.task.target != target:
+            continue
+        if current_only and r.sketch_version != SKETCH_VERSION:
             continue
         if r.error is None and math.isfinite(r.latency) and (best is None or r.latency < best.latency):
             best = r
