@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import sys
 import time
@@ -58,8 +57,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                       timeout_s=args.timeout, threads=args.threads)
     cb = JsonProgress() if args.json else TableProgress(verbose=args.verbose)
     log_path = args.log or f"{task.name}.{task.target}.jsonl"
-    res = tune(task, trials=args.trials, log_path=log_path, seed=args.seed, batch_size=args.batch_size,
-               run_options=opts, callback=cb)
+    tune(task, trials=args.trials, log_path=log_path, seed=args.seed, batch_size=args.batch_size,
+         run_options=opts, callback=cb)
     if not args.json:
         print(f"log: {log_path}")
     return 0

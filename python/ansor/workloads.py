@@ -486,7 +486,7 @@ def _dims(text: str, count: int, name: str, *, pad_last: bool = False) -> list[i
     if (
         len(parts) != count
         or any(not f for f in fields)
-        or any(p < lo for p, lo in zip(parts, least))
+        or any(p < lo for p, lo in zip(parts, least, strict=False))
     ):
         what = "sizes (the last, the padding, may be 0)" if pad_last else "positive sizes"
         raise KeyError(f"workload '{name}': expected {count} {what} joined by 'x'")
