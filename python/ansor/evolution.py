@@ -1,0 +1,389 @@
+"""Evolutionary search guided by a learned cost model (Ansor §5.1).
+
+    sketches --sample--> random population (+ best measured schedules)
+        --features_fn--> features --CostModel.predict--> scores
+        --select parents (proportional to score), mutate / crossover, keep the best--> x generations
+        --> top (1 - eps) n by predicted score, unmeasured  +  eps n random unmeasured  = next batch
+
+A schedule is a sketch name and knob values, so the genetic operators act on knob values:
+
+- **mutation** (probability `mutation_prob` per child), one of (weights of TVM's CPU policy):
+  tile size (0.90: move a prime factor of one loop's split between two of its levels, so the
+  tile sizes still nest), compute location (0.05: another value of a non-tile, non-unroll knob,
+  e.g. a pad's location), auto-unroll (0.04: another `auto_unroll_max_step`), parallel
+  granularity (0.01: move a prime factor between the S0 (parallel) and S1 levels of a space loop);
+- **crossover** (otherwise, when `crossover` is on and the sketch has several stages): two
+  parents of the same sketch; each stage takes all of its knobs from one parent, at least one
+  from each; children that fail `annotation.validate` are dropped. Otherwise the parent is copied.
+
+Children are deduplicated, scored, and the best `population` of parents + children survive.
+The model is trained by the tuner, not here: `update` only records what was measured (never
+proposed again) and the fastest measured schedules (seeds of the next initial population).
+Deterministic given `seed` (one `random.Random` and one `numpy` generator).
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import logging
+import math
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from .annotation import Schedule, _valid_factors, factors_from_sizes, innermost_limit, sizes_from_factors
+from .cost_model import CostModel
+from .measure import MeasureInput, MeasureResult
+from .search import SearchPolicy
+from .sketch import MAX_REGISTER_TILE, LoopSplit, Sketch
+
+log = logging.getLogger(__name__)
+
+FeaturesFn = Callable[[list[Schedule]], list[np.ndarray | None]]
+
+#: Mutation kinds and their weights (TVM v0.19 `sketch_policy.cc`, CPU: MutateTileSize 0.90,
+#: MutateComputeLocation 0.05, MutateAutoUnroll 0.04, MutateParallel 0.01).
+MUTATION_WEIGHTS: dict[str, float] = {"tile": 0.90, "location": 0.05, "unroll": 0.04, "parallel": 0.01}
+
+
+@functools.cache
+def _prime_factors(n: int) -> tuple[int, ...]:
+    out, d = [], 2
+    while d * d <= n:
+        while n % d == 0:
+            out.append(d)
+            n //= d
+        d += 1
+    if n > 1:
+        out.append(n)
+    return tuple(out)
+
+
+class _SketchInfo:
+    """What the genetic operators need to know about one sketch, computed once: knob groups
+    and a compiled form of `annotation.validate` / `annotation.sample` (the same rules, without
+    rebuilding knob names on every call; `sample` rejects per stage instead of per sketch, which
+    draws from the same uniform distribution since the constraints are per stage)."""
+
+    def __init__(self, sketch: Sketch) -> None:
+        self.sketch = sketch
+        self.tile_splits: tuple[LoopSplit, ...] = tuple(s for s in sketch.splits if s.tile_knobs and s.extent > 1)
+        self.parallel_splits = tuple(s for s in self.tile_splits if s.kind == "S" and s.levels >= 2)
+        tile_names = {n for s in sketch.splits for n in s.tile_knobs}
+        unroll_names = {st.unroll_knob for st in sketch.stages}
+        self.unroll_knobs = tuple(k for k in sketch.knobs if k.name in unroll_names and len(k.options) > 1)
+        self.other_knobs = tuple(k for k in sketch.knobs
+                                 if k.name not in tile_names and k.name not in unroll_names and len(k.options) > 1)
+        # Knobs of each stage (crossover unit); knobs of no stage go with the first group.
+        groups = [[*(n for s in st.splits for n in s.tile_knobs), *(f"pad{p}.loc" for p in st.pads), st.unroll_knob]
+                  for st in sketch.stages]
+        known = {n for g in groups for n in g}
+        rest = [k.name for k in sketch.knobs if k.name not in known]
+        if groups:
+            groups[0] += rest
+        self.stage_knobs: tuple[tuple[str, ...], ...] = tuple(tuple(g) for g in groups)
+        # compiled validation / sampling
+        self.names = tuple(sorted(k.name for k in sketch.knobs))
+        self.options = {k.name: frozenset(k.options) for k in sketch.knobs}
+        self.non_tile = tuple(k for k in sketch.knobs if k.name not in tile_names)
+        self.chains = tuple((s.tile_knobs, s.extent, innermost_limit(s)) for s in sketch.splits if s.tile_knobs)
+        self.stage_splits = tuple(
+            (tuple((s.tile_knobs, _valid_factors(s)) for s in st.splits if s.tile_knobs),
+             tuple(s.tile_knobs[-1] for s in st.splits if s.tile_knobs and (s.kind == "S" or st.kind != "mlt")))
+            for st in sketch.stages)
+        #: register-tile knobs of the stage owning each split
+        self.split_reg = {s: reg for st, (_, reg) in zip(sketch.stages, self.stage_splits, strict=True)
+                          for s in st.splits}
+
+    def valid(self, values: Mapping[str, int]) -> bool:
+        """`annotation.validate(sketch, values) is None`, faster."""
+        for name, opts in self.options.items():
+            if values.get(name) not in opts:
+                return False
+        for names, extent, limit in self.chains:
+            outer = extent
+            for n in names:
+                v = values[n]
+                if outer % v:
+                    return False
+                outer = v
+            if outer > limit:
+                return False
+        for _, reg in self.stage_splits:
+            if math.prod(values[n] for n in reg) > MAX_REGISTER_TILE:
+                return False
+        return True
+
+    def sample(self, rng: random.Random, *, max_tries: int = 1000) -> Schedule:
+        """A uniformly random valid annotation (as `annotation.sample`)."""
+        values: dict[str, int] = {}
+        for splits, reg in self.stage_splits:
+            for _ in range(max_tries):
+                for names, choices in splits:
+                    values.update(zip(names, sizes_from_factors(rng.choice(choices)), strict=True))
+                if math.prod(values[n] for n in reg) <= MAX_REGISTER_TILE:
+                    break
+            else:
+                raise RuntimeError(f"sketch {self.sketch.name}: no valid annotation found in {max_tries} tries")
+        for k in self.non_tile:
+            values[k.name] = rng.choice(k.options)
+        return self.schedule(values)
+
+    def schedule(self, values: Mapping[str, int]) -> Schedule:
+        """`Schedule.of(sketch name, values)` for int values of exactly this sketch's knobs."""
+        return Schedule(self.sketch.name, tuple(zip(self.names, map(values.__getitem__, self.names))))
+
+
+class _Pool:
+    """Every schedule seen in one search round, numbered once (hashing a schedule is not cheap),
+    with its predicted score once scored."""
+
+    def __init__(self) -> None:
+        self.items: list[Schedule] = []
+        self.scores: list[float] = []
+        self.index: dict[Schedule, int] = {}
+
+    def add(self, schedules: list[Schedule]) -> list[int]:
+        """Ids of the schedules that were new to the pool (duplicates dropped)."""
+        out = []
+        for s in schedules:
+            if s not in self.index:
+                self.index[s] = len(self.items)
+                out.append(len(self.items))
+                self.items.append(s)
+        return out
+
+
+class EvolutionarySearch(SearchPolicy):
+    """Ansor's policy: evolutionary search over sketch annotations, scored by a cost model.
+
+    Hyper-parameters (defaults of TVM v0.19 `SketchPolicy.DEFAULT_PARAMS`):
+    `population=2048` (evolutionary_search_population), `generations=4`
+    (evolutionary_search_num_iters), `mutation_prob=0.85` (evolutionary_search_mutation_prob),
+    `eps_greedy=0.05` (share of each batch taken from random samples, rounded down),
+    `use_measured_ratio=0.2` (sample_init_use_measured_ratio: at most this share of the initial
+    population are the fastest measured schedules). `crossover=False` disables crossover
+    (TVM v0.19 has none; the paper does). `features_fn` maps schedules to per-statement feature
+    matrices (None when a schedule cannot be lowered: it scores -inf). `history` gives
+    (schedule, seconds) of schedules measured before (resuming); their keys are also `measured`.
+    """
+
+    def __init__(
+        self,
+        sketches: Sequence[Sketch],
+        model: CostModel,
+        features_fn: FeaturesFn,
+        *,
+        seed: int = 0,
+        measured: set[str] | None = None,
+        history: Sequence[tuple[Schedule, float]] = (),
+        population: int = 2048,
+        generations: int = 4,
+        mutation_prob: float = 0.85,
+        eps_greedy: float = 0.05,
+        use_measured_ratio: float = 0.2,
+        crossover: bool = True,
+        mutation_weights: Mapping[str, float] = MUTATION_WEIGHTS,
+    ) -> None:
+        self.sketches = [s for s in sketches if s.stages] or list(sketches)
+        self.info = {s.name: _SketchInfo(s) for s in self.sketches}
+        self.model = model
+        self.features_fn = features_fn
+        self.rng = random.Random(seed)
+        self.np_rng = np.random.default_rng(seed)
+        self.measured: set[str] = set(measured or ())  # keys measured or already proposed
+        self.best_measured: dict[Schedule, float] = {}  # successful schedules -> seconds
+        self.population = population
+        self.generations = generations
+        self.mutation_prob = mutation_prob
+        self.eps_greedy = eps_greedy
+        self.use_measured_ratio = use_measured_ratio
+        self.crossover = crossover
+        self.mutation_weights = dict(mutation_weights)
+        #: Timings and counts of the last `next_batch` (seconds): total, features_fn, predict.
+        self.last_stats: dict[str, float] = {}
+        for sch, lat in history:
+            self._record(sch, lat)
+
+    # -- SearchPolicy ----------------------------------------------------------------------
+    def update(self, inputs: list[MeasureInput], results: list[MeasureResult]) -> None:
+        for inp, res in zip(inputs, results, strict=True):
+            self._record(inp.schedule, res.latency)
+
+    def next_batch(self, n: int) -> list[Schedule]:
+        t_start = time.perf_counter()
+        self._t_features = self._t_predict = 0.0
+        pool = _Pool()
+        pop = pool.add(self._initial_population())
+        self._score(pool)
+        for _ in range(self.generations):
+            children = pool.add(self._offspring(pool, pop))
+            self._score(pool)
+            both = pop + children  # distinct ids: children are new to the pool
+            both.sort(key=pool.scores.__getitem__, reverse=True)  # stable: ties keep pool order
+            pop = both[: self.population]
+        n_random = int(self.eps_greedy * n)
+        out: list[Schedule] = []
+        order = sorted(range(len(pool.items)), key=pool.scores.__getitem__, reverse=True)
+        for i in order:
+            if len(out) == n - n_random or pool.scores[i] == -math.inf:
+                break
+            key = pool.items[i].key()
+            if key not in self.measured:
+                self.measured.add(key)
+                out.append(pool.items[i])
+        out += self._random_unmeasured(n - len(out))
+        total = time.perf_counter() - t_start
+        self.last_stats = {
+            "total_s": total, "features_s": self._t_features, "predict_s": self._t_predict,
+            "search_s": total - self._t_features - self._t_predict, "scored": float(len(pool.items)),
+        }
+        log.debug("evolution: %d scored, %.2f s (features %.2f s, predict %.2f s)", len(pool.items), total,
+                  self._t_features, self._t_predict)
+        return out  # shorter than n when the space is exhausted
+
+    # -- internals -------------------------------------------------------------------------
+    def _record(self, sch: Schedule, latency: float) -> None:
+        self.measured.add(sch.key())
+        if sch.sketch in self.info and math.isfinite(latency):
+            self.best_measured[sch] = min(latency, self.best_measured.get(sch, math.inf))
+
+    def _initial_population(self) -> list[Schedule]:
+        n_meas = min(len(self.best_measured), int(self.use_measured_ratio * self.population))
+        best = heapq.nsmallest(n_meas, self.best_measured, key=self.best_measured.__getitem__)
+        out = dict.fromkeys(best)
+        want = self.population
+        for _ in range(2 * self.population):
+            if len(out) >= want:
+                break
+            out.setdefault(self.info[self.rng.choice(self.sketches).name].sample(self.rng))
+        return list(out)
+
+    def _random_unmeasured(self, n: int) -> list[Schedule]:
+        out: list[Schedule] = []
+        for _ in range(50 * n):
+            if len(out) >= n:
+                break
+            sch = self.info[self.rng.choice(self.sketches).name].sample(self.rng)
+            key = sch.key()
+            if key not in self.measured:
+                self.measured.add(key)
+                out.append(sch)
+        return out
+
+    def _score(self, pool: _Pool) -> None:
+        """Predict the scores of the schedules of `pool` not scored yet."""
+        new = pool.items[len(pool.scores):]
+        if not new:
+            return
+        t0 = time.perf_counter()
+        feats = self.features_fn(new)
+        t1 = time.perf_counter()
+        pred = np.asarray(self.model.predict(feats), dtype=np.float64)
+        t2 = time.perf_counter()
+        self._t_features += t1 - t0
+        self._t_predict += t2 - t1
+        pool.scores += [p if p == p else -math.inf for p in pred.tolist()]  # NaN -> -inf
+
+    def _offspring(self, pool: _Pool, pop: list[int]) -> list[Schedule]:
+        """Up to `population` children of parents drawn with probability proportional to
+        max(score, 0) (uniformly among valid ones when no score is positive)."""
+        fit = np.array([pool.scores[i] for i in pop], dtype=np.float64)
+        finite = np.isfinite(fit)
+        if not finite.any():
+            return []
+        w = np.where(finite, np.maximum(fit, 0.0), 0.0)
+        if w.sum() <= 0:
+            w = finite.astype(np.float64)
+        drawn = self.np_rng.choice(len(pop), size=self.population, p=w / w.sum()).tolist()
+        parents = [pool.items[pop[j]] for j in drawn]
+        by_sketch: dict[str, list[Schedule]] = {}
+        for sch in parents:
+            by_sketch.setdefault(sch.sketch, []).append(sch)
+        out: list[Schedule] = []
+        rng = self.rng
+        for parent in parents:
+            info = self.info.get(parent.sketch)
+            if info is None:
+                continue
+            if rng.random() < self.mutation_prob:
+                child = self.mutate(parent)
+            elif self.crossover and len(info.stage_knobs) > 1:
+                other = rng.choice(by_sketch[parent.sketch])
+                child = self.cross(parent, other) if other is not parent else None
+            else:
+                child = None  # the parent survives as is (it stays in the population)
+            if child is not None:
+                out.append(child)
+        return out
+
+    # -- genetic operators (public for tests) -----------------------------------------------
+    def mutate(self, parent: Schedule, *, tries: int = 8) -> Schedule | None:
+        """A valid schedule one mutation away from `parent` (None when none was found)."""
+        info = self.info[parent.sketch]
+        kinds = [k for k, w in self.mutation_weights.items() if w > 0 and self._applicable(info, k)]
+        if not kinds:
+            return None
+        weights = [self.mutation_weights[k] for k in kinds]
+        values = parent.values()
+        rng = self.rng
+        for _ in range(tries):
+            kind = rng.choices(kinds, weights)[0]
+            new = dict(values)
+            if kind in ("tile", "parallel"):
+                split = rng.choice(info.tile_splits if kind == "tile" else info.parallel_splits)
+                names = split.tile_knobs
+                factors = list(factors_from_sizes(split.extent, [new[n] for n in names]))
+                if kind == "tile":
+                    src = rng.choice([lv for lv, f in enumerate(factors) if f > 1])
+                    dst = rng.choice([lv for lv in range(len(factors)) if lv != src])
+                else:
+                    src, dst = (0, 1) if rng.random() < 0.5 else (1, 0)
+                    if factors[src] == 1:
+                        src, dst = dst, src
+                    if factors[src] == 1:
+                        continue
+                p = rng.choice(_prime_factors(factors[src]))
+                factors[src] //= p
+                factors[dst] *= p
+                if factors[-1] > innermost_limit(split):
+                    continue
+                new.update(zip(names, sizes_from_factors(tuple(factors)), strict=True))
+                # the sizes nest by construction; only the stage's register tile may break
+                if math.prod(new[n] for n in info.split_reg[split]) > MAX_REGISTER_TILE:
+                    continue
+            else:
+                knob = rng.choice(info.unroll_knobs if kind == "unroll" else info.other_knobs)
+                new[knob.name] = rng.choice([o for o in knob.options if o != new[knob.name]])
+            return info.schedule(new)
+        return None
+
+    @staticmethod
+    def _applicable(info: _SketchInfo, kind: str) -> bool:
+        return bool({"tile": info.tile_splits, "parallel": info.parallel_splits, "unroll": info.unroll_knobs,
+                     "location": info.other_knobs}[kind])
+
+    def cross(self, a: Schedule, b: Schedule) -> Schedule | None:
+        """Each stage's knobs from `a` or `b` (at least one stage from each); None if invalid."""
+        if a.sketch != b.sketch:
+            raise ValueError(f"crossover of schedules of different sketches ({a.sketch}, {b.sketch})")
+        info = self.info[a.sketch]
+        groups = info.stage_knobs
+        if len(groups) < 2:
+            return None
+        pick = [self.rng.random() < 0.5 for _ in groups]
+        if all(pick) or not any(pick):
+            j = self.rng.randrange(len(groups))
+            pick[j] = not pick[j]
+        va, vb = a.values(), b.values()
+        new = dict(va)
+        for group, from_b in zip(groups, pick, strict=True):
+            if from_b:
+                for name in group:
+                    new[name] = vb[name]
+        if not info.valid(new):
+            return None
+        return info.schedule(new)
