@@ -6,7 +6,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 from ansor.annotation import Schedule
 from ansor.cost_model import (
     RandomModel,
@@ -33,7 +32,9 @@ def statement_throughput(x: np.ndarray) -> np.ndarray:
     return 0.2 + 2.0 * x[:, 0] + x[:, 1] * x[:, 2] + 0.5 * (x[:, 3] > 0.5)
 
 
-def programs(n: int, seed: int, task: SearchTask | None = None) -> tuple[list, list, list, np.ndarray]:
+def programs(
+    n: int, seed: int, task: SearchTask | None = None
+) -> tuple[list, list, list, np.ndarray]:
     rng = np.random.default_rng(seed)
     task = task or _task()
     inputs, results, feats, thr = [], [], [], []
@@ -50,7 +51,7 @@ def programs(n: int, seed: int, task: SearchTask | None = None) -> tuple[list, l
 @pytest.fixture(scope="module")
 def trained() -> XGBModel:
     inputs, results, feats, _ = programs(400, seed=1)
-    model = XGBModel(nthread=2)
+    model = XGBModel(nthread=1)
     model.update(inputs[:200], results[:200], feats[:200])
     model.update(inputs[200:], results[200:], feats[200:])
     return model
@@ -70,7 +71,8 @@ def test_normalized_throughput_per_task_and_failures() -> None:
     a, b = _task("a"), _task("b")
     inputs = [MeasureInput(t, Schedule.of("s", {}), None) for t in (a, a, b, b, b)]
     results = [MeasureResult(costs=(c,)) for c in (1.0, 2.0, 4.0, 8.0)] + [
-        MeasureResult(error=MeasureError.COMPILE)]
+        MeasureResult(error=MeasureError.COMPILE)
+    ]
     assert normalized_throughputs(inputs, results).tolist() == [1.0, 0.5, 1.0, 0.5, 0.0]
 
 
@@ -101,7 +103,7 @@ def test_save_load_round_trip(trained: XGBModel, tmp_path) -> None:
 
 
 def test_random_before_few_shot_threshold() -> None:
-    inputs, results, feats, thr = programs(60, seed=5)
+    inputs, results, feats, _ = programs(60, seed=5)
     model = XGBModel(few_shot_threshold=100, seed=7)
     model.update(inputs, results, feats)
     assert not model.trained

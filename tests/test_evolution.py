@@ -7,7 +7,6 @@ import random
 
 import numpy as np
 import pytest
-
 from ansor import workloads
 from ansor.annotation import Schedule, factors_from_sizes, validate
 from ansor.cost_model import CostModel, RandomModel, XGBModel
@@ -25,7 +24,10 @@ def latency(values: dict[str, int]) -> float:
 
 def features(schedules: list[Schedule]) -> list[np.ndarray | None]:
     """One statement per program: log2 of its knob values."""
-    return [np.log2(np.maximum([v for _, v in s.knobs], 1)).astype(np.float32)[None, :] for s in schedules]
+    return [
+        np.log2(np.maximum([v for _, v in s.knobs], 1)).astype(np.float32)[None, :]
+        for s in schedules
+    ]
 
 
 class Oracle(CostModel):
@@ -38,7 +40,9 @@ class Oracle(CostModel):
         return np.array([-np.inf if f is None else 1.0 / (1 + np.abs(f - 3).sum()) for f in feats])
 
 
-def run(task, sketches, policy: SearchPolicy, *, batches: int, n: int, model: CostModel | None = None) -> tuple[float, list[list[Schedule]]]:
+def run(
+    task, sketches, policy: SearchPolicy, *, batches: int, n: int, model: CostModel | None = None
+) -> tuple[float, list[list[Schedule]]]:
     """A tuning loop in miniature: propose, check, "measure", update policy and model."""
     by_name = {s.name: s for s in sketches}
     seen: set[str] = set()
@@ -142,13 +146,15 @@ def test_crossover_takes_each_stage_from_one_parent(tbs) -> None:
             from_a = all(vc[k] == va[k] for k in group)
             from_b = all(vc[k] == vb[k] for k in group)
             assert from_a or from_b
-            sources.append("a" if from_a and not from_b else "b" if from_b and not from_a else "either")
+            sources.append(
+                "a" if from_a and not from_b else "b" if from_b and not from_a else "either"
+            )
         assert "a" in sources or "b" in sources
     assert made >= 90
 
 
 def test_no_crossover_switch(tbs, monkeypatch) -> None:
-    task, sketches = tbs
+    _, sketches = tbs
     ev = small(sketches, Oracle(), crossover=False, generations=2)
 
     def refuse(*_a, **_k):
@@ -184,8 +190,10 @@ def test_best_measured_seed_the_population(mm) -> None:
     ev = small(sketches, RandomModel(seed=0))
     good = ev.info[sketches[0].name].sample(random.Random(9))
     failed = ev.info[sketches[0].name].sample(random.Random(10))
-    ev.update([MeasureInput(task, good, None), MeasureInput(task, failed, None)],
-              [MeasureResult(costs=(1e-3,)), MeasureResult(error=MeasureError.COMPILE)])
+    ev.update(
+        [MeasureInput(task, good, None), MeasureInput(task, failed, None)],
+        [MeasureResult(costs=(1e-3,)), MeasureResult(error=MeasureError.COMPILE)],
+    )
     pop = ev._initial_population()
     assert pop[0] == good and failed not in pop
     assert good.key() in ev.measured and failed.key() in ev.measured
@@ -196,7 +204,9 @@ def test_best_measured_seed_the_population(mm) -> None:
 
 def test_unlowerable_programs_are_not_chosen_greedily(mm) -> None:
     _, sketches = mm
-    ev = EvolutionarySearch(sketches, RandomModel(seed=0), lambda s: [None] * len(s), seed=0, population=64)
+    ev = EvolutionarySearch(
+        sketches, RandomModel(seed=0), lambda s: [None] * len(s), seed=0, population=64
+    )
     batch = ev.next_batch(10)  # every prediction is -inf: all come from random sampling
     assert len(batch) == 10 and len({s.key() for s in batch}) == 10
     assert ev.last_stats["scored"] >= 64 - 1

@@ -41,7 +41,9 @@ class CostModel(abc.ABC):
     """Scores programs from their features; higher is better."""
 
     @abc.abstractmethod
-    def update(self, inputs: list[MeasureInput], results: list[MeasureResult], features: list[Features]) -> None:
+    def update(
+        self, inputs: list[MeasureInput], results: list[MeasureResult], features: list[Features]
+    ) -> None:
         """Learn from measured programs (`features[i]` are those of `inputs[i]`)."""
 
     @abc.abstractmethod
@@ -55,7 +57,9 @@ class RandomModel(CostModel):
     def __init__(self, *, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def update(self, inputs: list[MeasureInput], results: list[MeasureResult], features: list[Features]) -> None:
+    def update(
+        self, inputs: list[MeasureInput], results: list[MeasureResult], features: list[Features]
+    ) -> None:
         pass
 
     def predict(self, features: list[Features]) -> np.ndarray:
@@ -64,7 +68,9 @@ class RandomModel(CostModel):
         return out
 
 
-def normalized_throughputs(inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> np.ndarray:
+def normalized_throughputs(
+    inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]
+) -> np.ndarray:
     """Per program: flops / latency, divided by the best of its task (in [0, 1]); 0 when failed."""
     thr = np.zeros(len(inputs))
     for i, (inp, res) in enumerate(zip(inputs, results, strict=True)):
@@ -83,7 +89,9 @@ def normalized_throughputs(inputs: Sequence[MeasureInput], results: Sequence[Mea
 def _pack(features: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Stack the statements of all programs: rows [sum n_statements, n_features] and the
     program index of every row."""
-    rows = np.concatenate([np.asarray(f, dtype=np.float32).reshape(len(f), -1) for f in features], axis=0)
+    rows = np.concatenate(
+        [np.asarray(f, dtype=np.float32).reshape(len(f), -1) for f in features], axis=0
+    )
     ids = np.repeat(np.arange(len(features)), [len(f) for f in features])
     return rows, ids
 
@@ -140,21 +148,35 @@ class XGBModel(CostModel):
     # -- hyper-parameters ------------------------------------------------------------------
     def hyper(self) -> dict[str, Any]:
         return {
-            "max_depth": self.max_depth, "gamma": self.gamma, "min_child_weight": self.min_child_weight,
-            "eta": self.eta, "num_boost_round": self.num_boost_round,
-            "early_stopping_rounds": self.early_stopping_rounds, "min_delta": self.min_delta,
-            "few_shot_threshold": self.few_shot_threshold, "seed": self.seed,
+            "max_depth": self.max_depth,
+            "gamma": self.gamma,
+            "min_child_weight": self.min_child_weight,
+            "eta": self.eta,
+            "num_boost_round": self.num_boost_round,
+            "early_stopping_rounds": self.early_stopping_rounds,
+            "min_delta": self.min_delta,
+            "few_shot_threshold": self.few_shot_threshold,
+            "seed": self.seed,
         }
 
     def _params(self) -> dict[str, Any]:
         return {
-            "max_depth": self.max_depth, "gamma": self.gamma, "min_child_weight": self.min_child_weight,
-            "eta": self.eta, "nthread": self.nthread, "verbosity": 0, "seed": self.seed,
-            "base_score": 0.0, "disable_default_eval_metric": 1, "tree_method": "hist",
+            "max_depth": self.max_depth,
+            "gamma": self.gamma,
+            "min_child_weight": self.min_child_weight,
+            "eta": self.eta,
+            "nthread": self.nthread,
+            "verbosity": 0,
+            "seed": self.seed,
+            "base_score": 0.0,
+            "disable_default_eval_metric": 1,
+            "tree_method": "hist",
         }
 
     # -- training --------------------------------------------------------------------------
-    def update(self, inputs: list[MeasureInput], results: list[MeasureResult], features: list[Features]) -> None:
+    def update(
+        self, inputs: list[MeasureInput], results: list[MeasureResult], features: list[Features]
+    ) -> None:
         """Add measured programs and retrain from scratch (once `few_shot_threshold` are known)."""
         if not (len(inputs) == len(results) == len(features)):
             raise ValueError("update: inputs, results and features differ in length")
@@ -187,13 +209,31 @@ class XGBModel(CostModel):
             total = np.bincount(ids, weights=preds, minlength=n_prog)
             return "p-rmse", float(np.sqrt(np.mean(np.square(total - y))))
 
-        stop = xgb.callback.EarlyStopping(rounds=self.early_stopping_rounds, metric_name="p-rmse", data_name="tr",
-                                          maximize=False, save_best=True, min_delta=self.min_delta)
-        self.booster = xgb.train(self._params(), dtrain, num_boost_round=self.num_boost_round,
-                                 evals=[(dtrain, "tr")], obj=objective, custom_metric=p_rmse,
-                                 verbose_eval=False, callbacks=[stop])
+        stop = xgb.callback.EarlyStopping(
+            rounds=self.early_stopping_rounds,
+            metric_name="p-rmse",
+            data_name="tr",
+            maximize=False,
+            save_best=True,
+            min_delta=self.min_delta,
+        )
+        self.booster = xgb.train(
+            self._params(),
+            dtrain,
+            num_boost_round=self.num_boost_round,
+            evals=[(dtrain, "tr")],
+            obj=objective,
+            custom_metric=p_rmse,
+            verbose_eval=False,
+            callbacks=[stop],
+        )
         self.rounds = self.booster.num_boosted_rounds()
-        log.debug("XGBModel: trained on %d programs (%d statements), %d rounds", n_prog, len(rows), self.rounds)
+        log.debug(
+            "XGBModel: trained on %d programs (%d statements), %d rounds",
+            n_prog,
+            len(rows),
+            self.rounds,
+        )
 
     # -- prediction ------------------------------------------------------------------------
     @property
@@ -225,7 +265,9 @@ class XGBModel(CostModel):
             "hyper": self.hyper(),
             "n_programs": len(self.inputs),
             "rounds": self.rounds,
-            "booster": json.loads(bytes(self.booster.save_raw("json"))) if self.booster is not None else None,
+            "booster": json.loads(bytes(self.booster.save_raw("json")))
+            if self.booster is not None
+            else None,
         }
         Path(path).write_text(json.dumps(doc))
 
@@ -237,8 +279,10 @@ class XGBModel(CostModel):
             raise ValueError(f"{path}: not an {MODEL_FORMAT} v{MODEL_VERSION} file")
         model = cls(**doc["hyper"], nthread=nthread)
         if doc["booster"] is not None:
-            model.booster = model._xgb.Booster(params={"nthread": model.nthread},
-                                               model_file=bytearray(json.dumps(doc["booster"]).encode()))
+            model.booster = model._xgb.Booster(
+                params={"nthread": model.nthread},
+                model_file=bytearray(json.dumps(doc["booster"]).encode()),
+            )
             model.rounds = int(doc["rounds"])
         return model
 

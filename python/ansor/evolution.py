@@ -34,7 +34,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .annotation import Schedule, _valid_factors, factors_from_sizes, innermost_limit, sizes_from_factors
+from .annotation import (
+    Schedule,
+    _valid_factors,
+    factors_from_sizes,
+    innermost_limit,
+    sizes_from_factors,
+)
 from .cost_model import CostModel
 from .measure import MeasureInput, MeasureResult
 from .search import SearchPolicy
@@ -46,7 +52,12 @@ FeaturesFn = Callable[[list[Schedule]], list[np.ndarray | None]]
 
 #: Mutation kinds and their weights (TVM v0.19 `sketch_policy.cc`, CPU: MutateTileSize 0.90,
 #: MutateComputeLocation 0.05, MutateAutoUnroll 0.04, MutateParallel 0.01).
-MUTATION_WEIGHTS: dict[str, float] = {"tile": 0.90, "location": 0.05, "unroll": 0.04, "parallel": 0.01}
+MUTATION_WEIGHTS: dict[str, float] = {
+    "tile": 0.90,
+    "location": 0.05,
+    "unroll": 0.04,
+    "parallel": 0.01,
+}
 
 
 @functools.cache
@@ -70,16 +81,29 @@ class _SketchInfo:
 
     def __init__(self, sketch: Sketch) -> None:
         self.sketch = sketch
-        self.tile_splits: tuple[LoopSplit, ...] = tuple(s for s in sketch.splits if s.tile_knobs and s.extent > 1)
+        self.tile_splits: tuple[LoopSplit, ...] = tuple(
+            s for s in sketch.splits if s.tile_knobs and s.extent > 1
+        )
         self.parallel_splits = tuple(s for s in self.tile_splits if s.kind == "S" and s.levels >= 2)
         tile_names = {n for s in sketch.splits for n in s.tile_knobs}
         unroll_names = {st.unroll_knob for st in sketch.stages}
-        self.unroll_knobs = tuple(k for k in sketch.knobs if k.name in unroll_names and len(k.options) > 1)
-        self.other_knobs = tuple(k for k in sketch.knobs
-                                 if k.name not in tile_names and k.name not in unroll_names and len(k.options) > 1)
+        self.unroll_knobs = tuple(
+            k for k in sketch.knobs if k.name in unroll_names and len(k.options) > 1
+        )
+        self.other_knobs = tuple(
+            k
+            for k in sketch.knobs
+            if k.name not in tile_names and k.name not in unroll_names and len(k.options) > 1
+        )
         # Knobs of each stage (crossover unit); knobs of no stage go with the first group.
-        groups = [[*(n for s in st.splits for n in s.tile_knobs), *(f"pad{p}.loc" for p in st.pads), st.unroll_knob]
-                  for st in sketch.stages]
+        groups = [
+            [
+                *(n for s in st.splits for n in s.tile_knobs),
+                *(f"pad{p}.loc" for p in st.pads),
+                st.unroll_knob,
+            ]
+            for st in sketch.stages
+        ]
         known = {n for g in groups for n in g}
         rest = [k.name for k in sketch.knobs if k.name not in known]
         if groups:
@@ -89,14 +113,26 @@ class _SketchInfo:
         self.names = tuple(sorted(k.name for k in sketch.knobs))
         self.options = {k.name: frozenset(k.options) for k in sketch.knobs}
         self.non_tile = tuple(k for k in sketch.knobs if k.name not in tile_names)
-        self.chains = tuple((s.tile_knobs, s.extent, innermost_limit(s)) for s in sketch.splits if s.tile_knobs)
+        self.chains = tuple(
+            (s.tile_knobs, s.extent, innermost_limit(s)) for s in sketch.splits if s.tile_knobs
+        )
         self.stage_splits = tuple(
-            (tuple((s.tile_knobs, _valid_factors(s)) for s in st.splits if s.tile_knobs),
-             tuple(s.tile_knobs[-1] for s in st.splits if s.tile_knobs and (s.kind == "S" or st.kind != "mlt")))
-            for st in sketch.stages)
+            (
+                tuple((s.tile_knobs, _valid_factors(s)) for s in st.splits if s.tile_knobs),
+                tuple(
+                    s.tile_knobs[-1]
+                    for s in st.splits
+                    if s.tile_knobs and (s.kind == "S" or st.kind != "mlt")
+                ),
+            )
+            for st in sketch.stages
+        )
         #: register-tile knobs of the stage owning each split
-        self.split_reg = {s: reg for st, (_, reg) in zip(sketch.stages, self.stage_splits, strict=True)
-                          for s in st.splits}
+        self.split_reg = {
+            s: reg
+            for st, (_, reg) in zip(sketch.stages, self.stage_splits, strict=True)
+            for s in st.splits
+        }
 
     def valid(self, values: Mapping[str, int]) -> bool:
         """`annotation.validate(sketch, values) is None`, faster."""
@@ -127,14 +163,18 @@ class _SketchInfo:
                 if math.prod(values[n] for n in reg) <= MAX_REGISTER_TILE:
                     break
             else:
-                raise RuntimeError(f"sketch {self.sketch.name}: no valid annotation found in {max_tries} tries")
+                raise RuntimeError(
+                    f"sketch {self.sketch.name}: no valid annotation found in {max_tries} tries"
+                )
         for k in self.non_tile:
             values[k.name] = rng.choice(k.options)
         return self.schedule(values)
 
     def schedule(self, values: Mapping[str, int]) -> Schedule:
         """`Schedule.of(sketch name, values)` for int values of exactly this sketch's knobs."""
-        return Schedule(self.sketch.name, tuple(zip(self.names, map(values.__getitem__, self.names))))
+        return Schedule(
+            self.sketch.name, tuple(zip(self.names, map(values.__getitem__, self.names)))
+        )
 
 
 class _Pool:
@@ -238,11 +278,19 @@ class EvolutionarySearch(SearchPolicy):
         out += self._random_unmeasured(n - len(out))
         total = time.perf_counter() - t_start
         self.last_stats = {
-            "total_s": total, "features_s": self._t_features, "predict_s": self._t_predict,
-            "search_s": total - self._t_features - self._t_predict, "scored": float(len(pool.items)),
+            "total_s": total,
+            "features_s": self._t_features,
+            "predict_s": self._t_predict,
+            "search_s": total - self._t_features - self._t_predict,
+            "scored": float(len(pool.items)),
         }
-        log.debug("evolution: %d scored, %.2f s (features %.2f s, predict %.2f s)", len(pool.items), total,
-                  self._t_features, self._t_predict)
+        log.debug(
+            "evolution: %d scored, %.2f s (features %.2f s, predict %.2f s)",
+            len(pool.items),
+            total,
+            self._t_features,
+            self._t_predict,
+        )
         return out  # shorter than n when the space is exhausted
 
     # -- internals -------------------------------------------------------------------------
@@ -276,7 +324,7 @@ class EvolutionarySearch(SearchPolicy):
 
     def _score(self, pool: _Pool) -> None:
         """Predict the scores of the schedules of `pool` not scored yet."""
-        new = pool.items[len(pool.scores):]
+        new = pool.items[len(pool.scores) :]
         if not new:
             return
         t0 = time.perf_counter()
@@ -286,7 +334,7 @@ class EvolutionarySearch(SearchPolicy):
         t2 = time.perf_counter()
         self._t_features += t1 - t0
         self._t_predict += t2 - t1
-        pool.scores += [p if p == p else -math.inf for p in pred.tolist()]  # NaN -> -inf
+        pool.scores += [-math.inf if math.isnan(p) else p for p in pred.tolist()]
 
     def _offspring(self, pool: _Pool, pop: list[int]) -> list[Schedule]:
         """Up to `population` children of parents drawn with probability proportional to
@@ -363,13 +411,21 @@ class EvolutionarySearch(SearchPolicy):
 
     @staticmethod
     def _applicable(info: _SketchInfo, kind: str) -> bool:
-        return bool({"tile": info.tile_splits, "parallel": info.parallel_splits, "unroll": info.unroll_knobs,
-                     "location": info.other_knobs}[kind])
+        return bool(
+            {
+                "tile": info.tile_splits,
+                "parallel": info.parallel_splits,
+                "unroll": info.unroll_knobs,
+                "location": info.other_knobs,
+            }[kind]
+        )
 
     def cross(self, a: Schedule, b: Schedule) -> Schedule | None:
         """Each stage's knobs from `a` or `b` (at least one stage from each); None if invalid."""
         if a.sketch != b.sketch:
-            raise ValueError(f"crossover of schedules of different sketches ({a.sketch}, {b.sketch})")
+            raise ValueError(
+                f"crossover of schedules of different sketches ({a.sketch}, {b.sketch})"
+            )
         info = self.info[a.sketch]
         groups = info.stage_knobs
         if len(groups) < 2:
