@@ -7,6 +7,9 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Pass/Pass.h"
 
+#include <array>
+#include <vector>
+
 namespace mlir::ansor {
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
@@ -17,6 +20,18 @@ namespace mlir::ansor {
 /// Registers every ansor pass with the global pass registry. Idempotent, thread-safe
 /// (`registerAnsorPasses()`, generated, asserts on a second call).
 void registerAnsorPassesOnce();
+
+/// Length of a program-feature row of `ansor-extract-features` (a compile-time constant).
+constexpr int64_t kNumProgramFeatures = 134;
+/// Number of features per statement row (== kNumProgramFeatures).
+int64_t numFeatures();
+/// Name of feature `i` (static storage), or nullptr when out of range.
+const char *featureName(int64_t i);
+/// One row per storing statement nested in `root` (in walk order; `stmts` gets the statement
+/// ops). Values are raw, or log2(1 + |x|) when `logScale`. See Passes.td for the definitions.
+LogicalResult extractFeatureRows(Operation *root,
+                                 std::vector<std::array<float, kNumProgramFeatures>> &rows,
+                                 SmallVectorImpl<Operation *> &stmts, bool logScale);
 } // namespace mlir::ansor
 
 #endif // ANSOR_PASSES_PASSES_H

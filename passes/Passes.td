@@ -82,4 +82,82 @@ def AutoUnroll : Pass<"ansor-auto-unroll"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def ExtractFeatures : Pass<"ansor-extract-features"> {
+  let summary = "Print Ansor's program features, one row per storing statement";
+  let description = [{
+    Computes Ansor's per-statement program features (OSDI 2020, Appendix B) on a scheduled
+    payload: the IR after its transform script was applied (tensors, `scf.forall` / `scf.for`,
+    `vector` ops, `tensor.extract_slice` / `insert_slice`, leftover `linalg` ops), before
+    `ansor-auto-unroll`. The pass prints one line per statement to stdout,
+    `// stmt N (op): name=value ...`, listing only non-zero features (raw values unless
+    `log-scale`). The C API (`ansorExtractFeatures`) returns the same rows, log2(1+x)-scaled,
+    as float32 rows of a fixed length (134; names from `ansorFeatureName`).
+
+    **Statements** (walk order): every `vector.transfer_write`; every `tensor.insert_slice` /
+    `tensor.parallel_insert_slice` whose source is copied data (not the result of a write,
+    insert, linalg op, loop, or `tensor.empty`); every leftover `linalg` op and `tensor.pad`,
+    whose iteration domain (static loop ranges / result shape) is appended to the enclosing
+    loops as serial loops.
+
+    **Loops of a statement**: `scf.for` (one loop) and `scf.forall` / `scf.parallel` (one
+    parallel loop per dimension) enclosing its deepest op. The ops of a transfer_write
+    statement are its backward slice through vector and scalar values (through `scf.for`
+    iter_args and results, `scf.if`), stopping at reads (`vector.transfer_read`,
+    `tensor.extract`), constants and other statements' results; so a reduction loop whose
+    result is written after it (a hoisted register accumulator) belongs to the statement.
+    Trip counts are static (dynamic: 1). Execution count of an op = product of the trip counts
+    of its enclosing loops.
+
+    Features (`B<i>.` for buffers i = 0..4):
+    * compute: `float_mad` (vector.fma, math.fma, vector.contract: product of iteration
+      bounds, vector.outerproduct with acc), `float_addsub`, `float_mul`, `float_divmod`,
+      `float_cmp` (cmpf, min/max, float select, min/max reductions), `float_math` (math
+      dialect), `int_ops` (arith on non-index integers): each op counts executions x lanes.
+    * `vec_num` (stored-vector dims > 1), `vec_prod` (its elements), `vec_len` (its last dim),
+      `vec_pos_{none,inner,middle,outer}` (last dim > 1: inner; only the first dim > 1:
+      outer; else middle).
+    * `unroll_max_step`: `ansor.auto_unroll_max_step` of the nearest annotated ancestor of the
+      store; `unroll_num` / `unroll_prod` / `unroll_len`: count, trip product and innermost
+      trip of the statement's `scf.for` loops inside that ancestor whose unroll work (as in
+      `ansor-auto-unroll`) is <= the max step.
+    * `par_num` / `par_prod` / `par_len`: parallel loop count, trip product, innermost parallel
+      trip; `par_pos_{none,inner,middle,outer}`: position of the outermost parallel loop.
+    * `loop_prod` (product of all trips), `num_loops`, `innermost_len`.
+    * buffers: an access is mapped to its **buffer** (function argument, `tensor.empty`,
+      `tensor.pad`, ...) through `extract_slice` (offsets add up, rank-reduced dims dropped),
+      loop `iter_args` / `shared_outs` / results, and the destinations of writes and inserts;
+      offsets are linear in the loop variables (affine.apply / addi / muli; div and mod
+      approximated). The region an access touches when loops l..n iterate is, per buffer dim,
+      min(dim size, box + sum |coef| x step x (trip - 1)). Per buffer, sorted by `bytes`
+      (top 5): `acc_{read,write,rw}` one-hot; `bytes` = sum of executions x box elements x
+      element bytes; `unique_bytes` = region at the outermost level (bytes); `lines` = sum
+      over accesses of (executions / innermost trip) x 64-byte lines of the region of the
+      innermost loop (rows x ceil(last-dim bytes / 64)); `unique_lines` = lines of the
+      outermost region. Reuse: `reuse_loop` when some loop with trip > 1 does not move the
+      access (the innermost such loop L: `reuse_ct` = trip(L), `reuse_dis_iter` = product of
+      the trips inside L, `reuse_dis_bytes` = bytes all buffers touch in one iteration of L);
+      else `reuse_serial` when the statement accesses the buffer more than once (`reuse_ct` =
+      accesses - 1, distance 1 iteration and the bytes of one innermost iteration); else
+      `reuse_none`. `*_d_reuse_ct` = bytes, unique_bytes, lines, unique_lines divided by
+      max(reuse_ct, 1). `stride` (elements) of the largest access: 1 when the access box
+      spans the buffer's last dim, else the row-major stride of the innermost dim it spans,
+      else |offset change| per iteration of the innermost loop that moves it (0: none).
+    * `ai_0`..`ai_9`: arithmetic intensity FLOPs / bytes (FLOPs: 2 per mad, 1 per other op;
+      bytes: touched bytes of all buffers) per iteration of each loop level, from the
+      innermost statement body to the whole nest, linearly resampled to 10 points.
+    * `alloc_size` (bytes), `alloc_outer_prod` (trip product around the allocation),
+      `alloc_prod` (their product), `alloc_inner_prod` (outer_prod / alloc_outer_prod) of the
+      written buffer when it is local (`tensor.empty` / `tensor.pad` / `alloc_tensor` that is
+      not returned); `outer_prod` / `num_outer_loops`: trip product and count of the loops
+      around the store op itself.
+
+    Example: `scf.for %i = 0 to 4 { scf.for %j = 0 to 8 { transfer_write (fma of two
+    vector<4xf32> reads) } }` gives `float_mad=128 loop_prod=32 num_loops=2 vec_prod=4 ...`.
+  }];
+  let options = [
+    Option<"logScale", "log-scale", "bool", /*default=*/"false",
+           "Print log2(1 + |x|) of each feature instead of the raw value">
+  ];
+}
+
 #endif // ANSOR_PASSES_TD

@@ -16,10 +16,11 @@ import os
 import threading
 from pathlib import Path
 
-__all__ = ["NativeLibraryNotFound", "find_library", "load", "register_everything", "version"]
+__all__ = ["NativeLibraryNotFound", "find_library", "load", "operation_pointer", "register_everything", "version"]
 
 _LIB_NAME = "libAnsorMLIR.so"
 _REGISTRY_CAPSULE = b"mlir.ir.DialectRegistry._CAPIPtr"
+_OPERATION_CAPSULE = b"mlir.ir.Operation._CAPIPtr"
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _registered = False
@@ -69,6 +70,13 @@ def load() -> ctypes.CDLL:
             lib.ansorRegisterPasses.restype = None
             lib.ansorVersion.argtypes = []
             lib.ansorVersion.restype = ctypes.c_char_p
+            if hasattr(lib, "ansorExtractFeatures"):  # absent from libraries built before it
+                lib.ansorNumFeatures.argtypes = []
+                lib.ansorNumFeatures.restype = ctypes.c_int64
+                lib.ansorFeatureName.argtypes = [ctypes.c_int64]
+                lib.ansorFeatureName.restype = ctypes.c_char_p
+                lib.ansorExtractFeatures.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+                lib.ansorExtractFeatures.restype = ctypes.c_int64
             _lib = lib
         return _lib
 
@@ -76,6 +84,12 @@ def load() -> ctypes.CDLL:
 def version() -> str:
     """Version string of the native library, e.g. ``"0.1.0 (MLIR 22.1.8)"``."""
     return load().ansorVersion().decode()
+
+
+def operation_pointer(op: object) -> int:
+    """The `MlirOperation` pointer of an `mlir.ir.Operation` / `OpView` / `Module` (for the C API)."""
+    operation = getattr(op, "operation", op)
+    return _capsule_pointer(operation._CAPIPtr, _OPERATION_CAPSULE)
 
 
 def _capsule_pointer(capsule: object, name: bytes) -> int:
