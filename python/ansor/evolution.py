@@ -243,6 +243,12 @@ class EvolutionarySearch(SearchPolicy):
         self.use_measured_ratio = use_measured_ratio
         self.crossover = crossover
         self.mutation_weights = dict(mutation_weights)
+        self._mutation_kinds: dict[str, tuple[list[str], list[float]]] = {}
+        for name, info in self.info.items():
+            kinds = [
+                k for k, w in self.mutation_weights.items() if w > 0 and self._applicable(info, k)
+            ]
+            self._mutation_kinds[name] = (kinds, [self.mutation_weights[k] for k in kinds])
         #: Timings and counts of the last `next_batch` (seconds): total, features_fn, predict.
         self.last_stats: dict[str, float] = {}
         for sch, lat in history:
@@ -372,10 +378,9 @@ class EvolutionarySearch(SearchPolicy):
     def mutate(self, parent: Schedule, *, tries: int = 8) -> Schedule | None:
         """A valid schedule one mutation away from `parent` (None when none was found)."""
         info = self.info[parent.sketch]
-        kinds = [k for k, w in self.mutation_weights.items() if w > 0 and self._applicable(info, k)]
+        kinds, weights = self._mutation_kinds[parent.sketch]
         if not kinds:
             return None
-        weights = [self.mutation_weights[k] for k in kinds]
         values = parent.values()
         rng = self.rng
         for _ in range(tries):
