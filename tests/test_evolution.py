@@ -59,7 +59,12 @@ def run(
         results = [MeasureResult(costs=(latency(s.values()),)) for s in batch]
         policy.update(inputs, results)
         if model is not None:
-            model.update(inputs, results, features(batch))
+            feats = (
+                policy.features(batch)
+                if isinstance(policy, EvolutionarySearch)
+                else features(batch)
+            )
+            model.update(inputs, results, feats)
         best = min(best, *(r.latency for r in results))
         proposed.append(batch)
     return best, proposed
@@ -210,3 +215,25 @@ def test_unlowerable_programs_are_not_chosen_greedily(mm) -> None:
     batch = ev.next_batch(10)  # every prediction is -inf: all come from random sampling
     assert len(batch) == 10 and len({s.key() for s in batch}) == 10
     assert ev.last_stats["scored"] >= 64 - 1
+
+
+def test_features_are_cached_for_the_model_update(mm) -> None:
+    _, sketches = mm
+    calls: list[int] = []
+
+    def counting(schedules: list[Schedule]) -> list[np.ndarray | None]:
+        calls.append(len(schedules))
+        return features(schedules)
+
+    ev = EvolutionarySearch(sketches, Oracle(), counting, seed=0, population=128, eps_greedy=0.0)
+    batch = ev.next_batch(16)
+    n = sum(calls)
+    assert n == ev.last_stats["scored"]  # each distinct schedule featurized once per round
+    got = ev.features(batch)
+    assert all(np.array_equal(a, b) for a, b in zip(got, features(batch), strict=True))
+    assert sum(calls) == n  # the greedy picks were featurized during the search
+    small_cache = EvolutionarySearch(
+        sketches, Oracle(), counting, population=64, feature_cache_size=10
+    )
+    small_cache.next_batch(4)
+    assert len(small_cache._feature_cache) == 10

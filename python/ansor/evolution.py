@@ -207,7 +207,8 @@ class EvolutionarySearch(SearchPolicy):
     `use_measured_ratio=0.2` (sample_init_use_measured_ratio: at most this share of the initial
     population are the fastest measured schedules). `crossover=False` disables crossover
     (TVM v0.19 has none; the paper does). `features_fn` maps schedules to per-statement feature
-    matrices (None when a schedule cannot be lowered: it scores -inf). `history` gives
+    matrices (None when a schedule cannot be lowered: it scores -inf); `features` caches them
+    for the last `feature_cache_size` schedules. `history` gives
     (schedule, seconds) of schedules measured before (resuming); their keys are also `measured`.
     """
 
@@ -227,6 +228,7 @@ class EvolutionarySearch(SearchPolicy):
         use_measured_ratio: float = 0.2,
         crossover: bool = True,
         mutation_weights: Mapping[str, float] = MUTATION_WEIGHTS,
+        feature_cache_size: int = 16384,
     ) -> None:
         self.sketches = [s for s in sketches if s.stages] or list(sketches)
         self.info = {s.name: _SketchInfo(s) for s in self.sketches}
@@ -249,6 +251,8 @@ class EvolutionarySearch(SearchPolicy):
                 k for k, w in self.mutation_weights.items() if w > 0 and self._applicable(info, k)
             ]
             self._mutation_kinds[name] = (kinds, [self.mutation_weights[k] for k in kinds])
+        self.feature_cache_size = feature_cache_size
+        self._feature_cache: dict[Schedule, np.ndarray | None] = {}
         #: Timings and counts of the last `next_batch` (seconds): total, features_fn, predict.
         self.last_stats: dict[str, float] = {}
         for sch, lat in history:
@@ -299,6 +303,18 @@ class EvolutionarySearch(SearchPolicy):
         )
         return out  # shorter than n when the space is exhausted
 
+    def features(self, schedules: list[Schedule]) -> list[np.ndarray | None]:
+        """`features_fn(schedules)`, remembering the last `feature_cache_size` schedules' features
+        (the tuner asks again for those of the programs it measured, to train the model)."""
+        cache = self._feature_cache
+        missing = [s for s in dict.fromkeys(schedules) if s not in cache]
+        if missing:
+            cache.update(zip(missing, self.features_fn(missing), strict=True))
+        out = [cache[s] for s in schedules]
+        for old in list(cache)[: max(0, len(cache) - self.feature_cache_size)]:
+            del cache[old]
+        return out
+
     # -- internals -------------------------------------------------------------------------
     def _record(self, sch: Schedule, latency: float) -> None:
         self.measured.add(sch.key())
@@ -334,7 +350,7 @@ class EvolutionarySearch(SearchPolicy):
         if not new:
             return
         t0 = time.perf_counter()
-        feats = self.features_fn(new)
+        feats = self.features(new)
         t1 = time.perf_counter()
         pred = np.asarray(self.model.predict(feats), dtype=np.float64)
         t2 = time.perf_counter()
