@@ -196,6 +196,13 @@ private:
 };
 
 Chain Extractor::chainOf(Operation *op) {
+  // Ops in the same region share their loops: cache by the parent op.
+  Operation *parent = op->getParentOp();
+  if (!parent || op == root)
+    return {};
+  auto it = chainCache.find(parent);
+  if (it != chainCache.end())
+    return it->second;
   SmallVector<Operation *, 8> loops;
   for (Operation *p = op->getParentOp(); p && p != root->getParentOp(); p = p->getParentOp()) {
     if (isa<scf::ForOp, scf::ForallOp, scf::ParallelOp>(p))
@@ -234,6 +241,7 @@ Chain Extractor::chainOf(Operation *op) {
       }
     }
   }
+  chainCache[parent] = chain;
   return chain;
 }
 

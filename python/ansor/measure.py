@@ -177,6 +177,11 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
         try:
             task = SearchTask.from_json(req["task"])
             opts = RunOptions(**req["opts"])
+            if kind == "features":  # program features of each script (see features.py)
+                from .features import featurize
+
+                conn.send({"features": featurize(task, req["scripts"]), "error": None, "msg": "", "build_s": 0.0})
+                continue
             if kind == "reference":
                 kernel = lowering.compile_task(task, None)
                 inputs = make_inputs(task)

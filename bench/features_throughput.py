@@ -1,0 +1,110 @@
+"""Feature-extraction throughput: candidates/s for matmul-1024 schedules.
+
+    matmul-1024 --rules.generate_sketches--> sketches --annotation.sample--> N random scripts
+      --features.featurize (in-process, one core)--> candidates/s
+      --FeatureExtractor(n_workers) (worker processes)--> candidates/s
+
+Run: ``.venv/bin/python bench/features_throughput.py [--n 500] [--workers 0]`` (0: all cores).
+Prints one JSON line per mode. The parse/apply/cleanup/extract split of the in-process time
+is measured on the same scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import time
+
+from mlir import ir, passmanager
+
+from ansor import _native, annotation, features, lowering, rules, workloads
+from ansor.task import create_task
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=500, help="candidates")
+    ap.add_argument("--workers", type=int, default=0, help="worker processes (0: all cores)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    task = create_task(workloads.matmul(1024, 1024, 1024))
+    sketches = [s for s in rules.generate_sketches(task) if s.stages]
+    rng = random.Random(args.seed)
+    scripts: list[str | None] = []
+    for i in range(args.n):
+        sk = sketches[i % len(sketches)]
+        scripts.append(sk.script(annotation.sample(sk, rng).values()))
+
+    features.featurize(task, scripts[:4])  # warm-up (library load, first context)
+    t0 = time.perf_counter()
+    rows = features.featurize(task, scripts)
+    dt = time.perf_counter() - t0
+    ok = sum(r is not None for r in rows)
+    print(
+        json.dumps(
+            {
+                "mode": "in-process",
+                "candidates": len(scripts),
+                "ok": ok,
+                "seconds": round(dt, 3),
+                "candidates_per_s": round(len(scripts) / dt, 1),
+            }
+        )
+    )
+
+    # Where the in-process time goes (first 100 scripts).
+    _native.register_everything()
+    parts = {"apply": 0.0, "cleanup": 0.0, "extract": 0.0}
+    sample = scripts[:100]
+    with ir.Context(), ir.Location.unknown():
+        payload = lowering.parse_payload(task)
+        cleanup = passmanager.PassManager.parse("builtin.module(canonicalize,cse)")
+        for s in sample:
+            op = features._clone(payload)
+            t = time.perf_counter()
+            lowering.apply_script(op, s)
+            parts["apply"] += time.perf_counter() - t
+            t = time.perf_counter()
+            cleanup.run(op.operation)
+            parts["cleanup"] += time.perf_counter() - t
+            t = time.perf_counter()
+            features.extract_from_module(op)
+            parts["extract"] += time.perf_counter() - t
+    print(
+        json.dumps(
+            {
+                "mode": "split_ms_per_candidate",
+                **{k: round(1e3 * v / len(sample), 3) for k, v in parts.items()},
+            }
+        )
+    )
+
+    n_workers = args.workers or os.cpu_count() or 1
+    with features.FeatureExtractor(n_workers) as fx:
+        fx.extract(task, scripts[: 2 * n_workers])  # start the workers
+        t0 = time.perf_counter()
+        rows_w = fx.extract(task, scripts)
+        dt = time.perf_counter() - t0
+    same = all(
+        (a is None and b is None) or (a is not None and b is not None and (a == b).all())
+        for a, b in zip(rows, rows_w, strict=True)
+    )
+    print(
+        json.dumps(
+            {
+                "mode": "workers",
+                "workers": n_workers,
+                "candidates": len(scripts),
+                "seconds": round(dt, 3),
+                "candidates_per_s": round(len(scripts) / dt, 1),
+                "same_as_in_process": same,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

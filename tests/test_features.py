@@ -1,0 +1,139 @@
+"""Program features: hand-checked numbers, determinism, failures, worker == in-process."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from mlir import ir
+
+from ansor import annotation, features, lowering, rules, workloads
+from ansor.task import SearchTask, create_task
+
+# matmul 8x8x8 with the matmul's rows split over 2 parallel workers; nothing vectorized, so
+# the fill (8x8) and the matmul tile (4x8x8 per forall iteration) stay linalg statements.
+FORALL_SCRIPT = """
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %m = transform.structured.match ops{["linalg.matmul"]} in %root : (!transform.any_op) -> !transform.any_op
+    %t, %l = transform.structured.tile_using_forall %m tile_sizes [4, 0, 0] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def matmul8() -> SearchTask:
+    return create_task(workloads.matmul(8, 8, 8))
+
+
+def _raw(row: np.ndarray, name: str) -> float:
+    """Undo the log2(1+x) scaling of feature `name`."""
+    return float(np.exp2(row[features.feature_names().index(name)]) - 1)
+
+
+def _scripts(task: SearchTask, n: int, seed: int = 0) -> list[str | None]:
+    sketches = [s for s in rules.generate_sketches(task) if s.stages]
+    rng = random.Random(seed)
+    return [
+        sketches[i % len(sketches)].script(
+            annotation.sample(sketches[i % len(sketches)], rng).values()
+        )
+        for i in range(n)
+    ]
+
+
+def test_names() -> None:
+    names = features.feature_names()
+    assert len(names) == features.N_FEATURES == 134
+    assert len(set(names)) == len(names)
+    assert names[0] == "float_mad" and "B4.stride" in names and names[-1] == "num_outer_loops"
+
+
+def test_hand_checkable_forall(matmul8: SearchTask) -> None:
+    fill, mm = features.featurize(matmul8, [FORALL_SCRIPT])[0]
+    # linalg.fill: an 8x8 serial nest writing 256 bytes, no arithmetic.
+    assert _raw(fill, "loop_prod") == pytest.approx(64)
+    assert _raw(fill, "num_loops") == pytest.approx(2)
+    assert _raw(fill, "B0.acc_write") == pytest.approx(1)
+    assert _raw(fill, "B0.bytes") == pytest.approx(256)
+    assert _raw(fill, "float_mul") == 0
+    # The matmul tile: forall(2) x 4x8x8 = 512 points, one mulf + one addf each.
+    assert _raw(mm, "float_mul") == pytest.approx(512, rel=1e-5)
+    assert _raw(mm, "float_addsub") == pytest.approx(512, rel=1e-5)
+    assert _raw(mm, "par_num") == pytest.approx(1)
+    assert _raw(mm, "par_prod") == pytest.approx(2)
+    assert _raw(mm, "par_pos_outer") == pytest.approx(1)
+    assert _raw(mm, "loop_prod") == pytest.approx(512, rel=1e-5)
+    assert _raw(mm, "num_loops") == pytest.approx(4)
+    assert _raw(mm, "innermost_len") == pytest.approx(8)
+    # The accumulator C is read and written at every point: 2 x 512 x 4 bytes, 256 unique.
+    assert _raw(mm, "B0.acc_rw") == pytest.approx(1)
+    assert _raw(mm, "B0.bytes") == pytest.approx(4096, rel=1e-5)
+    assert _raw(mm, "B0.unique_bytes") == pytest.approx(256, rel=1e-5)
+    # The untransformed payload: the same fill, and the matmul without the parallel loop.
+    base = features.featurize(matmul8, [None])[0]
+    assert base.shape == (2, features.N_FEATURES)
+    assert _raw(base[1], "par_num") == 0 and _raw(base[1], "loop_prod") == pytest.approx(
+        512, rel=1e-5
+    )
+
+
+def _count_statements(module: ir.Module) -> int:
+    count = 0
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal count
+        name = op.name
+        if name == "vector.transfer_write" or (
+            name.startswith("linalg.") and name not in ("linalg.yield", "linalg.index")
+        ):
+            count += 1
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return count
+
+
+def test_rows_match_statements_and_differ(matmul64: SearchTask) -> None:
+    scripts = _scripts(matmul64, 6)
+    rows = features.featurize(matmul64, scripts)
+    assert all(
+        r is not None and r.dtype == np.float32 and r.shape[1] == features.N_FEATURES for r in rows
+    )
+    with ir.Context(), ir.Location.unknown():
+        payload = lowering.parse_payload(matmul64)
+        for script, r in zip(scripts, rows, strict=True):
+            module = features._clone(payload)
+            lowering.apply_script(module, script)
+            assert r is not None and r.shape[0] == _count_statements(module)
+            # The C API directly (same extraction, no cleanup passes): the same rows here.
+            assert features.extract_from_module(module).shape[0] == r.shape[0]
+    # Every schedule computes the same FLOPs but touches memory differently.
+    keys = {r.tobytes() for r in rows if r is not None}
+    assert len(keys) == len(rows)
+    total_mad = [float(np.sum(np.exp2(r[:, 0]) - 1)) for r in rows if r is not None]
+    assert total_mad == pytest.approx([64**3] * len(total_mad), rel=1e-4)
+    # Deterministic.
+    again = features.featurize(matmul64, scripts[:2])
+    assert all(np.array_equal(a, b) for a, b in zip(again, rows[:2], strict=True))
+
+
+def test_failure_is_none(matmul8: SearchTask) -> None:
+    bad = ["this is not MLIR", "module attributes {transform.with_named_sequence} {}"]
+    out = features.featurize(matmul8, [bad[0], FORALL_SCRIPT, bad[1]])
+    assert out[0] is None and out[2] is None and out[1] is not None
+
+
+def test_worker_extractor_matches_in_process(matmul64: SearchTask) -> None:
+    scripts = _scripts(matmul64, 5, seed=1) + ["not MLIR", None]
+    local = features.featurize(matmul64, scripts)
+    with features.FeatureExtractor(n_workers=2) as fx:
+        remote = fx.extract(matmul64, scripts)
+    assert len(remote) == len(scripts)
+    for a, b in zip(local, remote, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert np.array_equal(a, b)
