@@ -26,7 +26,7 @@ def faults(trials: int, workdir: Path) -> tuple[int, Counter, int]:
     env = dict(os.environ, ANSOR_ALLOW_FAULTS="1", ANSOR_INJECT_FAULT="abort:5,segv:5,hang:6,wrong:5")
     log = workdir / "faults.jsonl"
     cmd = [sys.executable, "-m", "ansor.cli", "tune", "--workload", "matmul-64", "--trials", str(trials),
-           "--batch-size", "8", "--timeout", "4", "--repeat", "1", "--min-repeat-ms", "1", "--log", str(log)]
+           "--batch-size", "8", "--search", "random", "--timeout", "4", "--repeat", "1", "--min-repeat-ms", "1", "--log", str(log)]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     import ansor
 
@@ -41,7 +41,7 @@ def kill_resume(trials: int, kills: int, workdir: Path, seed: int) -> dict[str, 
 
     def cmd(log: Path) -> list[str]:
         return [sys.executable, "-m", "ansor.cli", "tune", "--workload", "matmul-256", "--trials", str(trials),
-                "--batch-size", "4", "--seed", "9", "--log", str(log)]
+                "--batch-size", "4", "--seed", "9", "--search", "random", "--log", str(log)]
 
     ref_log, log = workdir / "ref.jsonl", workdir / "killed.jsonl"
     subprocess.run(cmd(ref_log), env=env, check=True, capture_output=True)

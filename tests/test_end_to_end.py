@@ -20,7 +20,7 @@ def test_tune_compile_and_replay(tmp_path) -> None:
     src.write_text(workloads.matmul(96, 64, 128))
     log = tmp_path / "mm.jsonl"
     task = ansor.create_task(src)
-    res = ansor.tune(task, trials=8, log_path=log, seed=0, batch_size=4,
+    res = ansor.tune(task, trials=8, log_path=log, seed=0, batch_size=4, search="random",
                      run_options=RunOptions(repeat=2, min_repeat_ms=5.0, timeout_s=60.0))
     recs = ansor.load_records(log)
     assert len(recs) == 8
@@ -65,7 +65,7 @@ def test_best_script_replays_with_ansor_opt(tmp_path, matmul64) -> None:
 def test_cli_tune_then_bench(tmp_path) -> None:
     log = tmp_path / "t.jsonl"
     p = subprocess.run([sys.executable, "-m", "ansor.cli", "tune", "--workload", "matmul-128", "--trials", "4",
-                        "--batch-size", "4", "--log", str(log), "--min-repeat-ms", "5", "--repeat", "2"],
+                        "--batch-size", "4", "--log", str(log), "--min-repeat-ms", "5", "--repeat", "2", "--search", "random"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     assert "best:" in p.stdout and "GFLOP/s" in p.stdout and "speedup over untuned" in p.stdout

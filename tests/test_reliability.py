@@ -17,7 +17,7 @@ def test_tuning_run_survives_crashes_hangs_and_wrong_answers(monkeypatch, tmp_pa
     monkeypatch.setenv("ANSOR_ALLOW_FAULTS", "1")
     monkeypatch.setenv("ANSOR_INJECT_FAULT", "abort:5,segv:5,hang:6,wrong:5")
     log = tmp_path / "faults.jsonl"
-    res = ansor.tune(matmul64, trials=24, log_path=log, seed=4, batch_size=8,
+    res = ansor.tune(matmul64, trials=24, log_path=log, seed=4, batch_size=8, search="random",
                      run_options=RunOptions(repeat=1, min_repeat_ms=1.0, timeout_s=4.0))
     recs = ansor.load_records(log)
     assert len(recs) == 24 and res.trials == 24

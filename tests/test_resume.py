@@ -16,7 +16,7 @@ TRIALS = 48
 
 def _cmd(log) -> list[str]:  # noqa: ANN001
     return [sys.executable, "-m", "ansor.cli", "tune", "--workload", "matmul-256", "--trials", str(TRIALS),
-            "--batch-size", "4", "--seed", "9", "--log", str(log)]
+            "--batch-size", "4", "--seed", "9", "--log", str(log), "--search", "random"]
 
 
 def _env() -> dict[str, str]:

@@ -7,7 +7,7 @@ from ansor.tuner import tune
 
 
 def test_random_search_improves_and_never_repeats(tmp_path, matmul_big, fake_measurer) -> None:
-    res = tune(matmul_big, trials=48, log_path=tmp_path / "a.jsonl", seed=3, batch_size=8, measurer=fake_measurer)
+    res = tune(matmul_big, trials=48, log_path=tmp_path / "a.jsonl", seed=3, batch_size=8, search="random", measurer=fake_measurer)
     assert res.trials == 48
     assert len(fake_measurer.calls) == len(set(fake_measurer.calls)) == 48
     recs = load_records(tmp_path / "a.jsonl")
@@ -19,11 +19,11 @@ def test_random_search_improves_and_never_repeats(tmp_path, matmul_big, fake_mea
 def test_same_seed_same_log(tmp_path, matmul_big, make_fake) -> None:
     FakeMeasurer = make_fake
     def run(name: str) -> list[tuple[str, float]]:
-        tune(matmul_big, trials=24, log_path=tmp_path / name, seed=11, batch_size=8, measurer=FakeMeasurer())
+        tune(matmul_big, trials=24, log_path=tmp_path / name, seed=11, batch_size=8, search="random", measurer=FakeMeasurer())
         return [(r.key, r.latency) for r in load_records(tmp_path / name)]
 
     assert run("x.jsonl") == run("y.jsonl")
-    other = tune(matmul_big, trials=24, log_path=tmp_path / "z.jsonl", seed=12, batch_size=8, measurer=FakeMeasurer())
+    other = tune(matmul_big, trials=24, log_path=tmp_path / "z.jsonl", seed=12, batch_size=8, search="random", measurer=FakeMeasurer())
     assert other.trials == 24
     assert [r.key for r in load_records(tmp_path / "z.jsonl")] != [k for k, _ in run("w.jsonl")]
 
@@ -32,9 +32,9 @@ def test_resume_counts_prior_trials_and_skips_measured(tmp_path, matmul_big, mak
     FakeMeasurer = make_fake
     log = tmp_path / "r.jsonl"
     m1 = FakeMeasurer()
-    first = tune(matmul_big, trials=16, log_path=log, seed=5, batch_size=8, measurer=m1)
+    first = tune(matmul_big, trials=16, log_path=log, seed=5, batch_size=8, search="random", measurer=m1)
     m2 = FakeMeasurer()
-    second = tune(matmul_big, trials=40, log_path=log, seed=5, batch_size=8, measurer=m2)
+    second = tune(matmul_big, trials=40, log_path=log, seed=5, batch_size=8, search="random", measurer=m2)
     assert second.trials == 24  # only the missing ones
     assert not set(m1.calls) & set(m2.calls)
     recs = load_records(log)
@@ -45,7 +45,7 @@ def test_resume_counts_prior_trials_and_skips_measured(tmp_path, matmul_big, mak
 def test_failed_candidates_are_records_not_exceptions(tmp_path, matmul_big, make_fake) -> None:
     FakeMeasurer = make_fake
     m = FakeMeasurer(fail_t3=1)
-    res = tune(matmul_big, trials=32, log_path=tmp_path / "f.jsonl", seed=2, batch_size=8, measurer=m)
+    res = tune(matmul_big, trials=32, log_path=tmp_path / "f.jsonl", seed=2, batch_size=8, search="random", measurer=m)
     recs = load_records(tmp_path / "f.jsonl")
     failed = [r for r in recs if r.error]
     assert res.errors == len(failed) > 0
@@ -61,7 +61,7 @@ def test_log_from_another_target_is_refused(tmp_path, matmul_big, make_fake) -> 
     from ansor.records import LogError
 
     log = tmp_path / "t.jsonl"
-    tune(matmul_big, trials=4, log_path=log, seed=1, batch_size=4, measurer=make_fake())
+    tune(matmul_big, trials=4, log_path=log, seed=1, batch_size=4, search="random", measurer=make_fake())
     other = dataclasses.replace(matmul_big, target="cuda")
     with pytest.raises(LogError, match="for target 'cpu', not 'cuda'"):
-        tune(other, trials=4, log_path=log, seed=1, batch_size=4, measurer=make_fake())
+        tune(other, trials=4, log_path=log, seed=1, batch_size=4, search="random", measurer=make_fake())

@@ -58,7 +58,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     cb = JsonProgress() if args.json else TableProgress(verbose=args.verbose)
     log_path = args.log or f"{task.name}.{task.target}.jsonl"
     tune(task, trials=args.trials, log_path=log_path, seed=args.seed, batch_size=args.batch_size,
-         run_options=opts, callback=cb)
+         run_options=opts, callback=cb, search=args.search, crossover=args.crossover)
     if not args.json:
         print(f"log: {log_path}")
     return 0
@@ -157,11 +157,16 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--trials", type=int, default=200, help="candidates to measure (default 200)")
     t.add_argument("--log", help="JSON-lines log to append to and resume from (default NAME.TARGET.jsonl)")
     t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    t.add_argument("--batch-size", type=int, default=16, help="candidates per measured batch (default 16)")
+    t.add_argument("--batch-size", type=int, default=64, help="candidates per measured batch (default 64, Ansor's)")
     t.add_argument("--number", type=int, default=1, help="calls averaged per measurement (default 1)")
     t.add_argument("--repeat", type=int, default=3, help="measurements per candidate (default 3)")
     t.add_argument("--min-repeat-ms", type=float, default=100.0, help="raise --number until a measurement takes this long")
     t.add_argument("--timeout", type=float, default=30.0, help="seconds allowed per candidate (build + run)")
+    t.add_argument("--search", choices=["learned", "random"], default="learned",
+                   help="learned: evolutionary search guided by the XGBoost cost model (Ansor); "
+                        "random: uniform random annotations (default learned)")
+    t.add_argument("--no-crossover", dest="crossover", action="store_false",
+                   help="evolutionary search without crossover (ablation)")
     t.add_argument("--json", action="store_true", help="JSON progress events instead of a table")
     t.set_defaults(fn=cmd_tune)
 

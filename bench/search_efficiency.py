@@ -1,0 +1,102 @@
+"""Benchmark: learned (evolutionary + XGBoost) vs random search, best-so-far latency vs trials.
+
+    python bench/search_efficiency.py [--trials 200] [--seeds 0,1,2] [--workloads matmul-1024,...]
+                                      [--no-crossover] [--out bench/out/search]
+
+For every workload and seed, tunes twice with the same seed (`search="random"` and
+`search="learned"`, each with its own resumable log), then reports per workload: random search's
+best at the full budget, the first trial at which learned search reached it, and learned/random
+best latency at the full budget (medians over seeds). Plots best-so-far curves to OUT/curves.png.
+Defaults are the issue's: matmul-1024, C2D (1,56,56,64,64,1,1,0), T2D (1,8,8,256,128,4,2,1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+from pathlib import Path
+
+DEFAULT = "matmul-1024,c2d-1x56x56x64x64x1x1x0,t2d-1x8x8x256x128x4x2x1"
+
+
+def curve(log: Path) -> list[float]:
+    import ansor
+
+    best, out = math.inf, []
+    for r in ansor.load_records(log):
+        best = min(best, r.latency)
+        out.append(best)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--workloads", default=DEFAULT)
+    ap.add_argument("--no-crossover", action="store_true")
+    ap.add_argument("--out", default="bench/out/search")
+    args = ap.parse_args()
+
+    import ansor
+    from ansor import workloads
+    from ansor.progress import TableProgress
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    curves: dict[tuple[str, str, int], list[float]] = {}
+    for name in args.workloads.split(","):
+        task = ansor.create_task(workloads.get(name), name=name)
+        for seed in seeds:
+            for search in ("random", "learned"):
+                tag = search + ("-nox" if search == "learned" and args.no_crossover else "")
+                log = out / f"{name}.{tag}.s{seed}.jsonl"
+                ansor.tune(task, trials=args.trials, log_path=log, seed=seed, search=search,
+                           crossover=not args.no_crossover, callback=TableProgress())
+                curves[(name, search, seed)] = curve(log)
+
+    print(f"\nmachine: {os.uname().nodename}, {os.cpu_count()} cores; {args.trials} trials; seeds {seeds}")
+    print(f"{'workload':<30} {'random@N (ms)':>14} {'learned reaches it at':>22} {'learned@N / random@N':>21}")
+    for name in args.workloads.split(","):
+        reach, ratio, rnd = [], [], []
+        for seed in seeds:
+            r, lcurve = curves[(name, "random", seed)], curves[(name, "learned", seed)]
+            target = r[-1]
+            rnd.append(target)
+            hit = next((i + 1 for i, v in enumerate(lcurve) if v <= target), math.inf)
+            reach.append(hit)
+            ratio.append(lcurve[-1] / target)
+        med_hit = statistics.median(reach)
+        print(f"{name:<30} {statistics.median(rnd) * 1e3:>14.3f} "
+              f"{('%d trials' % med_hit) if math.isfinite(med_hit) else 'not reached':>22} "
+              f"{statistics.median(ratio):>21.3f}")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        names = args.workloads.split(",")
+        fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
+        for ax, name in zip(axes[0], names, strict=True):
+            for (n, search, seed), c in curves.items():
+                if n == name:
+                    ax.plot(range(1, len(c) + 1), [v * 1e3 for v in c], color="C0" if search == "random" else "C1",
+                            alpha=0.8, label=f"{search} s{seed}")
+            ax.set_title(name)
+            ax.set_xlabel("measured trials")
+            ax.set_ylabel("best latency (ms)")
+            ax.set_yscale("log")
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "curves.png", dpi=110)
+        print(f"plot: {out / 'curves.png'}")
+    except ImportError:
+        print("matplotlib not installed: no plot (pip install -e '.[bench]')")
+
+
+if __name__ == "__main__":
+    main()
