@@ -17,10 +17,9 @@ import os
 import random
 import time
 
-from mlir import ir, passmanager
-
 from ansor import _native, annotation, features, lowering, rules, workloads
 from ansor.task import create_task
+from mlir import ir, passmanager
 
 
 def main() -> None:

@@ -6,10 +6,9 @@ import random
 
 import numpy as np
 import pytest
-from mlir import ir
-
 from ansor import annotation, features, lowering, rules, workloads
 from ansor.task import SearchTask, create_task
+from mlir import ir
 
 # matmul 8x8x8 with the matmul's rows split over 2 parallel workers; nothing vectorized, so
 # the fill (8x8) and the matmul tile (4x8x8 per forall iteration) stay linalg statements.

@@ -16,6 +16,7 @@ import ctypes
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import Self
 
 import numpy as np
 from mlir import ir, passmanager
@@ -177,7 +178,7 @@ class FeatureExtractor:
         for w in self._workers:
             w.kill()
 
-    def __enter__(self) -> FeatureExtractor:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
