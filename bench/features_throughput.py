@@ -35,7 +35,7 @@ def main() -> None:
     scripts: list[str | None] = []
     for i in range(args.n):
         sk = sketches[i % len(sketches)]
-        scripts.append(sk.script(annotation.sample(sk, rng).values()))
+        scripts.append(sk.script(annotation.sample(sk, rng).values(), lower_vectors=False))
 
     features.featurize(task, scripts[:4])  # warm-up (library load, first context)
     t0 = time.perf_counter()

@@ -65,3 +65,22 @@ def test_log_from_another_target_is_refused(tmp_path, matmul_big, make_fake) -> 
     other = dataclasses.replace(matmul_big, target="cuda")
     with pytest.raises(LogError, match="for target 'cpu', not 'cuda'"):
         tune(other, trials=4, log_path=log, seed=1, batch_size=4, search="random", measurer=make_fake())
+
+
+def test_learned_search_end_to_end_with_real_features(tmp_path, matmul_big, make_fake) -> None:
+    """Evolutionary search + XGBoost on features extracted (in worker processes) from real scripts;
+    the model trains once the log passes the few-shot threshold, and resume retrains from it."""
+    from ansor.evolution import EvolutionarySearch
+
+    log = tmp_path / "learned.jsonl"
+    m = make_fake()
+    opts = {"population": 64, "generations": 2}
+    res = tune(matmul_big, trials=112, log_path=log, seed=0, batch_size=56, measurer=m, search="learned",
+               search_options=opts)
+    assert res.trials == 112 and len(set(m.calls)) == 112
+    m2 = make_fake()
+    res2 = tune(matmul_big, trials=140, log_path=log, seed=0, batch_size=28, measurer=m2, search="learned",
+                search_options=opts)
+    assert res2.trials == 28 and not set(m.calls) & set(m2.calls)
+    assert res2.best.latency <= res.best.latency
+    assert EvolutionarySearch is not None

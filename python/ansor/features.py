@@ -100,8 +100,9 @@ def featurize(task: SearchTask, scripts: list[str | None]) -> list[np.ndarray | 
             module = _clone(payload)
             try:
                 if script is not None:
-                    lowering.apply_script(module, script)
-                cleanup.run(module.operation)
+                    lowering.apply_script(module, script)  # sketch scripts end with canonicalize + cse
+                else:
+                    cleanup.run(module.operation)
                 out.append(extract_from_module(module))
             except (lowering.LoweringError, ir.MLIRError) as exc:
                 log.debug("featurize: %s", exc)

@@ -83,7 +83,8 @@ def _make_policy(task: SearchTask, sketches: list[Sketch], prior: list[Record], 
         by_name = {s.name: s for s in sketches}
 
         def features_fn(schedules: list[Schedule]) -> list:
-            return extractor.extract(task, [by_name[s.sketch].script(s.values()) for s in schedules])
+            return extractor.extract(task, [by_name[s.sketch].script(s.values(), lower_vectors=False)
+                                            for s in schedules])
 
     model = create_cost_model(cost_model, seed=seed)
     ok = [r for r in prior if r.error is None]
