@@ -1,0 +1,96 @@
+"""Benchmark: cost-model quality on measured records (Ansor §7.4: R², pairwise accuracy, recall@k).
+
+    python bench/cost_model.py LOG.jsonl [LOG.jsonl ...] [--k 30] [--holdout 0.2] [--seed 0]
+
+Features are extracted (in worker processes) from every successful record's transform script.
+Two evaluations, each training `XGBModel` from scratch:
+  same task   - per task with enough records: train on a random (1 - holdout) split, test on the rest;
+  other task  - leave one task out: train on all other tasks' records, test on that task's.
+Metrics on the test programs' normalized throughput (higher is better): pairwise comparison
+accuracy, recall@k of the true top-k, and R². Ansor reported R² 0.958, pairwise 0.851,
+recall@30 0.624 on ResNet-50 records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections import defaultdict
+
+import numpy as np
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("logs", nargs="+")
+    ap.add_argument("--k", type=int, default=30)
+    ap.add_argument("--holdout", type=float, default=0.2)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    import ansor
+    from ansor.cost_model import XGBModel, normalized_throughputs, pairwise_accuracy, r2, recall_at_k
+    from ansor.features import FeatureExtractor
+    from ansor.measure import MeasureInput
+
+    by_task: dict[str, list] = defaultdict(list)
+    for path in args.logs:
+        for r in ansor.load_records(path):
+            if r.script is not None:
+                by_task[r.task.hash].append(r)
+    data: dict[str, tuple[list, list, list]] = {}
+    with FeatureExtractor() as fx:
+        for h, recs in by_task.items():
+            feats = fx.extract(recs[0].task, [r.script for r in recs])
+            keep = [(r, f) for r, f in zip(recs, feats, strict=True) if f is not None]
+            data[h] = ([MeasureInput(r.task, r.schedule, r.script) for r, _ in keep],
+                       [r.result for r, _ in keep], [f for _, f in keep])
+    rng = np.random.default_rng(args.seed)
+
+    def evaluate(train: list[str], test_idx: dict[str, np.ndarray] | None, test_tasks: list[str]) -> dict[str, float]:
+        m = XGBModel(few_shot_threshold=1, seed=args.seed)
+        ins, res, fs = [], [], []
+        for h in train:
+            i, r, f = data[h]
+            sel = range(len(i)) if test_idx is None else [j for j in range(len(i)) if j not in set(test_idx[h])]
+            ins += [i[j] for j in sel]
+            res += [r[j] for j in sel]
+            fs += [f[j] for j in sel]
+        m.update(ins, res, fs)
+        scores: dict[str, list[float]] = defaultdict(list)
+        for h in test_tasks:
+            i, r, f = data[h]
+            sel = list(range(len(i))) if test_idx is None else list(test_idx[h])
+            y = normalized_throughputs([i[j] for j in range(len(i))], [r[j] for j in range(len(i))])[sel]
+            p = m.predict([f[j] for j in sel])
+            ok = np.isfinite(p)
+            p, y = p[ok], y[ok]
+            scores["pairwise"].append(pairwise_accuracy(p, y))
+            scores[f"recall@{args.k}"].append(recall_at_k(p, y, args.k))
+            # R² of the prediction rescaled to the task's best (the model predicts relative throughput)
+            scores["r2"].append(r2(p / max(p.max(), 1e-9) * y.max(), y))
+            scores["programs"].append(float(len(y)))
+        return {k: float(np.mean(v)) for k, v in scores.items()}
+
+    print(f"{len(data)} tasks, {sum(len(v[0]) for v in data.values())} programs with features "
+          f"({os.cpu_count()} cores)")
+    print(f"{'evaluation':<34} {'pairwise':>9} {'recall@' + str(args.k):>10} {'R2':>7} {'test programs':>14}")
+    for h, (i, _, _) in data.items():
+        if len(i) < 20:
+            continue
+        idx = {h: rng.choice(len(i), size=max(2, int(len(i) * args.holdout)), replace=False)}
+        s = evaluate([h], idx, [h])
+        name = i[0].task.name
+        print(f"{'same task: ' + name:<34} {s['pairwise']:>9.3f} {s[f'recall@{args.k}']:>10.3f} {s['r2']:>7.3f} "
+              f"{int(s['programs']):>14}")
+    if len(data) >= 2:
+        for h, (i, _, _) in data.items():
+            others = [o for o in data if o != h]
+            s = evaluate(others, None, [h])
+            name = i[0].task.name
+            print(f"{'unseen task: ' + name:<34} {s['pairwise']:>9.3f} {s[f'recall@{args.k}']:>10.3f} "
+                  f"{s['r2']:>7.3f} {int(s['programs']):>14}")
+
+
+if __name__ == "__main__":
+    main()
