@@ -37,7 +37,7 @@ def faults(trials: int, workdir: Path) -> tuple[int, Counter, int]:
 def kill_resume(trials: int, kills: int, workdir: Path, seed: int) -> dict[str, int]:
     import ansor
 
-    env = dict(os.environ, ANSOR_SYNTHETIC_MEASURE_DELAY="0.02")
+    env = dict(os.environ, ANSOR_SYNTHETIC_MEASURE_DELAY="0.04")
 
     def cmd(log: Path) -> list[str]:
         return [sys.executable, "-m", "ansor.cli", "tune", "--workload", "matmul-256", "--trials", str(trials),
@@ -49,7 +49,7 @@ def kill_resume(trials: int, kills: int, workdir: Path, seed: int) -> dict[str, 
     done_kills = 0
     for _ in range(kills):
         p = subprocess.Popen(cmd(log), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.8, 2.0))
+        time.sleep(rng.uniform(0.5, 2.5))
         if p.poll() is None:
             p.send_signal(signal.SIGKILL)
             done_kills += 1
@@ -70,7 +70,7 @@ def kill_resume(trials: int, kills: int, workdir: Path, seed: int) -> dict[str, 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trials", type=int, default=48)
+    ap.add_argument("--trials", type=int, default=96)
     ap.add_argument("--kills", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
