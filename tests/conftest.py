@@ -43,7 +43,7 @@ class FakeMeasurer(Measurer):
     def baseline(self, task: SearchTask) -> MeasureResult:
         return MeasureResult(costs=(1.0,))
 
-    def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
+    def measure(self, inputs: list[MeasureInput], on_result=None) -> list[MeasureResult]:  # noqa: ANN001
         out = []
         for inp in inputs:
             self.calls.append(inp.schedule.key())

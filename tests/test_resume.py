@@ -47,3 +47,27 @@ def test_sigkill_then_resume_loses_and_repeats_nothing(tmp_path) -> None:
     assert set(keys) == {r.key for r in ref}, "records lost or different programs measured"
     best = min(got, key=lambda r: r.latency)
     assert best.key == min(ref, key=lambda r: r.latency).key
+
+
+def test_each_result_is_logged_before_the_batch_ends(tmp_path) -> None:
+    """A run interrupted mid-batch keeps every candidate measured so far."""
+    import pytest
+
+    from ansor import workloads
+    from ansor.measure import SyntheticMeasurer
+    from ansor.progress import ProgressCallback
+
+    class Stop(Exception):
+        pass
+
+    class StopAfter(ProgressCallback):
+        def on_result(self, task, trials, best, errors) -> None:  # noqa: ANN001
+            if trials == 5:
+                raise Stop
+
+    task = ansor.create_task(workloads.get("matmul-64"))
+    log = tmp_path / "mid.jsonl"
+    with pytest.raises(Stop):
+        ansor.tune(task, trials=32, log_path=log, batch_size=16, search="random", measurer=SyntheticMeasurer(),
+                   callback=StopAfter())
+    assert len(ansor.load_records(log)) == 5

@@ -30,6 +30,7 @@ import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -97,11 +98,16 @@ class RunOptions:
 SLOW_FACTOR = 8.0
 
 
+OnResult = Callable[[int, "MeasureResult"], None]
+
+
 class Measurer(abc.ABC):
     """Turns a batch of inputs into results (same order). Implementations never raise for bad candidates."""
 
     @abc.abstractmethod
-    def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]: ...
+    def measure(self, inputs: list[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
+        """Results in input order; `on_result(i, result)` is called as soon as input i is done
+        (the tuner logs it at once, so a killed run loses at most the candidate in flight)."""
 
     def baseline(self, task: SearchTask) -> MeasureResult:
         """The untuned program's result (latency of the baseline); default: unknown."""
@@ -339,17 +345,19 @@ class SyntheticMeasurer(Measurer):
     def baseline(self, task: SearchTask) -> MeasureResult:
         return MeasureResult(costs=(1.0,))
 
-    def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
+    def measure(self, inputs: list[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
         out = []
-        for inp in inputs:
+        for i, inp in enumerate(inputs):
             if self.delay_s > 0:
                 time.sleep(self.delay_s)
             key = inp.schedule.key()
             if key.endswith("0"):
-                out.append(MeasureResult(error=MeasureError.COMPILE, error_msg="synthetic failure", timestamp=0.0))
+                res = MeasureResult(error=MeasureError.COMPILE, error_msg="synthetic failure", timestamp=0.0)
             else:
-                lat = 1e-3 * (1 + int(key[:6], 16) / 0xFFFFFF)
-                out.append(MeasureResult(costs=(lat,), timestamp=0.0))
+                res = MeasureResult(costs=(1e-3 * (1 + int(key[:6], 16) / 0xFFFFFF),), timestamp=0.0)
+            out.append(res)
+            if on_result is not None:
+                on_result(i, res)
         return out
 
 
@@ -395,15 +403,21 @@ class LocalMeasurer(Measurer):
             self._refs[task.hash] = (path, res)
         return self._refs[task.hash][1]
 
-    def measure(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
-        out = []
+    def measure(self, inputs: list[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
+        out: list[MeasureResult] = []
+
+        def emit(res: MeasureResult) -> None:
+            out.append(res)
+            if on_result is not None:
+                on_result(len(out) - 1, res)
+
         for inp in inputs:
             ref_path, ref = self._refs.get(inp.task.hash, ("", None)) if inp.task.hash in self._refs else ("", None)
             if ref is None:
                 self.baseline(inp.task)
                 ref_path, ref = self._refs[inp.task.hash]
             if ref.error is not None:
-                out.append(MeasureResult(error=MeasureError.RUNTIME, error_msg=f"no reference: {ref.error_msg}"))
+                emit(MeasureResult(error=MeasureError.RUNTIME, error_msg=f"no reference: {ref.error_msg}"))
                 continue
             t0 = time.perf_counter()
             best = self._best.get(inp.task.hash, math.inf)
@@ -415,7 +429,7 @@ class LocalMeasurer(Measurer):
             res = _result(ans, time.perf_counter() - t0)
             if res.error is None:
                 self._best[inp.task.hash] = min(best, res.latency)
-            out.append(res)
+            emit(res)
         return out
 
     def build_only(self, inputs: list[MeasureInput]) -> list[MeasureResult]:

@@ -22,6 +22,9 @@ class ProgressCallback:
     def on_start(self, task: SearchTask, baseline: MeasureResult, trials: int, resumed: int) -> None:
         pass
 
+    def on_result(self, task: SearchTask, trials: int, best: Record | None, errors: int) -> None:
+        """After every measured candidate (`trials` counts all so far, resumed ones included)."""
+
     def on_batch(self, task: SearchTask, trials: int, best: Record | None, errors: int, batch: list[Record]) -> None:
         pass
 
@@ -59,10 +62,22 @@ class TableProgress(ProgressCallback):
             self._p(f"untuned: failed ({baseline.error.value}: {baseline.error_msg})")
         self._p(f"{'trials':>7} {'best latency':>14} {'GFLOP/s':>9} {'errors':>7} {'elapsed':>8}")
 
-    def on_batch(self, task: SearchTask, trials: int, best: Record | None, errors: int, batch: list[Record]) -> None:
+    #: A table row every this many measured candidates (and at the end of every batch).
+    ROW_EVERY = 16
+
+    def _row(self, trials: int, best: Record | None, errors: int) -> None:
         lat = best.latency if best else math.inf
         gf = best.gflops if best else 0.0
         self._p(f"{trials:>7} {_fmt_lat(lat):>14} {gf:>9.2f} {errors:>7} {time.perf_counter() - self.t0:>7.1f}s")
+        self._last_row = trials
+
+    def on_result(self, task: SearchTask, trials: int, best: Record | None, errors: int) -> None:
+        if trials % self.ROW_EVERY == 0:
+            self._row(trials, best, errors)
+
+    def on_batch(self, task: SearchTask, trials: int, best: Record | None, errors: int, batch: list[Record]) -> None:
+        if getattr(self, "_last_row", None) != trials:
+            self._row(trials, best, errors)
         if self.verbose >= 2:
             for r in batch:
                 if r.error:

@@ -146,12 +146,14 @@ def tune(
                 log.info("search space of %s exhausted after %d trials", task.name, done)
                 break
             inputs = [MeasureInput(task, s, by_name[s.sketch].script(s.values())) for s in schedules]
-            results = measurer.measure(inputs)
-            batch = []
-            for inp, res in zip(inputs, results, strict=True):
+            batch: list[Record] = []
+
+            def log_result(i: int, res: MeasureResult) -> None:
+                nonlocal best, errors, streak
+                inp = inputs[i]
                 rec = Record(record_key(task, inp.schedule), task, inp.schedule, inp.script, res)
                 if writer is not None:
-                    writer.append(rec)
+                    writer.append(rec)  # at once: a killed run loses at most the candidate in flight
                 batch.append(rec)
                 measured.add(inp.schedule.key())
                 if rec.error is None and (best is None or rec.latency < best.latency):
@@ -161,6 +163,11 @@ def tune(
                     streak += 1
                 else:
                     streak = 0
+                cb.on_result(task, done + len(batch), best, errors)
+
+            results = measurer.measure(inputs, on_result=log_result)
+            for i in range(len(batch), len(results)):  # measurers that report only at the end
+                log_result(i, results[i])
             policy.update(inputs, results)
             if isinstance(policy, EvolutionarySearch):  # Ansor retrains after every measured batch
                 policy.model.update(inputs, results, policy.features([i.schedule for i in inputs]))
