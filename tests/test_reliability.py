@@ -44,7 +44,7 @@ def test_fuzz_builder_with_1000_random_knob_assignments() -> None:
         except (KeyError, ValueError):
             # The sketch refuses values outside a knob's options: feed the raw template with the
             # value spliced in anyway, so the builder sees truly invalid scripts.
-            script = sk.script(None).replace("options = [", f"= {abs(v['unroll'])} : i64 from options = [", 1)
+            script = sk.script(None).replace("options = [", f"= {abs(v['op1.unroll'])} : i64 from options = [", 1)
         inputs.append(MeasureInput(task, Schedule.of(sk.name, v), script))
     halves = [inputs[0::2], inputs[1::2]]
     measurers = [LocalMeasurer(RunOptions(timeout_s=30.0)) for _ in halves]
