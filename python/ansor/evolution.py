@@ -73,6 +73,10 @@ def _prime_factors(n: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+
+#: Stand-in features for models that ignore them (random scores); not None, which scores -inf.
+_NO_FEATURES = np.zeros((1, 1), dtype=np.float32)
+
 class _SketchInfo:
     """What the genetic operators need to know about one sketch, computed once: knob groups
     and a compiled form of `annotation.validate` / `annotation.sample` (the same rules, without
@@ -344,13 +348,24 @@ class EvolutionarySearch(SearchPolicy):
                 out.append(sch)
         return out
 
+    def _model_ignores_features(self) -> bool:
+        from .cost_model import RandomModel
+
+        return isinstance(self.model, RandomModel) or getattr(self.model, "trained", True) is False
+
     def _score(self, pool: _Pool) -> None:
         """Predict the scores of the schedules of `pool` not scored yet."""
         new = pool.items[len(pool.scores) :]
         if not new:
             return
         t0 = time.perf_counter()
-        feats = self.features(new)
+        if self._model_ignores_features():
+            # An untrained model (or the random one) scores at random: extracting ~8k programs'
+            # features per round for it would only cost time (the measured ones are extracted for
+            # training by the tuner anyway).
+            feats: list = [_NO_FEATURES] * len(new)
+        else:
+            feats = self.features(new)
         t1 = time.perf_counter()
         pred = np.asarray(self.model.predict(feats), dtype=np.float64)
         t2 = time.perf_counter()
