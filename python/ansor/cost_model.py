@@ -160,11 +160,10 @@ class XGBModel(CostModel):
         }
 
     def _params(self) -> dict[str, Any]:
+        """xgboost booster parameters: the tree hyper-parameters of `hyper()` plus fixed settings."""
+        h = self.hyper()
         return {
-            "max_depth": self.max_depth,
-            "gamma": self.gamma,
-            "min_child_weight": self.min_child_weight,
-            "eta": self.eta,
+            **{k: h[k] for k in ("max_depth", "gamma", "min_child_weight", "eta")},
             "nthread": self.nthread,
             "verbosity": 0,
             "seed": self.seed,
