@@ -160,4 +160,54 @@ def ExtractFeatures : Pass<"ansor-extract-features"> {
   ];
 }
 
+def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
+  let summary = "Split each public function into fusion groups outlined as private task functions";
+  let description = [{
+    Ansor/Relay-style task extraction. In every public `func.func` with a single-block body, the
+    top-level ops are grouped:
+
+    * an **anchor** is a Linalg op with a reduction loop (contraction, convolution, pooling,
+      reduction); it starts a group;
+    * the anchor's **producers** join it when every use of their results is in the group:
+      `linalg.fill` initialisers, `tensor.pad`, and all-parallel (element-wise, broadcast,
+      transpose) Linalg ops, recursively;
+    * its **consumer chain** joins it: while the last op's results have exactly one user and that
+      user is an all-parallel Linalg op (other operands may come from anywhere), the user is added;
+    * all-parallel Linalg ops left over start groups of their own (same producer/consumer rules).
+
+    So only the last op of a group has uses outside it. Each group is outlined into a private
+    function `@<func>__t<K>` (K counts groups in program order) placed after its parent and
+    replaced by a `func.call` at the position of its last op. Operands defined outside the group
+    become arguments, except `tensor.empty`, scalar constants and splat / small (<= 64 elements)
+    tensor constants, which are cloned into the callee. Large constants (weights) stay in the
+    parent and are passed in. Ops outside every group (reshapes, constants, `tensor.pad` of
+    nothing tunable, calls) stay in the parent. Functions without a Linalg op are left alone.
+
+    Before:
+    ```mlir
+    func.func @f(%a: tensor<8x4xf32>, %b: tensor<4x2xf32>) -> tensor<8x2xf32> {
+      %e = tensor.empty() : tensor<8x2xf32>
+      %z = linalg.fill ins(%cst : f32) outs(%e : tensor<8x2xf32>) -> tensor<8x2xf32>
+      %m = linalg.matmul ins(%a, %b : ...) outs(%z : tensor<8x2xf32>) -> tensor<8x2xf32>
+      %r = linalg.generic {... parallel ...} ins(%m : ...) outs(%e : ...) { maximumf ... }
+      return %r : tensor<8x2xf32>
+    }
+    ```
+    After:
+    ```mlir
+    func.func @f(%a: tensor<8x4xf32>, %b: tensor<4x2xf32>) -> tensor<8x2xf32> {
+      %0 = call @f__t0(%a, %b) : (tensor<8x4xf32>, tensor<4x2xf32>) -> tensor<8x2xf32>
+      return %0 : tensor<8x2xf32>
+    }
+    func.func private @f__t0(%arg0: tensor<8x4xf32>, %arg1: tensor<4x2xf32>) -> tensor<8x2xf32>
+        attributes {ansor.group = "linalg.matmul"} { ... fill, matmul, generic ... }
+    ```
+  }];
+  let options = [
+    Option<"maxInlineElements", "max-inline-elements", "int64_t", /*default=*/"64",
+           "Tensor constants with at most this many elements are cloned into the task function">
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 #endif // ANSOR_PASSES_TD

@@ -1,0 +1,246 @@
+//===- Partition.cpp - ansor-partition --------------------------------------------===//
+//
+// public func.func --(anchors + fused producers/consumer chains)--> groups
+//   --outline--> private @<func>__t<K> functions + func.call in the parent
+//
+// See Passes.td for the grouping rules. Invariant that makes outlining trivially valid: only a
+// group's last op (in block order) has uses outside the group, so a call placed at that op sees
+// every external operand already defined.
+//
+//===----------------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::ansor {
+#define GEN_PASS_DEF_PARTITION
+#include "passes/Passes.h.inc"
+} // namespace mlir::ansor
+
+using namespace mlir;
+using namespace mlir::ansor;
+
+namespace {
+
+bool isAnchor(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && op->getNumRegions() > 0 && linalgOp.getNumReductionLoops() > 0;
+}
+
+/// All-parallel Linalg op (element-wise, broadcast, transpose, fill).
+bool isAllParallel(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && linalgOp.getNumReductionLoops() == 0 && linalgOp.getNumLoops() > 0 &&
+         op->getNumResults() > 0;
+}
+
+bool isFusibleProducer(Operation *op) { return isAllParallel(op) || isa<tensor::PadOp>(op); }
+
+class Partitioner {
+public:
+  Partitioner(func::FuncOp func, int64_t maxInlineElements)
+      : func(func), maxInlineElements(maxInlineElements) {}
+
+  LogicalResult run(SymbolTable &symbols);
+
+private:
+  using Group = SmallVector<Operation *>;
+
+  bool inGroup(Operation *op, int64_t g) const {
+    auto it = groupOf.find(op);
+    return it != groupOf.end() && it->second == g;
+  }
+  bool allUsersIn(Operation *op, int64_t g) const {
+    for (Operation *user : op->getUsers())
+      if (!inGroup(user, g))
+        return false;
+    return !op->use_empty();
+  }
+  void add(Operation *op, int64_t g) {
+    groupOf[op] = g;
+    groups[g].push_back(op);
+  }
+  void addProducers(Operation *op, int64_t g);
+  void addConsumers(Operation *op, int64_t g);
+  void grow(Operation *seed);
+  bool isCloneable(Value v) const;
+  LogicalResult outline(Group &group, int64_t index, SymbolTable &symbols);
+  Operation *lastCallee = nullptr; // callees go after the parent, in program order
+
+  func::FuncOp func;
+  int64_t maxInlineElements;
+  Block *block = nullptr;
+  llvm::DenseMap<Operation *, int64_t> groupOf;
+  SmallVector<Group> groups;
+};
+
+void Partitioner::addProducers(Operation *op, int64_t g) {
+  for (Value operand : op->getOperands()) {
+    Operation *def = operand.getDefiningOp();
+    if (!def || def->getBlock() != block || groupOf.count(def) || !isFusibleProducer(def))
+      continue;
+    // Only when the group is the producer's sole consumer (else its result escapes mid-group).
+    bool sole = llvm::all_of(def->getUsers(), [&](Operation *u) { return u == op || inGroup(u, g); });
+    if (!sole)
+      continue;
+    add(def, g);
+    addProducers(def, g);
+  }
+}
+
+void Partitioner::addConsumers(Operation *op, int64_t g) {
+  Operation *cur = op;
+  while (true) {
+    Operation *next = nullptr;
+    bool single = true;
+    for (Operation *user : cur->getUsers()) {
+      if (next && user != next)
+        single = false;
+      next = user;
+    }
+    if (!single || !next || next->getBlock() != block || groupOf.count(next) || !isAllParallel(next) ||
+        isa<linalg::FillOp>(next))
+      return;
+    add(next, g);
+    // The new member's other operands may be produced by fusible ops used only here.
+    addProducers(next, g);
+    cur = next;
+  }
+}
+
+void Partitioner::grow(Operation *seed) {
+  int64_t g = groups.size();
+  groups.emplace_back();
+  add(seed, g);
+  addProducers(seed, g);
+  addConsumers(seed, g);
+  llvm::sort(groups[g], [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+}
+
+bool Partitioner::isCloneable(Value v) const {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return false;
+  if (isa<tensor::EmptyOp>(def))
+    return def->getNumOperands() == 0;
+  if (auto cst = dyn_cast<arith::ConstantOp>(def)) {
+    auto shaped = dyn_cast<ShapedType>(cst.getType());
+    if (!shaped)
+      return true;
+    if (auto dense = dyn_cast<DenseElementsAttr>(cst.getValue()); dense && dense.isSplat())
+      return true;
+    return shaped.hasStaticShape() && shaped.getNumElements() <= maxInlineElements;
+  }
+  return false;
+}
+
+LogicalResult Partitioner::outline(Group &group, int64_t index, SymbolTable &symbols) {
+  llvm::SmallPtrSet<Operation *, 16> members(group.begin(), group.end());
+  llvm::SetVector<Value> args;
+  llvm::SetVector<Operation *> clones;
+  for (Operation *op : group) {
+    op->walk([&](Operation *nested) {
+      for (Value v : nested->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (def && (members.count(def) || op->isAncestor(def)))
+          continue;
+        if (!def && op->isAncestor(v.getParentBlock()->getParentOp()))
+          continue; // a block argument of a region inside the member
+        if (isCloneable(v))
+          clones.insert(def);
+        else
+          args.insert(v);
+      }
+    });
+  }
+  Operation *last = group.back();
+  SmallVector<Type> argTypes, resultTypes(last->getResultTypes());
+  for (Value v : args)
+    argTypes.push_back(v.getType());
+
+  // The callee, named after the parent and placed right after it.
+  OpBuilder builder(func->getContext());
+  builder.setInsertionPointAfter(lastCallee ? lastCallee : func.getOperation());
+  std::string name = (func.getSymName() + "__t" + Twine(index)).str();
+  auto callee = func::FuncOp::create(builder, group.front()->getLoc(), name,
+                                     builder.getFunctionType(argTypes, resultTypes));
+  callee.setPrivate();
+  Operation *anchor = llvm::find_if(group, isAnchor) != group.end() ? *llvm::find_if(group, isAnchor) : last;
+  callee->setAttr("ansor.group", builder.getStringAttr(anchor->getName().getStringRef()));
+  symbols.insert(callee, Block::iterator(callee)); // uniques the name if it is taken
+  lastCallee = callee;
+  Block *body = callee.addEntryBlock();
+  IRMapping map;
+  for (auto [v, arg] : llvm::zip(args, body->getArguments()))
+    map.map(v, arg);
+  builder.setInsertionPointToStart(body);
+  for (Operation *op : clones)
+    builder.clone(*op, map);
+  for (Operation *op : group)
+    builder.clone(*op, map);
+  SmallVector<Value> rets;
+  for (Value r : last->getResults())
+    rets.push_back(map.lookup(r));
+  func::ReturnOp::create(builder, last->getLoc(), rets);
+
+  // The call replaces the group.
+  builder.setInsertionPoint(last);
+  auto call = func::CallOp::create(builder, last->getLoc(), callee, args.getArrayRef());
+  last->replaceAllUsesWith(call.getResults());
+  for (Operation *op : llvm::reverse(group)) {
+    if (!op->use_empty())
+      return op->emitError("ansor-partition: a grouped op still has uses outside its group");
+    op->erase();
+  }
+  return success();
+}
+
+LogicalResult Partitioner::run(SymbolTable &symbols) {
+  if (!llvm::hasSingleElement(func.getBody()))
+    return success();
+  block = &func.getBody().front();
+  for (Operation &op : *block)
+    if (isAnchor(&op) && !groupOf.count(&op))
+      grow(&op);
+  for (Operation &op : *block)
+    if (isAllParallel(&op) && !groupOf.count(&op))
+      grow(&op);
+  // Program order of the groups: by their last op.
+  llvm::sort(groups, [](const Group &a, const Group &b) { return a.back()->isBeforeInBlock(b.back()); });
+  for (auto [i, group] : llvm::enumerate(groups))
+    if (failed(outline(group, i, symbols)))
+      return failure();
+  // Producers cloned into callees (empties, small constants) may now be dead in the parent.
+  SmallVector<Operation *> dead;
+  for (Operation &op : *block)
+    if ((isa<tensor::EmptyOp>(op) || isa<arith::ConstantOp>(op)) && op.use_empty())
+      dead.push_back(&op);
+  for (Operation *op : dead)
+    op->erase();
+  return success();
+}
+
+struct PartitionPass : public mlir::ansor::impl::PartitionBase<PartitionPass> {
+  using PartitionBase::PartitionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    SmallVector<func::FuncOp> funcs;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (f.isPublic() && !f.isExternal())
+        funcs.push_back(f);
+    for (func::FuncOp f : funcs)
+      if (failed(Partitioner(f, maxInlineElements).run(symbols)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

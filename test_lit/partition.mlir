@@ -1,0 +1,164 @@
+// RUN: %ansor-opt %s -split-input-file -ansor-partition=max-inline-elements=8 | FileCheck %s
+
+// Anchor + fill initialiser + element-wise consumer chain -> one task; the scalar constant and
+// the empty tensor are cloned into it.
+// CHECK-LABEL: func.func @mm_bias_relu(
+// CHECK-SAME:      %[[A:.*]]: tensor<8x4xf32>, %[[B:.*]]: tensor<4x2xf32>, %[[BIAS:.*]]: tensor<2xf32>)
+// CHECK-NEXT:    %[[R:.*]] = call @mm_bias_relu__t0(%[[A]], %[[B]], %[[BIAS]])
+// CHECK-NEXT:    return %[[R]]
+// CHECK:       func.func private @mm_bias_relu__t0({{.*}}) -> tensor<8x2xf32> attributes {ansor.group = "linalg.matmul"}
+// CHECK:         arith.constant 0.0
+// CHECK:         tensor.empty
+// CHECK:         linalg.fill
+// CHECK:         linalg.matmul
+// CHECK:         linalg.generic
+// CHECK:         return
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (j)>
+func.func @mm_bias_relu(%a: tensor<8x4xf32>, %b: tensor<4x2xf32>, %bias: tensor<2xf32>) -> tensor<8x2xf32> {
+  %cst = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x2xf32>
+  %z = linalg.fill ins(%cst : f32) outs(%e : tensor<8x2xf32>) -> tensor<8x2xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<8x4xf32>, tensor<4x2xf32>) outs(%z : tensor<8x2xf32>) -> tensor<8x2xf32>
+  %r = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m, %bias : tensor<8x2xf32>, tensor<2xf32>) outs(%e : tensor<8x2xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    %t = arith.maximumf %s, %cst : f32
+    linalg.yield %t : f32
+  } -> tensor<8x2xf32>
+  return %r : tensor<8x2xf32>
+}
+
+// -----
+
+// Two identical layers and a residual add: the add joins the second matmul's chain (its other
+// operand, the first task's result, is defined earlier); the weight constant stays in the
+// parent and is passed in; the tasks are numbered in program order.
+// CHECK-LABEL: func.func @two_layers(
+// CHECK:         %[[W:.*]] = arith.constant dense_resource<w> : tensor<4x4xf32>
+// CHECK:         %[[T0:.*]] = call @two_layers__t0(%{{.*}}, %[[W]])
+// CHECK:         %[[T1:.*]] = call @two_layers__t1(%[[T0]], %[[W]])
+// CHECK:         return %[[T1]]
+// CHECK:       func.func private @two_layers__t0(%{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<4x4xf32>) -> tensor<2x4xf32>
+// CHECK-NOT:     linalg.generic
+// CHECK:         return
+// CHECK:       func.func private @two_layers__t1(%{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<4x4xf32>) -> tensor<2x4xf32>
+// CHECK:         linalg.matmul
+// CHECK:         linalg.generic
+#id = affine_map<(i, j) -> (i, j)>
+func.func @two_layers(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %cst = arith.constant 0.0 : f32
+  %w = arith.constant dense_resource<w> : tensor<4x4xf32>
+  %e = tensor.empty() : tensor<2x4xf32>
+  %z = linalg.fill ins(%cst : f32) outs(%e : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %m0 = linalg.matmul ins(%x, %w : tensor<2x4xf32>, tensor<4x4xf32>) outs(%z : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %z1 = linalg.fill ins(%cst : f32) outs(%e : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %m1 = linalg.matmul ins(%m0, %w : tensor<2x4xf32>, tensor<4x4xf32>) outs(%z1 : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m1, %m0 : tensor<2x4xf32>, tensor<2x4xf32>) outs(%e : tensor<2x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.addf %p, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4xf32>
+  return %r : tensor<2x4xf32>
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      w: "0x040000000000803F0000803F0000803F0000803F0000803F0000803F0000803F0000803F0000803F0000803F0000803F0000803F0000803F0000803F0000803F0000803F"
+    }
+  }
+#-}
+
+// -----
+
+// Softmax: the max-reduce anchors a task that also takes the negation producing its input
+// (all its users end up in the group) and the (sub, exp) consumer; the chain stops where exp
+// has two users. The sum-reduce fuses the division. The reshape stays in the parent.
+// CHECK-LABEL: func.func @softmax(
+// CHECK:         %[[X:.*]] = call @softmax__t0(%{{.*}})
+// CHECK:         %[[S:.*]] = call @softmax__t1(%[[X]])
+// CHECK:         tensor.collapse_shape %[[S]]
+// CHECK:       func.func private @softmax__t0({{.*}}) -> tensor<4x8xf32> attributes {ansor.group = "linalg.generic"}
+// CHECK:         arith.negf
+// CHECK:         arith.maximumf
+// CHECK:         math.exp
+// CHECK:         return
+// CHECK:       func.func private @softmax__t1(
+// CHECK:         arith.addf
+// CHECK:         arith.divf
+#id = affine_map<(i, j) -> (i, j)>
+#red = affine_map<(i, j) -> (i)>
+func.func @softmax(%in: tensor<4x8xf32>) -> tensor<32xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %e2 = tensor.empty() : tensor<4x8xf32>
+  %x = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%in : tensor<4x8xf32>) outs(%e2 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %n = arith.negf %a : f32
+    linalg.yield %n : f32
+  } -> tensor<4x8xf32>
+  %e1 = tensor.empty() : tensor<4xf32>
+  %f1 = linalg.fill ins(%ninf : f32) outs(%e1 : tensor<4xf32>) -> tensor<4xf32>
+  %mx = linalg.generic {indexing_maps = [#id, #red], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<4x8xf32>) outs(%f1 : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %o : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %ex = linalg.generic {indexing_maps = [#id, #red, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %mx : tensor<4x8xf32>, tensor<4xf32>) outs(%e2 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.subf %a, %b : f32
+    %p = math.exp %d : f32
+    linalg.yield %p : f32
+  } -> tensor<4x8xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4xf32>) -> tensor<4xf32>
+  %sm = linalg.generic {indexing_maps = [#id, #red], iterator_types = ["parallel", "reduction"]}
+      ins(%ex : tensor<4x8xf32>) outs(%f2 : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %a, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  %dv = linalg.generic {indexing_maps = [#id, #red, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%ex, %sm : tensor<4x8xf32>, tensor<4xf32>) outs(%e2 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %q = arith.divf %a, %b : f32
+    linalg.yield %q : f32
+  } -> tensor<4x8xf32>
+  %c = tensor.collapse_shape %dv [[0, 1]] : tensor<4x8xf32> into tensor<32xf32>
+  return %c : tensor<32xf32>
+}
+
+// -----
+
+// No Linalg op: untouched.
+// CHECK-LABEL: func.func @plain(
+// CHECK-NEXT:    arith.addf
+// CHECK-NEXT:    return
+// CHECK-NOT:   func.func private
+func.func @plain(%a: f32) -> f32 {
+  %s = arith.addf %a, %a : f32
+  return %s : f32
+}
+
+// -----
+
+// An element-wise op with no anchor is a task of its own; a fill nobody fuses is one too.
+// CHECK-LABEL: func.func @eltwise(
+// CHECK:         call @eltwise__t0(
+// CHECK:       func.func private @eltwise__t0({{.*}}) -> tensor<37x53xf32> attributes {ansor.group = "linalg.generic"}
+// CHECK:         math.tanh
+#id = affine_map<(i, j) -> (i, j)>
+func.func @eltwise(%a: tensor<37x53xf32>) -> tensor<37x53xf32> {
+  %e = tensor.empty() : tensor<37x53xf32>
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : tensor<37x53xf32>) outs(%e : tensor<37x53xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %y = math.tanh %x : f32
+    linalg.yield %y : f32
+  } -> tensor<37x53xf32>
+  return %t : tensor<37x53xf32>
+}
