@@ -92,16 +92,16 @@ def _model(req: dict) -> tuple[Any, tuple]:
     except StageError:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise StageError("load", f"{path}: {_one_line(exc)}") from None
+        raise StageError("load", f"loading the file failed: {_one_line(exc)}") from None
     fn = getattr(mod, req["attr"], None)
     if fn is None:
-        raise StageError("load", f"{path}: defines no '{req['attr']}'")
+        raise StageError("load", f"the file defines no '{req['attr']}'")
     try:
         model = fn() if callable(fn) and not isinstance(fn, torch.nn.Module) else fn
     except Exception as exc:  # noqa: BLE001
-        raise StageError("load", f"{path}:{req['attr']}(): {_one_line(exc)}") from None
+        raise StageError("load", f"{req['attr']}() failed: {_one_line(exc)}") from None
     if not isinstance(model, torch.nn.Module):
-        raise StageError("load", f"{path}:{req['attr']} gave {type(model).__name__}, not a torch.nn.Module")
+        raise StageError("load", f"{req['attr']}() returned {type(model).__name__}, not a torch.nn.Module")
     return model.eval(), _example_inputs(req["inputs"])
 
 

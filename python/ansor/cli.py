@@ -4,6 +4,8 @@
     ansor bench FILE.mlir | --workload NAME --log LOG.jsonl
     ansor workloads [--emit NAME]
     ansor sketches FILE.mlir | --workload NAME [--schedule-seed S]
+    ansor import model.py:make_model --input-shape 1x3x224x224 -o model.mlir [--elide-weights]
+    ansor import --network resnet18 -o resnet18.mlir
 
 Bad input ends with one line on stderr naming the problem and a non-zero exit status.
 """
@@ -140,6 +142,35 @@ def cmd_sketches(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from . import frontend
+
+    if args.list:
+        from .models import describe
+
+        for name, desc in describe():
+            print(f"{name:<14} {desc}")
+        return 0
+    if bool(args.spec) == bool(args.network):
+        raise ValueError("give a model spec path/to/model.py:make_model or --network NAME (see --list)")
+    t0 = time.perf_counter()
+    if args.network:
+        if args.input_shape:
+            raise ValueError(f"--input-shape does not apply to --network {args.network}: its shapes are built in")
+        text = frontend.import_network(args.network, elide_weights=args.elide_weights, func_name=args.func_name)
+    else:
+        parsed = [frontend.parse_input_shape(s) for s in args.input_shape or []]
+        text = frontend.import_file(args.spec, [s for s, _ in parsed], input_dtypes=[d for _, d in parsed],
+                                    elide_weights=args.elide_weights, func_name=args.func_name)
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text)
+        print(f"{args.output}: {len(text) / 2**20:.1f} MiB of MLIR in {time.perf_counter() - t0:.1f} s",
+              file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ansor", description="Ansor auto-scheduling on MLIR.")
     p.add_argument("-v", "--verbose", action="count", default=1, help="more output (-vv: every failure)")
@@ -184,6 +215,18 @@ def build_parser() -> argparse.ArgumentParser:
     source_args(s)
     s.add_argument("--schedule-seed", type=int, help="fill the holes with a random annotation from this seed")
     s.set_defaults(fn=cmd_sketches)
+
+    m = sub.add_parser("import", help="export a PyTorch model to linalg-on-tensors MLIR (needs ansor-mlir[torch])")
+    m.add_argument("spec", nargs="?", help="path/to/model.py:make_model (a function returning an nn.Module)")
+    m.add_argument("--input-shape", action="append", metavar="SHAPE",
+                   help="one per model input, like 1x3x224x224 (f32) or 1x128xi64")
+    m.add_argument("--network", help="a built-in network instead of a spec (see --list)")
+    m.add_argument("--list", action="store_true", help="list the built-in networks")
+    m.add_argument("-o", "--output", help="the .mlir file to write (default: stdout)")
+    m.add_argument("--elide-weights", action="store_true",
+                   help="print large weights as __elided__ (for reading; the result does not compile)")
+    m.add_argument("--func-name", default="main", help="name of the exported function (default main)")
+    m.set_defaults(fn=cmd_import)
     return p
 
 
