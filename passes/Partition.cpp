@@ -134,9 +134,10 @@ bool Partitioner::isCloneable(Value v) const {
     auto shaped = dyn_cast<ShapedType>(cst.getType());
     if (!shaped)
       return true;
-    if (auto dense = dyn_cast<DenseElementsAttr>(cst.getValue()); dense && dense.isSplat())
-      return true;
-    return shaped.hasStaticShape() && shaped.getNumElements() <= maxInlineElements;
+    auto dense = dyn_cast<DenseElementsAttr>(cst.getValue());
+    if (!dense) // dense_resource blobs (weights) stay in the parent: a callee alone has no blob
+      return false;
+    return dense.isSplat() || (shaped.hasStaticShape() && shaped.getNumElements() <= maxInlineElements);
   }
   return false;
 }

@@ -179,8 +179,8 @@ def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
     function `@<func>__t<K>` (K counts groups in program order) placed after its parent and
     replaced by a `func.call` at the position of its last op. Operands defined outside the group
     become arguments, except `tensor.empty`, scalar constants and splat / small (<= 64 elements)
-    tensor constants, which are cloned into the callee. Large constants (weights) stay in the
-    parent and are passed in. Ops outside every group (reshapes, constants, `tensor.pad` of
+    inline `dense` tensor constants, which are cloned into the callee. Larger constants and every
+    `dense_resource` constant (weights) stay in the parent and are passed in. Ops outside every group (reshapes, constants, `tensor.pad` of
     nothing tunable, calls) stay in the parent. Functions without a Linalg op are left alone.
 
     Before:

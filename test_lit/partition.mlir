@@ -1,4 +1,4 @@
-// RUN: %ansor-opt %s -split-input-file -ansor-partition=max-inline-elements=8 | FileCheck %s
+// RUN: %ansor-opt %s -split-input-file -ansor-partition | FileCheck %s
 
 // Anchor + fill initialiser + element-wise consumer chain -> one task; the scalar constant and
 // the empty tensor are cloned into it.

@@ -210,14 +210,63 @@ def compile_task(task: SearchTask, script: str | None, *, opt_level: int = 3) ->
         module = parse_payload(task)
         if script is not None:
             apply_script(module, script)
-        _run_passes(module, _BUFFERIZE, "lower")
-        _add_bench_wrapper(module, task.func_name)
-        _run_passes(module, "ansor-auto-unroll,canonicalize", "lower")
-        _run_passes(module, _TO_LLVM_CPU, "lower")
-        try:
-            engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(runtime_libs()))
-        except RuntimeError as exc:
-            raise LoweringError("jit", str(exc).splitlines()[0]) from None
+        return _lower_and_jit(module, task, opt_level)
+
+
+def schedule_callees(module: ir.Module, callees: dict[str, SearchTask], scripts: dict[str, str | None]) -> None:
+    """Replace each private callee `name` of `module` by its task's scheduled function.
+
+    `callees` maps callee names to their task; `scripts` maps task hashes to the script to apply
+    (None or missing: the untuned program). Each distinct task is scheduled once (in its own
+    module, exactly as when it was measured) and cloned under every callee name that uses it.
+    """
+    scheduled: dict[str, ir.Operation] = {}
+    payloads: list[ir.Module] = []  # keeps the scheduled functions' modules alive while cloning
+    funcs = {str(op.operation.attributes["sym_name"]).strip('"'): op.operation
+             for op in module.body.operations if op.operation.name == "func.func"}
+    for name, task in callees.items():
+        if task.hash not in scheduled:
+            payload = parse_payload(task)
+            payloads.append(payload)
+            script = scripts.get(task.hash)
+            if script is not None:
+                apply_script(payload, script)
+            scheduled[task.hash] = next(op.operation for op in payload.body.operations
+                                        if op.operation.name == "func.func")
+        old = funcs[name]
+        with ir.InsertionPoint(old):
+            new = scheduled[task.hash].clone()
+        new.attributes["sym_name"] = ir.StringAttr.get(name)
+        new.attributes["sym_visibility"] = ir.StringAttr.get("private")
+        if "llvm.emit_c_interface" in new.attributes:
+            del new.attributes["llvm.emit_c_interface"]
+        old.erase()
+
+
+def compile_network(task: SearchTask, callees: dict[str, SearchTask], scripts: dict[str, str | None], *,
+                    opt_level: int = 3) -> CompiledKernel:
+    """Compile a partitioned model (`task.ir`, entry `task.func_name`) with each callee scheduled
+    by `scripts` (task hash -> script; see `schedule_callees`). Raises `LoweringError`."""
+    _native.register_everything()
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(task.ir)
+        schedule_callees(module, callees, scripts)
+        for op in module.body.operations:
+            if op.operation.name == "func.func" and str(op.operation.attributes["sym_name"]).strip('"') == task.func_name:
+                op.operation.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+        return _lower_and_jit(module, task, opt_level)
+
+
+def _lower_and_jit(module: ir.Module, task: SearchTask, opt_level: int) -> CompiledKernel:
+    """Bufferize, add the timing loop, unroll, lower to LLVM and JIT (inside the caller's context)."""
+    _run_passes(module, _BUFFERIZE, "lower")
+    _add_bench_wrapper(module, task.func_name)
+    _run_passes(module, "ansor-auto-unroll,canonicalize", "lower")
+    _run_passes(module, _TO_LLVM_CPU, "lower")
+    try:
+        engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(runtime_libs()))
+    except RuntimeError as exc:
+        raise LoweringError("jit", str(exc).splitlines()[0]) from None
     return CompiledKernel(engine, task)
 
 

@@ -96,6 +96,112 @@ def _make_policy(task: SearchTask, sketches: list[Sketch], prior: list[Record], 
     return policy
 
 
+class TaskTuner:
+    """The tuning state of one task, advanced one measured batch at a time.
+
+    `tune` drives one of these to a trial budget; the task scheduler (`scheduler.py`) drives one
+    per task of a network, sharing a measurer, a log and a cost model. Call `start()` once (it
+    measures the untuned program: the baseline and the verification reference), then `step(n)`.
+    """
+
+    def __init__(
+        self,
+        task: SearchTask,
+        *,
+        measurer: Measurer,
+        log_path: str | Path | None = None,
+        writer: RecordWriter | None = None,
+        seed: int = 0,
+        policy: SearchPolicy | None = None,
+        callback: ProgressCallback | None = None,
+        search: str = "learned",
+        crossover: bool = True,
+        cost_model: str | CostModel = "xgb",
+        features_fn: FeaturesFn | None = None,
+        search_options: dict | None = None,
+    ) -> None:
+        self.task = task
+        self.measurer = measurer
+        self.cb = callback or ProgressCallback()
+        path = Path(log_path) if log_path is not None else None
+        self.sketches = generate_sketches(task)
+        self._by_name = {s.name: s for s in self.sketches}
+        self.prior = _prior_records(path, task, self.sketches)
+        self.measured = {r.schedule.key() for r in self.prior}
+        self._closers: list = []
+        self.policy = policy or _make_policy(
+            task, self.sketches, self.prior, self.measured, search=search, seed=seed, crossover=crossover,
+            cost_model=cost_model, features_fn=features_fn, closers=self._closers,
+            options=dict(search_options or {}))
+        self._own_writer = writer is None and path is not None
+        self.writer = writer if writer is not None else (RecordWriter(path) if path is not None else None)
+        self.best: Record | None = best_record(self.prior)
+        self.done = len(self.prior)  # measured trials, resumed ones included
+        self.run_trials = 0
+        self.errors = 0
+        self.streak = 0
+        self.exhausted = False
+        self.baseline: MeasureResult | None = None
+
+    def start(self, trials: int) -> MeasureResult:
+        """Measure the untuned program (baseline + reference) and announce a budget of `trials`."""
+        self.baseline = self.measurer.baseline(self.task)
+        self.cb.on_start(self.task, self.baseline, trials, len(self.prior))
+        return self.baseline
+
+    def step(self, n: int) -> list[Record]:
+        """Measure one batch of up to `n` new candidates; [] (and `exhausted`) when none are left."""
+        task, cb = self.task, self.cb
+        schedules: list[Schedule] = self.policy.next_batch(n)
+        schedules = [s for s in schedules if s.key() not in self.measured]
+        if not schedules:
+            log.info("search space of %s exhausted after %d trials", task.name, self.done)
+            self.exhausted = True
+            return []
+        inputs = [MeasureInput(task, s, self._by_name[s.sketch].script(s.values())) for s in schedules]
+        batch: list[Record] = []
+
+        def log_result(i: int, res: MeasureResult) -> None:
+            inp = inputs[i]
+            rec = Record(record_key(task, inp.schedule), task, inp.schedule, inp.script, res)
+            if self.writer is not None:
+                self.writer.append(rec)  # at once: a killed run loses at most the candidate in flight
+            batch.append(rec)
+            self.measured.add(inp.schedule.key())
+            if rec.error is None and (self.best is None or rec.latency < self.best.latency):
+                self.best = rec
+            if rec.error is not None:
+                self.errors += 1
+                self.streak += 1
+            else:
+                self.streak = 0
+            cb.on_result(task, self.done + len(batch), self.best, self.errors)
+
+        results = self.measurer.measure(inputs, on_result=log_result)
+        for i in range(len(batch), len(results)):  # measurers that report only at the end
+            log_result(i, results[i])
+        self.policy.update(inputs, results)
+        if isinstance(self.policy, EvolutionarySearch):  # Ansor retrains after every measured batch
+            self.policy.model.update(inputs, results, self.policy.features([i.schedule for i in inputs]))
+        self.done += len(inputs)
+        self.run_trials += len(inputs)
+        cb.on_batch(task, self.done, self.best, self.errors, batch)
+        if self.streak >= config.VERBOSE_AFTER_ERRORS:
+            cb.on_errors(task, batch)
+        return batch
+
+    def result(self) -> TuneResult:
+        assert self.baseline is not None, "start() was not called"
+        return TuneResult(self.task, self.best, self.baseline, self.run_trials, self.errors)
+
+    def close(self) -> None:
+        if self.writer is not None and self._own_writer:
+            self.writer.close()
+        for close in self._closers:
+            close()
+        self._closers.clear()
+
+
 def tune(
     task: SearchTask,
     *,
@@ -120,68 +226,18 @@ def tune(
     "random" or a `CostModel`; `features_fn` overrides program feature extraction (tests);
     `search_options` go to `EvolutionarySearch` (population, generations, ...).
     """
-    cb = callback or ProgressCallback()
-    path = Path(log_path) if log_path is not None else None
-    sketches = generate_sketches(task)
-    by_name = {s.name: s for s in sketches}
-    prior = _prior_records(path, task, sketches)
-    measured = {r.schedule.key() for r in prior}
-    closers: list = []
-    if policy is None:
-        policy = _make_policy(task, sketches, prior, measured, search=search, seed=seed, crossover=crossover,
-                              cost_model=cost_model, features_fn=features_fn, closers=closers,
-                              options=dict(search_options or {}))
     own_measurer = measurer is None
     measurer = measurer or create_measurer(run_options)
-    writer = RecordWriter(path) if path is not None else None
-    best = best_record(prior)
-    done, errors, run_trials, streak = len(prior), 0, 0, 0
+    tuner = TaskTuner(task, measurer=measurer, log_path=log_path, seed=seed, policy=policy, callback=callback,
+                      search=search, crossover=crossover, cost_model=cost_model, features_fn=features_fn,
+                      search_options=search_options)
     try:
-        baseline = measurer.baseline(task)
-        cb.on_start(task, baseline, trials, len(prior))
-        while done < trials:
-            schedules: list[Schedule] = policy.next_batch(min(batch_size, trials - done))
-            schedules = [s for s in schedules if s.key() not in measured]
-            if not schedules:
-                log.info("search space of %s exhausted after %d trials", task.name, done)
-                break
-            inputs = [MeasureInput(task, s, by_name[s.sketch].script(s.values())) for s in schedules]
-            batch: list[Record] = []
-
-            def log_result(i: int, res: MeasureResult) -> None:
-                nonlocal best, errors, streak
-                inp = inputs[i]
-                rec = Record(record_key(task, inp.schedule), task, inp.schedule, inp.script, res)
-                if writer is not None:
-                    writer.append(rec)  # at once: a killed run loses at most the candidate in flight
-                batch.append(rec)
-                measured.add(inp.schedule.key())
-                if rec.error is None and (best is None or rec.latency < best.latency):
-                    best = rec
-                if rec.error is not None:
-                    errors += 1
-                    streak += 1
-                else:
-                    streak = 0
-                cb.on_result(task, done + len(batch), best, errors)
-
-            results = measurer.measure(inputs, on_result=log_result)
-            for i in range(len(batch), len(results)):  # measurers that report only at the end
-                log_result(i, results[i])
-            policy.update(inputs, results)
-            if isinstance(policy, EvolutionarySearch):  # Ansor retrains after every measured batch
-                policy.model.update(inputs, results, policy.features([i.schedule for i in inputs]))
-            done += len(inputs)
-            run_trials += len(inputs)
-            cb.on_batch(task, done, best, errors, batch)
-            if streak >= config.VERBOSE_AFTER_ERRORS:
-                cb.on_errors(task, batch)
-        cb.on_end(task, best, baseline)
+        tuner.start(trials)
+        while tuner.done < trials and not tuner.exhausted:
+            tuner.step(min(batch_size, trials - tuner.done))
+        tuner.cb.on_end(task, tuner.best, tuner.baseline)
     finally:
-        if writer is not None:
-            writer.close()
+        tuner.close()
         if own_measurer:
             measurer.close()
-        for close in closers:
-            close()
-    return TuneResult(task, best, baseline, run_trials, errors)
+    return tuner.result()

@@ -15,6 +15,8 @@ strides and dilations are op attributes (named ops) or folded into the indexing 
 from __future__ import annotations
 
 import re
+
+import numpy as np
 from collections.abc import Callable
 
 DEFAULT_WORKLOAD = "matmul-1024"
@@ -536,11 +538,59 @@ _FAMILIES: dict[str, tuple[Callable[[str, str], str], str]] = {
         lambda s, n: conv2d_bn_relu(*_conv_dims(s, 8, n)),
         "convlayer-NxHxWxCIxCOxKxSxP: conv2d + bn + relu",
     ),
+    "mlp": (
+        lambda s, n: mlp(*_dims(s, 3, n)),
+        "mlp-BxWxD: D layers relu(x @ W + b) with residuals, weights embedded (a toy network)",
+    ),
     "tbs": (
         lambda s, n: transpose_batch_matmul_softmax(*_dims(s, 4, n)),
         "tbs-BxSxHxD: transpose + batch_matmul + softmax",
     ),
 }
+
+def _resource(name: str, values: np.ndarray) -> str:
+    """A `dialect_resources` blob entry: 4-byte alignment header + little-endian f32 data."""
+    return f'      {name}: "0x04000000{np.ascontiguousarray(values, dtype="<f4").tobytes().hex().upper()}"'
+
+
+def mlp(batch: int, width: int, depth: int, seed: int = 0) -> str:
+    """A small network with embedded weights: `depth` layers of relu(x @ W_i + b_i), every second
+    layer adding its input back (a residual). Weights are `dense_resource` constants (seeded), so
+    the function takes only the input -- the shape of an imported model, for task extraction."""
+    rng = np.random.default_rng(seed)
+    t, w, v = _t([batch, width]), _t([width, width]), _t([width])
+    body = [f"func.func @mlp(%x: {t}) -> {t} {{",
+            "  %zero = arith.constant 0.0 : f32",
+            f"  %e = tensor.empty() : {t}"]
+    blobs = []
+    cur = "%x"
+    for i in range(depth):
+        blobs.append(_resource(f"w{i}", rng.standard_normal((width, width)) / np.sqrt(width)))
+        blobs.append(_resource(f"b{i}", 0.1 * rng.standard_normal(width)))
+        body += [f"  %w{i} = arith.constant dense_resource<w{i}> : {w}",
+                 f"  %b{i} = arith.constant dense_resource<b{i}> : {v}",
+                 f"  %z{i} = linalg.fill ins(%zero : f32) outs(%e : {t}) -> {t}",
+                 f"  %m{i} = linalg.matmul ins({cur}, %w{i} : {t}, {w}) outs(%z{i} : {t}) -> {t}"]
+        res = i % 2 == 1
+        ins = f"%m{i}, %b{i}" + (f", {cur}" if res else "")
+        tys = f"{t}, {v}" + (f", {t}" if res else "")
+        maps = "#id, #row, " + ("#id, " if res else "") + "#id"
+        args = "%a: f32, %c: f32, " + ("%r: f32, " if res else "") + "%o: f32"
+        add = "    %s0 = arith.addf %a, %c : f32\n" + ("    %s1 = arith.addf %s0, %r : f32\n" if res else "")
+        last = "%s1" if res else "%s0"
+        body += [f"  %y{i} = linalg.generic {{indexing_maps = [{maps}], iterator_types = [\"parallel\", \"parallel\"]}}",
+                 f"      ins({ins} : {tys}) outs(%e : {t}) {{",
+                 f"  ^bb0({args}):",
+                 add.rstrip("\n"),
+                 f"    %q = arith.maximumf {last}, %zero : f32",
+                 "    linalg.yield %q : f32",
+                 f"  }} -> {t}"]
+        cur = f"%y{i}"
+    body += [f"  return {cur} : {t}", "}"]
+    head = "#id = affine_map<(i, j) -> (i, j)>\n#row = affine_map<(i, j) -> (j)>\n"
+    return head + "\n".join(body) + "\n{-#\n  dialect_resources: {\n    builtin: {\n" + ",\n".join(blobs) + \
+        "\n    }\n  }\n#-}\n"
+
 
 #: Ansor's single-op suite and subgraphs (harness shapes), in the order of the paper's Fig. 6.
 _SUITE: dict[str, str] = {
@@ -573,6 +623,7 @@ BUILTIN: dict[str, str] = {
     "matmul-1024": "matmul 1024x1024x1024 fp32 (the default)",
     "matmul-512": "matmul 512x512x512 fp32",
     "matmul_nt-512": "matmul 512^3 with B transposed, as linalg.generic",
+    "mlp-64x256x4": "toy network: 4 dense layers 64x256 with residuals, weights embedded",
     **_SUITE,
 }
 

@@ -1,0 +1,151 @@
+"""Task extraction: a model function -> deduplicated, weighted search tasks.
+
+    model .mlir / module --validate--> --ansor-partition (C++: fusion groups outlined as private
+        @<func>__t<K> functions, func.call in the model)--> partitioned module
+        --create_task per callee, dedupe by structural hash--> Network(tasks with weights, calls)
+
+A task's weight is how often its group occurs in the model (ResNet-18's repeated 3x3 convs
+become one task of weight 4, say). `Network.ir` is the partitioned module: `ansor.compile`
+(`compile.compile_network`) replaces each callee by its task's best schedule and lowers the
+whole module at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlir import ir, passmanager
+
+from . import _native
+from .task import SearchTask, TaskError, TensorSpec, _check_body, _public_funcs, _tensor_spec, create_task, parse_module
+
+GROUP_ATTR = "ansor.group"
+
+
+@dataclass(frozen=True)
+class Network:
+    """A partitioned model function.
+
+    `tasks` are distinct (by structural hash) with `weight` = occurrences; `calls` maps every
+    outlined callee of `ir` to the index of its task; `flops` counts one call of the model
+    (sum over all callees, repeated ones included).
+    """
+
+    name: str
+    func_name: str
+    ir: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    tasks: tuple[SearchTask, ...]
+    calls: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def flops(self) -> int:
+        return sum(t.flops * t.weight for t in self.tasks)
+
+    def as_task(self) -> SearchTask:
+        """The whole model as one (untunable) task record: what `lowering` needs to compile and run it."""
+        digest = hashlib.sha256(self.ir.encode()).hexdigest()[:16]
+        return SearchTask(self.name, self.func_name, self.ir, self.inputs, self.outputs, self.flops, digest)
+
+
+def _read(source: str | Path | ir.Module) -> tuple[str, str]:
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith(".mlir")):
+        path = Path(source)
+        if not path.is_file():
+            raise TaskError(f"{path}: no such file")
+        return path.read_text(), str(path)
+    if isinstance(source, ir.Module):
+        return str(source), "<module>"
+    return str(source), "<input>"
+
+
+def _sym(op: ir.Operation) -> str:
+    return str(op.attributes["sym_name"]).strip('"')
+
+
+def _short(group: str) -> str:
+    return group.split(".", 1)[-1]
+
+
+def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, target: str = "cpu",
+                  name: str | None = None) -> Network:
+    """Partition the model function in `source` into tasks (see the module docstring)."""
+    _native.register_everything()
+    text, where = _read(source)
+    with ir.Context() as ctx, ir.Location.unknown():
+        ctx.allow_unregistered_dialects = False
+        module = parse_module(text, where)
+        funcs = _public_funcs(module)
+        if not funcs:
+            raise TaskError(f"{where}: no public func.func with a body")
+        if func is None and len(funcs) > 1:
+            raise TaskError(f"{where}: several public functions ({', '.join(_sym(f) for f in funcs)}): pick one with --func")
+        if func is not None:
+            funcs = [f for f in funcs if _sym(f) == func]
+            if not funcs:
+                raise TaskError(f"{where}: no public function named '{func}'")
+        fop = funcs[0]
+        fname = _sym(fop)
+        where = f"{where}:@{fname}"
+        ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
+        inputs = tuple(_tensor_spec(t, f"{where} argument #{i}") for i, t in enumerate(ftype.inputs))
+        outputs = tuple(_tensor_spec(t, f"{where} result #{i}") for i, t in enumerate(ftype.results))
+        if not outputs:
+            raise TaskError(f"{where}: the function returns nothing; return the computed tensors")
+        _check_body(fop, where)
+        # Other public functions are not part of the model.
+        for op in list(module.body.operations):
+            if op.operation.name == "func.func" and op.operation in funcs[1:]:
+                op.operation.erase()
+        try:
+            passmanager.PassManager.parse("builtin.module(canonicalize,ansor-partition,symbol-dce)").run(
+                module.operation)
+        except ir.MLIRError as exc:
+            diags = getattr(exc, "error_diagnostics", None) or []
+            raise TaskError(f"{where}: {diags[0].message if diags else str(exc).splitlines()[-1]}") from None
+        callees = [op.operation for op in module.body.operations
+                   if op.operation.name == "func.func" and GROUP_ATTR in op.operation.attributes]
+        standalone: list[tuple[str, str, str]] = []  # (callee name, group, task module text)
+        for callee in callees:
+            single = ir.Module.create()
+            with ir.InsertionPoint(single.body):
+                clone = callee.clone()
+            del clone.attributes["sym_visibility"]
+            group = str(clone.attributes[GROUP_ATTR]).strip('"')
+            del clone.attributes[GROUP_ATTR]
+            standalone.append((_sym(callee), group, single.operation.get_asm(enable_debug_info=False)))
+        partitioned = module.operation.get_asm(enable_debug_info=False)
+
+    tasks: list[SearchTask] = []
+    by_hash: dict[str, int] = {}
+    calls: dict[str, int] = {}
+    counts: list[int] = []
+    for callee, group, body in standalone:
+        t = create_task(body, target=target, name=f"{_short(group)}#{len(tasks)}")
+        if t.hash not in by_hash:
+            by_hash[t.hash] = len(tasks)
+            tasks.append(t)
+            counts.append(0)
+        idx = by_hash[t.hash]
+        counts[idx] += 1
+        calls[callee] = idx
+    weighted = tuple(SearchTask(t.name, t.func_name, t.ir, t.inputs, t.outputs, t.flops, t.hash, t.target, counts[i])
+                     for i, t in enumerate(tasks))
+    return Network(name or fname, fname, partitioned, inputs, outputs, weighted, calls)
+
+
+def task_table(net: Network) -> str:
+    """The `ansor tasks` table: task, anchor, input shapes, GFLOP, weight."""
+    rows = [("task", "inputs", "GFLOP", "weight", "share")]
+    total = max(net.flops, 1)
+    for t in net.tasks:
+        ins = " ".join("x".join(map(str, s.shape)) for s in t.inputs)
+        rows.append((t.name, ins if len(ins) < 60 else ins[:57] + "...", f"{t.flops / 1e9:.4f}", str(t.weight),
+                     f"{100 * t.flops * t.weight / total:.1f}%"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    lines.append(f"{net.name}: {len(net.tasks)} tasks ({len(net.calls)} calls), {net.flops / 1e9:.3f} GFLOP per call")
+    return "\n".join(lines)
