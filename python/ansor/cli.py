@@ -1,6 +1,7 @@
 """The `ansor` command line.
 
-    ansor tune FILE.mlir | --workload NAME  --trials N --log LOG.jsonl [--seed S]
+    ansor tune FILE.mlir | --workload NAME  --trials N --log LOG.jsonl [--seed S] [--strategy gradient|round-robin]
+    ansor tasks FILE.mlir | --workload NAME
     ansor bench FILE.mlir | --workload NAME --log LOG.jsonl
     ansor workloads [--emit NAME]
     ansor sketches FILE.mlir | --workload NAME [--schedule-seed S]
@@ -49,14 +50,49 @@ def _task(args: argparse.Namespace):  # noqa: ANN202
                        target=args.target, name=Path(name).stem if not args.workload else name)
 
 
+def _network(args: argparse.Namespace):  # noqa: ANN202
+    """The source partitioned into tasks (`partition.Network`)."""
+    from .partition import extract_tasks
+
+    text, name = _source(args)
+    return extract_tasks(text if getattr(args, "workload", None) else Path(args.file), func=args.func,
+                         target=args.target, name=Path(name).stem if not args.workload else name)
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from .partition import task_table
+
+    print(task_table(_network(args)))
+    return 0
+
+
+def _tune_network(args: argparse.Namespace, net, opts) -> int:  # noqa: ANN001
+    from .scheduler import SchedulerTable, TaskScheduler
+
+    log_path = args.log or f"{net.name}.{args.target}.jsonl"
+    sched = TaskScheduler(net.tasks, strategy=args.strategy, seed=args.seed,
+                          early_stopping=args.early_stopping)
+    res = sched.tune(args.trials, batch_size=args.batch_size, log_path=log_path, run_options=opts,
+                     callback=SchedulerTable(), search=args.search, crossover=args.crossover)
+    untuned = sum(t.weight * r.baseline.latency for t, r in zip(net.tasks, res.results, strict=True)
+                  if r.baseline.error is None)
+    print(f"{net.name}: {len(net.tasks)} tasks, {res.trials} trials; estimated latency "
+          f"{res.estimated_latency() * 1e3:.3f} ms (untuned {untuned * 1e3:.3f} ms)")
+    print(f"log: {log_path}")
+    return 0
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     from .measure import RunOptions
     from .progress import JsonProgress, TableProgress
     from .tuner import tune
 
-    task = _task(args)
     opts = RunOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                       timeout_s=args.timeout, threads=args.threads)
+    net = None if args.one_task else _network(args)
+    if net is not None and len(net.calls) > 1:  # a model: tune its tasks under the task scheduler
+        return _tune_network(args, net, opts)
+    task = _task(args)
     cb = JsonProgress() if args.json else TableProgress(verbose=args.verbose)
     log_path = args.log or f"{task.name}.{task.target}.jsonl"
     tune(task, trials=args.trials, log_path=log_path, seed=args.seed, batch_size=args.batch_size,
@@ -74,6 +110,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .measure import check_outputs, make_inputs
     from .records import best_record, load_records
 
+    net = _network(args)
+    if len(net.calls) > 1:
+        return _bench_network(args, net)
     task = _task(args)
     rec = best_record(load_records(args.log), task.hash, task.target, current_only=True) if args.log else None
     if args.log and rec is None:
@@ -112,6 +151,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"{'program':<16} {'latency':>12} {'GFLOP/s':>9} {'tuned speedup':>14}")
     for name, t in rows:
         print(f"{name:<16} {t * 1e3:>9.3f} ms {task.flops / t / 1e9:>9.2f} {t / t_tuned:>13.2f}x")
+    return 0
+
+
+def _bench_network(args: argparse.Namespace, net) -> int:  # noqa: ANN001
+    from .compile import compile_network
+    from .measure import check_outputs, make_inputs
+
+    threads = args.threads or os.cpu_count() or 1
+    tuned = compile_network(net, args.log, threads=threads)
+    untuned = compile_network(net, None, threads=threads)
+    inputs = make_inputs(net.as_task())
+    ref, out = untuned(*inputs), tuned(*inputs)
+    refs = list(ref) if isinstance(ref, tuple) else [ref]
+    outs = list(out) if isinstance(out, tuple) else [out]
+    bad = check_outputs(outs, refs, 1e-3, 1e-3)
+    if bad:
+        print(f"error: tuned model is wrong: {bad}", file=sys.stderr)
+        return 1
+    t_tuned = min(tuned.time(*inputs, number=args.number) for _ in range(3))
+    t_untuned = untuned.time(*inputs, number=1)
+    print(f"{net.name}: {len(net.tasks)} tasks ({tuned.tuned_tasks} tuned), {net.flops / 1e9:.3f} GFLOP, "
+          f"{threads} threads, verified against the untuned model")
+    print(f"{'program':<16} {'latency':>12} {'GFLOP/s':>9} {'tuned speedup':>14}")
+    for name, t in (("tuned (ansor)", t_tuned), ("untuned MLIR", t_untuned)):
+        print(f"{name:<16} {t * 1e3:>9.3f} ms {net.flops / t / 1e9:>9.2f} {t / t_tuned:>13.2f}x")
     return 0
 
 
@@ -199,7 +263,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-crossover", dest="crossover", action="store_false",
                    help="evolutionary search without crossover (ablation)")
     t.add_argument("--json", action="store_true", help="JSON progress events instead of a table")
+    t.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",
+                   help="for a model: how the trials are spread over its tasks (default gradient, Ansor's)")
+    t.add_argument("--one-task", action="store_true",
+                   help="tune the whole function as one task (a fused subgraph) instead of partitioning it")
+    t.add_argument("--early-stopping", type=int, default=None,
+                   help="for a model: stop when the estimated latency has not improved for this many trials")
     t.set_defaults(fn=cmd_tune)
+
+    ts = sub.add_parser("tasks", help="partition a model into tasks and print them (task, shapes, GFLOP, weight)")
+    source_args(ts)
+    ts.set_defaults(fn=cmd_tasks)
 
     b = sub.add_parser("bench", help="time the best logged schedule against untuned MLIR and numpy")
     source_args(b)

@@ -2,6 +2,8 @@
 
     module / .mlir file --create_task--> SearchTask --best record in LOG--> script
         --lowering.compile_task--> CompiledFunction(numpy arrays -> numpy arrays)
+    model (several fusion groups) --extract_tasks--> Network --best record per task-->
+        --lowering.compile_network (each callee scheduled, one module)--> CompiledNetwork
 
 Without a log, or without a successful record for the task, the untuned program is compiled
 (with a warning when a log was given).
@@ -17,6 +19,7 @@ from mlir import ir
 
 from . import lowering
 from .records import SKETCH_VERSION, Record, best_record, load_records
+from .partition import Network, extract_tasks
 from .task import SearchTask, create_task
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,57 @@ class CompiledFunction:
         return self._kernel.time(ins, number) / number
 
 
+def _best(records: list[Record], task: SearchTask, target: str, source: str | Path) -> Record | None:
+    record = best_record(records, task.hash, target, current_only=True)
+    stale = best_record(records, task.hash, target)
+    if stale is not None and stale is not record:
+        log.warning("%s: ignoring records of %s from sketch generator v%d (this is v%d); retune to use them",
+                    source, task.name, stale.sketch_version, SKETCH_VERSION)
+    return record
+
+
+class CompiledNetwork:
+    """A compiled model: every task's callee runs its best schedule (untuned where the log has
+    none). Call it with the model's inputs; it returns one array or a tuple."""
+
+    def __init__(self, net: Network, records: dict[str, Record | None], threads: int | None = None) -> None:
+        self.network = net
+        self.records = records  # task hash -> best record (None: untuned)
+        lowering.set_threads(threads)
+        scripts = {h: r.script for h, r in records.items() if r is not None}
+        callees = {name: net.tasks[i] for name, i in net.calls.items()}
+        self._kernel = lowering.compile_network(net.as_task(), callees, scripts)
+
+    @property
+    def tuned_tasks(self) -> int:
+        return sum(r is not None for r in self.records.values())
+
+    def __call__(self, *arrays: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
+        outs = self._kernel.run(list(arrays))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def time(self, *arrays: np.ndarray, number: int = 10) -> float:
+        """Seconds per call, averaged over `number` calls in a native loop."""
+        ins = [np.ascontiguousarray(a, dtype=s.numpy_dtype()) for a, s in zip(arrays, self.network.inputs, strict=True)]
+        return self._kernel.time(ins, number) / number
+
+
+def compile_network(net: Network, log: str | Path | None = None, *, threads: int | None = None) -> CompiledNetwork:
+    """Compile a partitioned model with the best record of each of its tasks in `log`."""
+    records = load_records(log) if log is not None else []
+    chosen: dict[str, Record | None] = {}
+    missing = []
+    for t in net.tasks:
+        chosen[t.hash] = _best(records, t, t.target, log) if log is not None else None
+        if chosen[t.hash] is None:
+            missing.append(t.name)
+    if log is not None and missing:
+        log_ = logging.getLogger(__name__)
+        log_.warning("%s: no record for %d of %d tasks (%s): they run untuned", log, len(missing), len(net.tasks),
+                     ", ".join(missing[:6]) + (", ..." if len(missing) > 6 else ""))
+    return CompiledNetwork(net, chosen, threads)
+
+
 def compile(  # noqa: A001 (the public name the API promises)
     source: str | Path | ir.Module,
     target: str = "cpu",
@@ -57,20 +111,22 @@ def compile(  # noqa: A001 (the public name the API promises)
     *,
     func: str | None = None,
     threads: int | None = None,
-) -> CompiledFunction:
-    """Compile `source` (a .mlir path, MLIR text or module) with the best schedule in `log`."""
+) -> CompiledFunction | CompiledNetwork:
+    """Compile `source` (a .mlir path, MLIR text or module) with the best schedules in `log`.
+
+    A function made of one fusion group is one task (`CompiledFunction`); a model with several
+    groups is partitioned into tasks and compiled as a whole (`CompiledNetwork`), each task
+    with its own best record."""
     if target != "cpu":
         raise ValueError(f"target '{target}' is not supported yet (supported: cpu)")
+    net = extract_tasks(source, func=func, target=target)
+    if len(net.calls) > 1:
+        return compile_network(net, log, threads=threads)
     task = create_task(source, func=func, target=target)
     record = None
     if log is not None:
         records = load_records(log)
-        record = best_record(records, task.hash, target, current_only=True)
-        stale = best_record(records, task.hash, target)
-        if stale is not None and stale is not record:
-            logging.getLogger(__name__).warning(
-                "%s: ignoring records of %s from sketch generator v%d (this is v%d); retune to use them",
-                log, task.name, stale.sketch_version, SKETCH_VERSION)
+        record = _best(records, task, target, log)
         if record is None:
             logging.getLogger(__name__).warning(
                 "%s: no successful record for %s on %s: using the untuned program", log, task.name, target

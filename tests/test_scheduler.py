@@ -1,0 +1,140 @@
+"""Task scheduler: Ansor's gradient estimate by hand, budget allocation with a fake measurer."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ansor import workloads
+from ansor.measure import MeasureInput, MeasureResult, Measurer
+from ansor.records import load_records
+from ansor.scheduler import TaskScheduler
+from ansor.task import SearchTask, create_task
+
+
+def _task(name: str, text: str, weight: int = 1) -> SearchTask:
+    t = create_task(text, name=name)
+    return SearchTask(t.name, t.func_name, t.ir, t.inputs, t.outputs, t.flops, t.hash, t.target, weight)
+
+
+@pytest.fixture(scope="module")
+def two_tasks() -> list[SearchTask]:
+    # Different kinds of anchor (matmul vs batch_matmul): not "similar".
+    return [_task("matmul#0", workloads.get("matmul-256x128x512"), 1),
+            _task("batch_matmul#1", workloads.get("gmm-1x64x64x64"), 3)]
+
+
+def test_gradient_matches_hand_computation(two_tasks) -> None:
+    s = TaskScheduler(two_tasks, alpha=0.2, beta=2.0, backward_window=3)
+    g = np.array([2.0, 1.0])
+    hist = [[4.0, 3.0, 2.5, 2.2, 2.0], [1.2, 1.0]]
+    grads = s.gradients(g, [2, 4], hist)
+    # task 0: weight 1, backward (2.0 - 3.0) / 3, forward (2 - 2/2) - 2 = -1
+    assert grads[0] == pytest.approx(1 * (0.2 * (-1 / 3) + 0.8 * -1.0), rel=1e-3)
+    # task 1: weight 3, history too short for the backward term, forward (1 - 1/4) - 1
+    assert grads[1] == pytest.approx(3 * (0.8 * -0.25), rel=1e-3)
+
+
+def test_similar_tasks_bound_the_forward_estimate() -> None:
+    a = _task("matmul#0", workloads.get("matmul-64"))
+    b = _task("matmul#1", workloads.get("matmul-64x64x128"))
+    s = TaskScheduler([a, b], alpha=0.0, beta=2.0)
+    g = np.array([10 * a.flops / b.flops, 1.0])  # task 0 runs at 1/10 of task 1's throughput
+    grads = s.gradients(g, [2, 2], [[g[0]], [g[1]]])
+    # optimistic next latency of task 0: min(g/2, beta * its flops at task 1's speed) = 2 * flops_a / flops_b
+    expected = 2.0 * a.flops / b.flops - g[0]
+    assert grads[0] == pytest.approx(expected, rel=1e-3)
+
+
+def test_user_objective_enters_through_the_chain_rule(two_tasks) -> None:
+    s = TaskScheduler(two_tasks, objective=lambda g: float(g[0]), alpha=0.0)  # only task 0 matters
+    grads = s.gradients(np.array([2.0, 1.0]), [2, 2], [[2.0], [1.0]])
+    assert grads[1] == pytest.approx(0.0, abs=1e-9)
+    assert grads[0] < 0
+
+
+class ScaledMeasurer(Measurer):
+    """Fake latencies: a per-task scale x a deterministic function of the schedule (no compiler)."""
+
+    def __init__(self, scale: dict[str, float]) -> None:
+        self.scale = scale
+        self.count: dict[str, int] = {}
+
+    def baseline(self, task: SearchTask) -> MeasureResult:
+        return MeasureResult(costs=(1000 * self.scale[task.hash],))
+
+    def measure(self, inputs: list[MeasureInput], on_result=None) -> list[MeasureResult]:  # noqa: ANN001
+        out = []
+        for i, inp in enumerate(inputs):
+            self.count[inp.task.hash] = self.count.get(inp.task.hash, 0) + 1
+            v = inp.schedule.values()
+            bowl = 1 + sum(abs(math.log2(max(x, 1)) - 3) for k, x in v.items() if not k.endswith("unroll"))
+            res = MeasureResult(costs=(self.scale[inp.task.hash] * bowl,))
+            out.append(res)
+            if on_result is not None:
+                on_result(i, res)
+        return out
+
+
+def test_gradient_spends_the_budget_where_the_latency_is(two_tasks, tmp_path) -> None:
+    heavy, light = two_tasks[1], two_tasks[0]  # heavy: weight 3, 100x the latency scale
+    scale = {heavy.hash: 1e-1, light.hash: 1e-3}
+    runs = {}
+    for strategy in ("gradient", "round-robin"):
+        m = ScaledMeasurer(scale)
+        res = TaskScheduler(two_tasks, strategy=strategy, seed=1).tune(
+            96, batch_size=8, measurer=m, log_path=tmp_path / f"{strategy}.jsonl", search="random")
+        assert res.trials == 96
+        assert sum(m.count.values()) == 96
+        runs[strategy] = (m.count, res)
+    grad_counts, grad = runs["gradient"]
+    rr_counts, rr = runs["round-robin"]
+    assert rr_counts[heavy.hash] == rr_counts[light.hash] == 48
+    assert grad_counts[heavy.hash] > 2 * grad_counts[light.hash]
+    # each task's random search draws the same sequence under both strategies, so more rounds
+    # for the heavy task can only improve it
+    h = two_tasks.index(heavy)
+    assert grad.results[h].best.latency <= rr.results[h].best.latency
+    # the objective history is non-increasing and ends at the estimate
+    objs = [o for _, o in grad.history]
+    assert all(b <= a + 1e-12 for a, b in zip(objs, objs[1:], strict=False))
+    assert objs[-1] == pytest.approx(grad.estimated_latency())
+    # every measured candidate was logged under its own task
+    recs = load_records(tmp_path / "gradient.jsonl")
+    assert len(recs) == 96
+    assert {r.task.hash for r in recs} == {heavy.hash, light.hash}
+
+
+def test_network_tuning_resumes_from_its_log(two_tasks, tmp_path) -> None:
+    log = tmp_path / "net.jsonl"
+    scale = {t.hash: 1e-3 for t in two_tasks}
+    TaskScheduler(two_tasks, strategy="round-robin").tune(32, batch_size=8, measurer=ScaledMeasurer(scale),
+                                                         log_path=log, search="random")
+    m = ScaledMeasurer(scale)
+    res = TaskScheduler(two_tasks, strategy="round-robin").tune(16, batch_size=8, measurer=m, log_path=log,
+                                                               search="random")
+    assert res.trials == 16
+    assert [r.trials for r in res.results] == [8, 8]
+    keys = [r.key for r in load_records(log)]
+    assert len(keys) == len(set(keys)) == 48  # nothing measured twice across the two runs
+
+
+def test_early_stopping_ends_a_flat_run(two_tasks) -> None:
+    class Flat(ScaledMeasurer):
+        def measure(self, inputs, on_result=None):  # noqa: ANN001, ANN202
+            out = [MeasureResult(costs=(1.0,)) for _ in inputs]
+            for i, r in enumerate(out):
+                if on_result is not None:
+                    on_result(i, r)
+            return out
+
+    scale = {t.hash: 1.0 for t in two_tasks}
+    res = TaskScheduler(two_tasks, early_stopping=16).tune(200, batch_size=8, measurer=Flat(scale), search="random")
+    assert res.trials < 200
+
+
+def test_bad_strategy_is_a_clear_error(two_tasks) -> None:
+    with pytest.raises(ValueError, match="unknown task scheduling strategy"):
+        TaskScheduler(two_tasks, strategy="fastest-first")
