@@ -247,8 +247,9 @@ def finish(text: str, where: str, *, elide_weights: bool = False) -> str:
         module = parse_module(text, where)
         widen_i1_tensors(module, where)
         if elide_weights:
-            return module.operation.get_asm(large_elements_limit=ELIDE_ELEMENTS,
+            text = module.operation.get_asm(large_elements_limit=ELIDE_ELEMENTS,
                                             large_resource_limit=ELIDE_RESOURCE_BYTES)
+            return re.sub(r"\{-#\s*(dialect_resources:\s*\{\s*(builtin:\s*\{\s*\}\s*)?\}\s*)?#-\}\s*$", "", text)
         return module.operation.get_asm()
 
 

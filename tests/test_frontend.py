@@ -1,0 +1,251 @@
+"""Model import: PyTorch -> linalg-on-tensors text that our pipeline accepts and computes PyTorch's numbers.
+
+The exporter (torch-mlir) always runs in its own process; this process holds torch (for the
+in-memory module and the reference) next to our MLIR, never torch-mlir. Tests that need torch-mlir
+skip when it is absent; the i1 widening and the input checks run without torch.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mlir import ir
+
+import ansor
+from ansor import frontend, lowering, workloads
+from ansor.task import TaskError
+
+needs_torch_mlir = pytest.mark.skipif(not frontend.torch_available(),
+                                      reason="torch / torch-mlir not installed (pip install 'ansor-mlir[torch]')")
+
+
+def _untuned(text: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Our untuned program's outputs: create_task + lowering with no schedule."""
+    task = ansor.create_task(text)
+    return lowering.compile_task(task, None).run(inputs)
+
+
+def _ansor(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ansor.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def _one_line_error(p: subprocess.CompletedProcess, expected: str) -> None:
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2, p.stderr
+    assert len(lines) == 1 and expected in lines[0] and "Traceback" not in p.stderr, p.stderr
+
+
+# ---- no torch needed ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("1x3x224x224", ((1, 3, 224, 224), "f32")),
+    ("128", ((128,), "f32")),
+    ("1x128xi64", ((1, 128), "i64")),
+    (" 2X4 ", ((2, 4), "f32")),
+])
+def test_parse_input_shape(text: str, expected: tuple) -> None:
+    assert frontend.parse_input_shape(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "1x", "1x3xq", "0x4", "-1x4", "i64", "1,3,224"])
+def test_parse_input_shape_rejects(text: str) -> None:
+    with pytest.raises(TaskError, match="bad input shape"):
+        frontend.parse_input_shape(text)
+
+
+# torch-mlir's shapes of boolean masks: a comparison yields i1, a constant i1 mask, a transposed
+# and extracted mask, a filled mask, consumers select on them.
+BOOL_MODULE = """
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @f(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %true = arith.constant true
+  %c0 = arith.constant 0 : index
+  %m0 = arith.constant dense<[[true, false, false, false], [true, true, false, false],
+                              [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %e = tensor.empty() : tensor<4x4xi1>
+  %pos = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x4xf32>) outs(%e : tensor<4x4xi1>) {
+  ^bb0(%a: f32, %o: i1):
+    %c = arith.cmpf ogt, %a, %zero : f32
+    linalg.yield %c : i1
+  } -> tensor<4x4xi1>
+  %et = tensor.empty() : tensor<4x4xi1>
+  %mt = linalg.transpose ins(%m0 : tensor<4x4xi1>) outs(%et : tensor<4x4xi1>) permutation = [1, 0]
+  %ones = linalg.fill ins(%true : i1) outs(%e : tensor<4x4xi1>) -> tensor<4x4xi1>
+  %b = tensor.extract %mt[%c0, %c0] : tensor<4x4xi1>
+  %fx = tensor.empty() : tensor<4x4xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id, #id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %pos, %mt, %ones : tensor<4x4xf32>, tensor<4x4xi1>, tensor<4x4xi1>, tensor<4x4xi1>)
+      outs(%fx : tensor<4x4xf32>) {
+  ^bb0(%a: f32, %p: i1, %m: i1, %one: i1, %o: f32):
+    %s1 = arith.select %p, %a, %zero : f32
+    %both = arith.andi %m, %one : i1
+    %both2 = arith.andi %both, %b : i1
+    %s2 = arith.select %both2, %s1, %a : f32
+    linalg.yield %s2 : f32
+  } -> tensor<4x4xf32>
+  return %r : tensor<4x4xf32>
+}
+"""
+
+
+def _bool_reference(x: np.ndarray) -> np.ndarray:
+    mt = np.tril(np.ones((4, 4), bool)).T  # the transposed constant mask; mt[0, 0] is true
+    s1 = np.where(x > 0, x, 0)
+    return np.where(mt, s1, x).astype(np.float32)
+
+
+def test_widen_i1_tensors_keeps_the_numbers() -> None:
+    text = frontend.finish(BOOL_MODULE, "bool.mlir")
+    assert "xi1>" not in text and "xi8>" in text
+    x = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
+    (out,) = _untuned(text, [x])
+    np.testing.assert_array_equal(out, _bool_reference(x))
+
+
+def test_widen_i1_tensors_counts_and_is_a_noop_without_booleans() -> None:
+    with ir.Context(), ir.Location.unknown():
+        # The constant, two tensor.empty, the comparison, the transpose and the fill.
+        assert frontend.widen_i1_tensors(ir.Module.parse(BOOL_MODULE)) == 6
+        plain = ir.Module.parse(workloads.matmul(8, 8, 8))
+        before = str(plain)
+        assert frontend.widen_i1_tensors(plain) == 0 and str(plain) == before
+
+
+def test_bool_function_argument_rejected() -> None:
+    text = "func.func @g(%m: tensor<4xi1>) -> tensor<4xi1> {\n  return %m : tensor<4xi1>\n}\n"
+    with pytest.raises(TaskError, match=r"m\.mlir: @g argument #0 is a bool tensor tensor<4xi1>"):
+        frontend.finish(text, "m.mlir")
+
+
+def test_tm_tensor_text_rejected() -> None:
+    text = "func.func @s(%a: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = tm_tensor.sort dimension(0) ...\n}\n"
+    with pytest.raises(TaskError, match=r"s\.mlir: tm_tensor\.sort: torch-mlir TMTensor ops cannot be compiled"):
+        frontend.finish(text, "s.mlir")
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["missing.py:make_model", "--input-shape", "1x4"], "missing.py: no such file"),
+    (["model.py", "--input-shape", "1x4"], "bad model spec 'model.py'"),
+    (["model.py:make_model", "--input-shape", "1x4xbf16"], "bad input shape '1x4xbf16'"),
+    (["model.py:make_model"], "give the model's input shapes"),
+    (["--network", "alexnet"], "unknown network 'alexnet' (built-in: mlp, "),
+    (["--network", "mlp", "--input-shape", "1x4"], "--input-shape does not apply to --network mlp"),
+    ([], "give a model spec"),
+])
+def test_cli_bad_input_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    (tmp_path / "model.py").write_text("def make_model():\n    raise AssertionError('never loaded here')\n")
+    _one_line_error(_ansor("import", *args, "-o", "out.mlir", cwd=tmp_path), expected)
+    assert not (tmp_path / "out.mlir").exists()
+
+
+def test_cli_lists_networks() -> None:
+    p = _ansor("import", "--list")
+    assert p.returncode == 0, p.stderr
+    names = [ln.split()[0] for ln in p.stdout.splitlines()]
+    assert {"mlp", "small-cnn", "resnet18", "bert-layer", "mobilenet-v2"} <= set(names)
+
+
+# ---- torch + torch-mlir ---------------------------------------------------------------------------
+
+
+@needs_torch_mlir
+def test_import_torch_mlp_matches_pytorch() -> None:
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
+    x = torch.randn(3, 16)
+    text = frontend.import_torch(model, (x,))
+    assert "dense_resource<" in text and "tm_tensor" not in text
+    task = ansor.create_task(text)
+    assert [s.shape for s in task.inputs] == [(3, 16)], "weights must be embedded, not arguments"
+    assert task.flops >= 2 * 3 * (16 * 32 + 32 * 8)
+    (out,) = lowering.compile_task(task, None).run([x.numpy()])
+    np.testing.assert_allclose(out, model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@needs_torch_mlir
+def test_import_torch_bool_masks_widened() -> None:
+    torch = pytest.importorskip("torch")
+
+    class Masked(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("causal", torch.triu(torch.ones(6, 6, dtype=torch.bool), 1))
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            y = torch.where(x > 0, x, 0.1 * x).masked_fill(self.causal, float("-inf"))
+            return torch.softmax(y, -1) * (x.sum(-1, keepdim=True) > 0)
+
+    x = torch.randn(2, 6, 6, generator=torch.Generator().manual_seed(1))
+    text = frontend.import_torch(Masked().eval(), (x,))
+    assert "xi1>" not in text
+    (out,) = _untuned(text, [x.numpy()])
+    np.testing.assert_allclose(out, Masked().eval()(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+@needs_torch_mlir
+def test_import_file_conv_net_matches_pytorch(tmp_path: Path) -> None:
+    (tmp_path / "convnet.py").write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+
+        def make_model():
+            torch.manual_seed(3)
+            net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                                nn.Conv2d(8, 4, 3, stride=2), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 3 * 3, 5))
+            with torch.no_grad():
+                net[1].running_mean.uniform_(-0.5, 0.5)
+                net[1].running_var.uniform_(0.5, 1.5)
+            return net.eval()
+    """))
+    spec = f"{tmp_path / 'convnet.py'}:make_model"
+    text = frontend.import_file(spec, [(2, 3, 16, 16)])
+    x = np.random.default_rng(2).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    (ref,) = frontend.torch_reference(spec, [x])
+    (out,) = _untuned(text, [x])
+    assert out.shape == (2, 5)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+@needs_torch_mlir
+def test_sort_rejected_naming_the_op() -> None:
+    torch = pytest.importorskip("torch")
+
+    class Sorts(torch.nn.Module):
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return torch.sort(x, dim=-1).values * 2
+
+    with pytest.raises(TaskError) as info:
+        frontend.import_torch(Sorts(), (torch.randn(4, 4),))
+    msg = str(info.value)
+    assert "\n" not in msg and "tm_tensor.sort" in msg and "test_frontend.py" in msg
+
+
+@needs_torch_mlir
+def test_cli_network_and_elided_weights(tmp_path: Path) -> None:
+    p = _ansor("import", "--network", "mlp", "-o", "mlp.mlir", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    full = (tmp_path / "mlp.mlir").read_text()
+    assert ansor.create_task(full).inputs[0].shape == (4, 64)
+    p = _ansor("import", "--network", "mlp", "--elide-weights", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "dense_resource<" in p.stdout and len(p.stdout) < len(full) / 5
+    assert "dialect_resources" not in p.stdout
+
+
+@needs_torch_mlir
+def test_cli_factory_errors_one_line(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("def broken():\n    raise RuntimeError('no weights here')\n")
+    _one_line_error(_ansor("import", "m.py:nothere", "--input-shape", "1x4", cwd=tmp_path),
+                    "m.py:nothere: the file defines no 'nothere'")
+    _one_line_error(_ansor("import", "m.py:broken", "--input-shape", "1x4", cwd=tmp_path),
+                    "m.py:broken: broken() failed: RuntimeError: no weights here")
