@@ -238,6 +238,60 @@ def _truncate_after(op: ir.Operation, value: ir.Value, to: ir.Type) -> None:
     value.replace_all_uses_except(tr.results[0], tr)
 
 
+_NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "i32": np.int32,
+                 "i16": np.int16, "i8": np.int8}
+
+
+def _resource_blob(text: str, name: str) -> bytes | None:
+    """The bytes of resource `name` in the text's `dialect_resources` section (alignment word dropped)."""
+    m = re.search(r'\n\s*"?' + re.escape(name) + r'"?: "0x([0-9A-Fa-f]*)"', text)
+    return bytes.fromhex(m.group(1))[4:] if m else None
+
+
+def _defining_op(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
+
+
+def fold_weight_transposes(module: ir.Module, text: str) -> int:
+    """Replace `linalg.transpose` of a constant (torch-mlir's `aten.linear` weights) by the transposed constant.
+
+    torch-mlir lowers `x @ W.T` to a runtime transpose of the weight followed by a matmul; folding
+    it here saves that copy on every call and leaves the matmul its real operands. `text` is the
+    module's text, whose resource section holds the weights (our bindings cannot read a
+    `dense_resource` back). Returns the number of transposes folded.
+    """
+    ops = [op for op in _all_ops(module.operation) if op.name == "linalg.transpose"]
+    folded = 0
+    for op in ops:
+        src = op.operands[0]
+        cst = _defining_op(src)
+        if cst is None or cst.name != "arith.constant":
+            continue
+        m = re.match(r"dense_resource<([^>]+)>", str(cst.attributes["value"]))
+        t = src.type
+        dtype = _NUMPY_DTYPES.get(str(t.element_type)) if isinstance(t, ir.RankedTensorType) else None
+        if m is None or dtype is None:
+            continue
+        blob = _resource_blob(text, m.group(1))
+        if blob is None or len(blob) != int(np.prod(t.shape)) * np.dtype(dtype).itemsize:
+            continue
+        perm = [int(p) for p in ir.DenseI64ArrayAttr(op.attributes["permutation"])]
+        data = np.ascontiguousarray(np.frombuffer(blob, dtype=dtype).reshape(t.shape).transpose(perm))
+        rtype = op.results[0].type
+        attr = ir.DenseResourceElementsAttr.get_from_buffer(data, f"{m.group(1)}_T", rtype)
+        with ir.InsertionPoint(op), op.location:
+            new = ir.Operation.create("arith.constant", results=[rtype], attributes={"value": attr})
+        op.results[0].replace_all_uses_with(new.results[0])
+        init = _defining_op(op.operands[1])
+        op.erase()
+        for dead in (cst, init):
+            if dead is not None and not list(dead.results[0].uses):
+                dead.erase()
+        folded += 1
+    return folded
+
+
 def finish(text: str, where: str, *, elide_weights: bool = False) -> str:
     """Imported MLIR text -> text our pipeline accepts (see the module docstring); raises `TaskError`."""
     tm = sorted(set(re.findall(r"\b(tm_tensor\.[a-z_]+)", text)))
@@ -245,6 +299,7 @@ def finish(text: str, where: str, *, elide_weights: bool = False) -> str:
         raise TaskError(f"{where}: {', '.join(tm)}: torch-mlir TMTensor ops cannot be compiled by ansor")
     with ir.Context(), ir.Location.unknown():
         module = parse_module(text, where)
+        fold_weight_transposes(module, text)
         widen_i1_tensors(module, where)
         if elide_weights:
             text = module.operation.get_asm(large_elements_limit=ELIDE_ELEMENTS,
