@@ -43,6 +43,25 @@ bool isAllParallel(Operation *op) {
 
 bool isFusibleProducer(Operation *op) { return isAllParallel(op) || isa<tensor::PadOp>(op); }
 
+/// Computes only from constants (e.g. batch-norm parameters folded at run time): stays in the
+/// parent, where it costs next to nothing, instead of becoming a task of its own.
+bool isConstantOnly(Operation *op, llvm::DenseMap<Operation *, bool> &memo) {
+  auto it = memo.find(op);
+  if (it != memo.end())
+    return it->second;
+  bool result = false;
+  if (isa<arith::ConstantOp, tensor::EmptyOp>(op)) {
+    result = true;
+  } else if (isAllParallel(op) || isa<tensor::PadOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op)) {
+    result = llvm::all_of(op->getOperands(), [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && isConstantOnly(def, memo);
+    });
+  }
+  memo[op] = result;
+  return result;
+}
+
 class Partitioner {
 public:
   Partitioner(func::FuncOp func, int64_t maxInlineElements)
@@ -78,14 +97,16 @@ private:
   int64_t maxInlineElements;
   Block *block = nullptr;
   llvm::DenseMap<Operation *, int64_t> groupOf;
+  llvm::DenseMap<Operation *, bool> constantOnly;
   SmallVector<Group> groups;
 };
 
 void Partitioner::addProducers(Operation *op, int64_t g) {
   for (Value operand : op->getOperands()) {
     Operation *def = operand.getDefiningOp();
-    if (!def || def->getBlock() != block || groupOf.count(def) || !isFusibleProducer(def))
-      continue;
+    if (!def || def->getBlock() != block || groupOf.count(def) || !isFusibleProducer(def) ||
+        isa<linalg::FillOp>(def) || isConstantOnly(def, constantOnly))
+      continue; // (fills of cloneable values are cloned into each group that uses them)
     // Only when the group is the producer's sole consumer (else its result escapes mid-group).
     bool sole = llvm::all_of(def->getUsers(), [&](Operation *u) { return u == op || inGroup(u, g); });
     if (!sole)
@@ -130,6 +151,8 @@ bool Partitioner::isCloneable(Value v) const {
     return false;
   if (isa<tensor::EmptyOp>(def))
     return def->getNumOperands() == 0;
+  if (auto fill = dyn_cast<linalg::FillOp>(def)) // an initialiser, e.g. shared by two convolutions
+    return llvm::all_of(fill->getOperands(), [&](Value o) { return isCloneable(o); });
   if (auto cst = dyn_cast<arith::ConstantOp>(def)) {
     auto shaped = dyn_cast<ShapedType>(cst.getType());
     if (!shaped)
@@ -140,6 +163,14 @@ bool Partitioner::isCloneable(Value v) const {
     return dense.isSplat() || (shaped.hasStaticShape() && shaped.getNumElements() <= maxInlineElements);
   }
   return false;
+}
+
+/// Adds a cloneable op after the cloneable ops it uses (a fill after its constant and empty).
+static void addClone(Operation *op, llvm::SetVector<Operation *> &clones) {
+  for (Value v : op->getOperands())
+    if (Operation *def = v.getDefiningOp())
+      addClone(def, clones);
+  clones.insert(op);
 }
 
 LogicalResult Partitioner::outline(Group &group, int64_t index, SymbolTable &symbols) {
@@ -155,7 +186,7 @@ LogicalResult Partitioner::outline(Group &group, int64_t index, SymbolTable &sym
         if (!def && op->isAncestor(v.getParentBlock()->getParentOp()))
           continue; // a block argument of a region inside the member
         if (isCloneable(v))
-          clones.insert(def);
+          addClone(def, clones);
         else
           args.insert(v);
       }
@@ -211,7 +242,8 @@ LogicalResult Partitioner::run(SymbolTable &symbols) {
     if (isAnchor(&op) && !groupOf.count(&op))
       grow(&op);
   for (Operation &op : *block)
-    if (isAllParallel(&op) && !groupOf.count(&op))
+    if (isAllParallel(&op) && !isa<linalg::FillOp>(op) && !groupOf.count(&op) &&
+        !isConstantOnly(&op, constantOnly))
       grow(&op);
   // Program order of the groups: by their last op.
   llvm::sort(groups, [](const Group &a, const Group &b) { return a.back()->isBeforeInBlock(b.back()); });
@@ -219,12 +251,10 @@ LogicalResult Partitioner::run(SymbolTable &symbols) {
     if (failed(outline(group, i, symbols)))
       return failure();
   // Producers cloned into callees (empties, small constants) may now be dead in the parent.
-  SmallVector<Operation *> dead;
-  for (Operation &op : *block)
-    if ((isa<tensor::EmptyOp>(op) || isa<arith::ConstantOp>(op)) && op.use_empty())
-      dead.push_back(&op);
-  for (Operation *op : dead)
-    op->erase();
+  // Fills first, then what they used: walk backwards.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*block)))
+    if (isa<tensor::EmptyOp, arith::ConstantOp, linalg::FillOp>(op) && op.use_empty())
+      op.erase();
   return success();
 }
 

@@ -173,7 +173,9 @@ def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
       transpose) Linalg ops, recursively;
     * its **consumer chain** joins it: while the last op's results have exactly one user and that
       user is an all-parallel Linalg op (other operands may come from anywhere), the user is added;
-    * all-parallel Linalg ops left over start groups of their own (same producer/consumer rules).
+    * all-parallel Linalg ops left over start groups of their own (same producer/consumer rules),
+      except ops computing only from constants (batch-norm parameters folded at run time): they
+      stay in the parent; so do `linalg.fill`s, which are cloned into every group using them.
 
     So only the last op of a group has uses outside it. Each group is outlined into a private
     function `@<func>__t<K>` (K counts groups in program order) placed after its parent and

@@ -162,3 +162,42 @@ func.func @eltwise(%a: tensor<37x53xf32>) -> tensor<37x53xf32> {
   } -> tensor<37x53xf32>
   return %t : tensor<37x53xf32>
 }
+
+// -----
+
+// One zero-filled init shared by two matmuls is cloned into both tasks; an element-wise op on
+// constants only (a folded batch-norm scale, say) stays in the parent.
+// CHECK-LABEL: func.func @shared_fill(
+// CHECK:         %[[S:.*]] = linalg.generic
+// CHECK:         call @shared_fill__t0(%{{.*}}, %[[S]])
+// CHECK:         call @shared_fill__t1(
+// CHECK-NOT:     linalg.fill
+// CHECK:       func.func private @shared_fill__t0(
+// CHECK:         linalg.fill
+// CHECK:         linalg.matmul
+// CHECK:       func.func private @shared_fill__t1(
+// CHECK:         linalg.fill
+// CHECK:         linalg.matmul
+#v = affine_map<(i) -> (i)>
+func.func @shared_fill(%a: tensor<8x4xf32>, %b: tensor<4x2xf32>) -> (tensor<8x2xf32>, tensor<8x2xf32>) {
+  %cst = arith.constant 0.0 : f32
+  %p = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %ev = tensor.empty() : tensor<2xf32>
+  %sc = linalg.generic {indexing_maps = [#v, #v], iterator_types = ["parallel"]}
+      ins(%p : tensor<2xf32>) outs(%ev : tensor<2xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = math.sqrt %x : f32
+    linalg.yield %r : f32
+  } -> tensor<2xf32>
+  %e = tensor.empty() : tensor<8x2xf32>
+  %z = linalg.fill ins(%cst : f32) outs(%e : tensor<8x2xf32>) -> tensor<8x2xf32>
+  %m0 = linalg.matmul ins(%a, %b : tensor<8x4xf32>, tensor<4x2xf32>) outs(%z : tensor<8x2xf32>) -> tensor<8x2xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%m0, %sc : tensor<8x2xf32>, tensor<2xf32>) outs(%e : tensor<8x2xf32>) {
+  ^bb0(%x: f32, %s: f32, %o: f32):
+    %r = arith.mulf %x, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<8x2xf32>
+  %m1 = linalg.matmul ins(%a, %b : tensor<8x4xf32>, tensor<4x2xf32>) outs(%z : tensor<8x2xf32>) -> tensor<8x2xf32>
+  return %y, %m1 : tensor<8x2xf32>, tensor<8x2xf32>
+}

@@ -1,0 +1,170 @@
+"""End-to-end network benchmark: tune a whole model under the task scheduler, run it, compare.
+
+    network NAME --ansor import (torch-mlir, own process)--> model.mlir --extract_tasks--> tasks
+    tasks --TaskScheduler(gradient) and TaskScheduler(round-robin), same trials--> two logs + curves
+    best records --compile_network--> tuned model; untuned model; PyTorch eager (own process)
+    --> numerics checked against PyTorch, latency table, tuning curves (PNG)
+
+Usage: python bench/network.py resnet18 --trials 400 [--threads 2] [--strategies gradient,round-robin]
+NAME is a built-in network (`ansor import --list`) or a built-in linalg workload such as
+mlp-64x256x4 (then there is no PyTorch column). Logs, the model and the plot go to bench/out/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out"
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _model_text(name: str) -> tuple[str, bool]:
+    """(MLIR text, is a PyTorch network)."""
+    from ansor import frontend, workloads
+    from ansor.models import NETWORKS
+
+    if name in NETWORKS:
+        path = OUT / f"{name}.mlir"
+        if not path.exists():
+            t0 = time.perf_counter()
+            path.write_text(frontend.import_network(name))
+            print(f"imported {name} in {time.perf_counter() - t0:.1f} s -> {path}")
+        return path.read_text(), True
+    return workloads.get(name), False
+
+
+def _torch(name: str, inputs: list[np.ndarray], threads: int) -> tuple[np.ndarray, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, a in enumerate(inputs):
+            paths.append(os.path.join(tmp, f"x{i}.npy"))
+            np.save(paths[-1], a)
+        out = os.path.join(tmp, "y.npy")
+        res = subprocess.run([sys.executable, str(ROOT / "bench" / "torch_network.py"), name, "--threads",
+                              str(threads), "--inputs", *paths, "--out", out],
+                             capture_output=True, text=True, check=True)
+        return np.load(out), json.loads(res.stdout.strip().splitlines()[-1])["latency_s"]
+
+
+def _reach(curve: list[tuple[int, float]], target: float) -> int | None:
+    for trials, est in curve:
+        if est <= target * (1 + 1e-9):
+            return trials
+    return None
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("name")
+    p.add_argument("--trials", type=int, default=400)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--batch-size", type=int, default=64, help="upper bound of trials per round (Ansor's 64)")
+    p.add_argument("--strategies", default="gradient,round-robin")
+    p.add_argument("--search", default="learned", choices=["learned", "random"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="keep existing logs (default: start fresh)")
+    a = p.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+
+    import ansor  # noqa: F401 (registers the dialect and passes)
+    from ansor.compile import compile_network
+    from ansor.measure import RunOptions, create_measurer
+    from ansor.partition import extract_tasks, task_table
+    from ansor.scheduler import SchedulerTable, TaskScheduler
+
+    text, is_torch = _model_text(a.name)
+    net = extract_tasks(text, name=a.name)
+    print(task_table(net))
+    print(f"machine: {_cpu()}, {os.cpu_count()} cores; {a.threads} threads for every program")
+
+    measurer = create_measurer(RunOptions(threads=a.threads))
+    curves: dict[str, list[tuple[int, float]]] = {}
+    logs: dict[str, Path] = {}
+    try:
+        for strategy in a.strategies.split(","):
+            log = OUT / f"{a.name}.{strategy}.jsonl"
+            if log.exists() and not a.resume:
+                log.unlink()
+            t0 = time.perf_counter()
+            res = TaskScheduler(net.tasks, strategy=strategy, seed=a.seed).tune(
+                a.trials, batch_size=a.batch_size, log_path=log, measurer=measurer,
+                callback=SchedulerTable(table_every=1000), search=a.search)
+            curves[strategy], logs[strategy] = res.history, log
+            print(f"== {strategy}: {res.trials} trials in {time.perf_counter() - t0:.0f} s, "
+                  f"estimated {res.estimated_latency() * 1e3:.3f} ms")
+    finally:
+        measurer.close()
+
+    best_strategy = min(curves, key=lambda s: curves[s][-1][1])
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(s.shape).astype(s.numpy_dtype()) for s in net.inputs]
+    tuned = compile_network(net, logs[best_strategy], threads=a.threads)
+    untuned = compile_network(net, None, threads=a.threads)
+    y_tuned, y_untuned = tuned(*inputs), untuned(*inputs)
+    rows = [("untuned MLIR", untuned.time(*inputs, number=1)),
+            (f"ansor tuned ({best_strategy})", min(tuned.time(*inputs, number=5) for _ in range(3)))]
+    check = f"tuned vs untuned max |diff| {float(np.max(np.abs(y_tuned - y_untuned))):.2e}"
+    if is_torch:
+        y_torch, t_torch = _torch(a.name, inputs, a.threads)
+        rows.append((f"PyTorch {a.threads} threads", t_torch))
+        err = float(np.max(np.abs(y_tuned - y_torch)))
+        scale = float(np.max(np.abs(y_torch)))
+        check += f"; tuned vs PyTorch max |diff| {err:.2e} (max |y| {scale:.2f})"
+        if err > 1e-3 * max(scale, 1.0):
+            print(f"error: tuned {a.name} differs from PyTorch: {check}", file=sys.stderr)
+            return 1
+    print(check)
+    t_ref = rows[1][1]
+    print(f"\n{a.name}: {net.flops / 1e9:.3f} GFLOP, {len(net.tasks)} tasks, {a.trials} trials per strategy")
+    print(f"{'program':<28} {'latency ms':>11} {'GFLOP/s':>9} {'vs tuned':>9}")
+    for label, t in rows:
+        print(f"{label:<28} {t * 1e3:>11.3f} {net.flops / t / 1e9:>9.2f} {t / t_ref:>8.2f}x")
+    if "gradient" in curves and "round-robin" in curves:
+        target = curves["round-robin"][-1][1]
+        reach = _reach(curves["gradient"], target)
+        total = curves["round-robin"][-1][0]
+        print(f"gradient reaches round-robin's final estimate ({target * 1e3:.3f} ms) at "
+              + (f"{reach} trials = {reach / max(total, 1):.0%} of {total}" if reach else "never (within the budget)"))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for s, c in curves.items():
+        ax.plot([t for t, _ in c], [e * 1e3 for _, e in c], label=s)
+    ax.set_xlabel("measured trials")
+    ax.set_ylabel("estimated end-to-end latency (ms)")
+    ax.set_yscale("log")
+    ax.set_title(f"{a.name}: task scheduling ({_cpu()[:40]}, {a.threads} threads)")
+    ax.legend()
+    fig.tight_layout()
+    png = OUT / f"network_{a.name}.png"
+    fig.savefig(png, dpi=120)
+    print(f"plot: {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
