@@ -61,3 +61,20 @@ def test_sketches_print_holes_and_filled(tmp_path) -> None:
     assert 'transform.tune.knob<"op1.d0.t1"> options = [' in p.stdout
     q = _ansor("sketches", "--workload", "matmul-64", "--schedule-seed", "1")
     assert 'transform.tune.knob<"op1.d0.t1"> = ' in q.stdout and " from options = [" in q.stdout
+
+
+def test_tasks_table_and_network_tuning(tmp_path) -> None:
+    p = _ansor("tasks", "--workload", "mlp-16x32x4")
+    assert p.returncode == 0, p.stderr
+    assert "2 tasks (4 calls)" in p.stdout
+    import os
+
+    env = {**os.environ, "ANSOR_SYNTHETIC_MEASURE_DELAY": "0"}
+    log = tmp_path / "mlp.jsonl"
+    p = subprocess.run([sys.executable, "-m", "ansor.cli", "tune", "--workload", "mlp-16x32x4", "--trials", "12",
+                        "--batch-size", "4", "--search", "random", "--log", str(log)],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "estimated end-to-end latency" in p.stdout
+    assert "2 tasks, 12 trials" in p.stdout
+    assert len(log.read_text().splitlines()) == 12
