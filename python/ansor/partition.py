@@ -19,7 +19,7 @@ from pathlib import Path
 from mlir import ir, passmanager
 
 from . import _native
-from .task import SearchTask, TaskError, TensorSpec, _check_body, _public_funcs, _tensor_spec, create_task, parse_module
+from .task import SearchTask, TaskError, TensorSpec, create_task, parse_module, read_source, select_function
 
 GROUP_ATTR = "ansor.group"
 
@@ -51,17 +51,6 @@ class Network:
         return SearchTask(self.name, self.func_name, self.ir, self.inputs, self.outputs, self.flops, digest)
 
 
-def _read(source: str | Path | ir.Module) -> tuple[str, str]:
-    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith(".mlir")):
-        path = Path(source)
-        if not path.is_file():
-            raise TaskError(f"{path}: no such file")
-        return path.read_text(), str(path)
-    if isinstance(source, ir.Module):
-        return str(source), "<module>"
-    return str(source), "<input>"
-
-
 def _sym(op: ir.Operation) -> str:
     return str(op.attributes["sym_name"]).strip('"')
 
@@ -74,32 +63,16 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
                   name: str | None = None) -> Network:
     """Partition the model function in `source` into tasks (see the module docstring)."""
     _native.register_everything()
-    text, where = _read(source)
+    text, where = read_source(source)
     with ir.Context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = False
         module = parse_module(text, where)
-        funcs = _public_funcs(module)
-        if not funcs:
-            raise TaskError(f"{where}: no public func.func with a body")
-        if func is None and len(funcs) > 1:
-            raise TaskError(f"{where}: several public functions ({', '.join(_sym(f) for f in funcs)}): pick one with --func")
-        if func is not None:
-            funcs = [f for f in funcs if _sym(f) == func]
-            if not funcs:
-                raise TaskError(f"{where}: no public function named '{func}'")
-        fop = funcs[0]
-        fname = _sym(fop)
-        where = f"{where}:@{fname}"
-        ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
-        inputs = tuple(_tensor_spec(t, f"{where} argument #{i}") for i, t in enumerate(ftype.inputs))
-        outputs = tuple(_tensor_spec(t, f"{where} result #{i}") for i, t in enumerate(ftype.results))
-        if not outputs:
-            raise TaskError(f"{where}: the function returns nothing; return the computed tensors")
-        _check_body(fop, where)
+        fop, fname, where, inputs, outputs = select_function(module, func, where)
         # Other public functions are not part of the model.
         for op in list(module.body.operations):
-            if op.operation.name == "func.func" and op.operation in funcs[1:]:
-                op.operation.erase()
+            o = op.operation
+            if o.name == "func.func" and o != fop and "sym_visibility" not in o.attributes and o.regions[0].blocks:
+                o.erase()
         try:
             passmanager.PassManager.parse("builtin.module(canonicalize,ansor-partition,symbol-dce)").run(
                 module.operation)

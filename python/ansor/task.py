@@ -147,6 +147,44 @@ def parse_module(text: str, source: str = "<input>") -> ir.Module:
         raise TaskError(f"{source}: not valid MLIR: {first} {loc}".strip()) from None
 
 
+def read_source(source: str | Path | ir.Module) -> tuple[str, str]:
+    """(MLIR text, name for messages) of a `.mlir` path, MLIR text or parsed module."""
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith(".mlir")):
+        path = Path(source)
+        if not path.is_file():
+            raise TaskError(f"{path}: no such file")
+        return path.read_text(), str(path)
+    if isinstance(source, ir.Module):
+        return str(source), "<module>"
+    return str(source), "<input>"
+
+
+def select_function(module: ir.Module, func: str | None, where: str
+                    ) -> tuple[ir.Operation, str, str, tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
+    """The public function to work on (`func`, or the only one), validated:
+    (op, name, "where:@name" for messages, input specs, output specs)."""
+    funcs = _public_funcs(module)
+    if not funcs:
+        raise TaskError(f"{where}: no public func.func with a body to tune")
+    if func is None and len(funcs) > 1:
+        names = ", ".join(str(f.attributes["sym_name"]).strip('"') for f in funcs)
+        raise TaskError(f"{where}: several public functions ({names}): pick one with --func")
+    if func is not None:
+        funcs = [f for f in funcs if str(f.attributes["sym_name"]).strip('"') == func]
+        if not funcs:
+            raise TaskError(f"{where}: no public function named '{func}'")
+    fop = funcs[0]
+    fname = str(fop.attributes["sym_name"]).strip('"')
+    where = f"{where}:@{fname}"
+    ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
+    inputs = tuple(_tensor_spec(t, f"{where} argument #{i}") for i, t in enumerate(ftype.inputs))
+    outputs = tuple(_tensor_spec(t, f"{where} result #{i}") for i, t in enumerate(ftype.results))
+    if not outputs:
+        raise TaskError(f"{where}: the function returns nothing; return the computed tensors")
+    _check_body(fop, where)
+    return fop, fname, where, inputs, outputs
+
+
 def create_task(
     source: str | Path | ir.Module,
     *,
@@ -161,38 +199,11 @@ def create_task(
     the function when the module has several public ones.
     """
     _native.register_everything()
-    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith(".mlir")):
-        path = Path(source)
-        if not path.is_file():
-            raise TaskError(f"{path}: no such file")
-        text, where = path.read_text(), str(path)
-    elif isinstance(source, ir.Module):
-        text, where = str(source), "<module>"
-    else:
-        text, where = str(source), "<input>"
-
+    text, where = read_source(source)
     with ir.Context() as ctx, ir.Location.unknown():
         ctx.allow_unregistered_dialects = False
         module = parse_module(text, where)
-        funcs = _public_funcs(module)
-        if not funcs:
-            raise TaskError(f"{where}: no public func.func with a body to tune")
-        if func is None and len(funcs) > 1:
-            names = ", ".join(str(f.attributes["sym_name"]).strip('"') for f in funcs)
-            raise TaskError(f"{where}: several public functions ({names}): pick one with --func")
-        if func is not None:
-            funcs = [f for f in funcs if str(f.attributes["sym_name"]).strip('"') == func]
-            if not funcs:
-                raise TaskError(f"{where}: no public function named '{func}'")
-        fop = funcs[0]
-        fname = str(fop.attributes["sym_name"]).strip('"')
-        where = f"{where}:@{fname}"
-        ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
-        inputs = tuple(_tensor_spec(t, f"{where} argument #{i}") for i, t in enumerate(ftype.inputs))
-        outputs = tuple(_tensor_spec(t, f"{where} result #{i}") for i, t in enumerate(ftype.results))
-        if not outputs:
-            raise TaskError(f"{where}: the function returns nothing; return the computed tensors")
-        _check_body(fop, where)
+        fop, fname, where, inputs, outputs = select_function(module, func, where)
 
         # A fresh module holding only the chosen function (callees, if any, come along).
         single = ir.Module.create()
