@@ -16,9 +16,8 @@ import argparse
 import time
 from pathlib import Path
 
-import numpy as np
-
 import ansor
+import numpy as np
 from ansor import frontend, lowering
 from ansor.models import NETWORKS
 

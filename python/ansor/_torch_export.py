@@ -46,7 +46,7 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {head}"[:400] if head else type(exc).__name__
 
 
-def _load_by_path(path: Path, module_name: str) -> Any:  # noqa: ANN401
+def _load_by_path(path: Path, module_name: str) -> Any:
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise StageError("load", f"{path}: cannot be loaded as a Python module")
@@ -105,11 +105,11 @@ def _model(req: dict) -> tuple[Any, tuple]:
     return model.eval(), _example_inputs(req["inputs"])
 
 
-def _unlowerable_ops(module: Any) -> list[dict]:  # noqa: ANN401
+def _unlowerable_ops(module: Any) -> list[dict]:
     """tm_tensor ops (sort, scatter, cumsum, ...) left by torch-mlir, with their source locations."""
     found: list[dict] = []
 
-    def visit(op: Any) -> None:  # noqa: ANN401
+    def visit(op: Any) -> None:
         for region in op.regions:
             for block in region.blocks:
                 for inner in block.operations:
@@ -122,7 +122,7 @@ def _unlowerable_ops(module: Any) -> list[dict]:  # noqa: ANN401
     return found
 
 
-def _export(model: Any, example: tuple, func_name: str) -> tuple[str, list[dict]]:  # noqa: ANN401
+def _export(model: Any, example: tuple, func_name: str) -> tuple[str, list[dict]]:
     import torch
     from torch_mlir import fx
 
@@ -139,7 +139,7 @@ def _export(model: Any, example: tuple, func_name: str) -> tuple[str, list[dict]
     return module.operation.get_asm(enable_debug_info=False), _unlowerable_ops(module)
 
 
-def _reference(model: Any, paths: list[str], out_dir: Path) -> None:  # noqa: ANN401
+def _reference(model: Any, paths: list[str], out_dir: Path) -> None:
     import numpy as np
     import torch
 

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +37,8 @@ from .task import TaskError, parse_module
 
 if TYPE_CHECKING:
     from torch import nn
+
+log = logging.getLogger(__name__)
 
 _EXPORTER = Path(__file__).with_name("_torch_export.py")
 
@@ -72,7 +76,7 @@ def _run_exporter(req: dict[str, Any], where: str, work: Path, *, timeout: float
     # -P: do not put this package's directory on the child's sys.path (its modules would shadow others).
     try:
         proc = subprocess.run([sys.executable, "-P", str(_EXPORTER), str(work / "request.json")],
-                              capture_output=True, text=True, timeout=timeout)
+                              capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise TaskError(f"{where}: the exporter took longer than {timeout:g} s") from None
     reply_path = work / "reply.json"
@@ -314,11 +318,16 @@ def finish(text: str, where: str, *, elide_weights: bool = False) -> str:
 
 def _import(req: dict[str, Any], where: str, *, elide_weights: bool, timeout: float | None,
             work: Path | None = None) -> str:
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ansor-import-") as tmp:
         reply = _run_exporter(req, where, work or Path(tmp), timeout=timeout)
         text = ((work or Path(tmp)) / "model.mlir").read_text()
-    del reply
-    return finish(text, where, elide_weights=elide_weights)
+    t1 = time.perf_counter()
+    out = finish(text, where, elide_weights=elide_weights)
+    log.info("%s: exporter process %.1f s (model %.1f s, torch.export + torch-mlir %.1f s), "
+             "post-processing %.1f s, %.1f MiB", where, t1 - t0, reply.get("load_s", 0.0),
+             reply.get("export_s", 0.0), time.perf_counter() - t1, len(out) / 2**20)
+    return out
 
 
 def import_torch(model: nn.Module, example_inputs: tuple, *, elide_weights: bool = False,

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 SEED = 0
 
 
-def _nn() -> Any:  # noqa: ANN401 (torch.nn, imported late)
-    import torch.nn as nn
+def _nn() -> Any:
+    from torch import nn
 
     return nn
 
@@ -89,7 +89,7 @@ def _basic_block(cin: int, cout: int, stride: int) -> nn.Module:
             if stride != 1 or cin != cout:
                 self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
 
-        def forward(self, x):  # noqa: ANN001, ANN202
+        def forward(self, x):
             y = self.relu(self.bn1(self.conv1(x)))
             return self.relu(self.bn2(self.conv2(y)) + self.shortcut(x))
 
@@ -131,7 +131,7 @@ def _inverted_residual(cin: int, cout: int, stride: int, expand: int) -> nn.Modu
             self.body = nn.Sequential(*mods)
             self.residual = stride == 1 and cin == cout
 
-        def forward(self, x):  # noqa: ANN001, ANN202
+        def forward(self, x):
             return x + self.body(x) if self.residual else self.body(x)
 
     return InvertedResidual()
@@ -178,11 +178,11 @@ def bert_layer(hidden: int = 768, heads: int = 12, ffn: int = 3072) -> nn.Module
             self.gelu = nn.GELU()
             self.ln2 = nn.LayerNorm(hidden, eps=1e-12)
 
-        def split(self, t):  # noqa: ANN001, ANN202
+        def split(self, t):
             b, s, _ = t.shape
             return t.reshape(b, s, heads, head_dim).transpose(1, 2)  # [b, heads, s, head_dim]
 
-        def forward(self, x):  # noqa: ANN001, ANN202
+        def forward(self, x):
             b, s, _ = x.shape
             q, k, v = self.split(self.q(x)), self.split(self.k(x)), self.split(self.v(x))
             scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(head_dim)
