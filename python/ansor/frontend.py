@@ -163,6 +163,8 @@ def widen_i1_tensors(module: ir.Module, where: str = "<module>") -> int:
     live: list[ir.Operation] = []
     for op in ops:
         if op.name == "arith.constant" and _is_i1_tensor(op.results[0].type):
+            if not isinstance(op.attributes["value"], ir.DenseElementsAttr):
+                raise TaskError(f"{where}: bool constant {op.attributes['value']} cannot be widened to i8")
             _widen_constant(op)
             retyped += 1
             continue
