@@ -6,6 +6,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/SCF/Utils/Utils.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/MathExtras.h"
@@ -17,6 +18,15 @@ namespace mlir::ansor {
 
 using namespace mlir;
 using namespace mlir::ansor;
+
+uint64_t mlir::ansor::bodyVectorRows(scf::ForOp loop) {
+  uint64_t rows = 1;
+  for (Operation &op : *loop.getBody())
+    for (Type t : op.getResultTypes())
+      if (auto vec = dyn_cast<VectorType>(t); vec && vec.getRank() > 1)
+        rows = std::max<uint64_t>(rows, vec.getNumElements() / vec.getShape().back());
+  return rows;
+}
 
 namespace {
 
@@ -44,8 +54,8 @@ SmallVector<std::pair<scf::ForOp, Work>> collectLoops(Operation *root,
     std::optional<APInt> trip = loop.getStaticTripCount();
     if (inner && trip && trip->getActiveBits() <= 64) {
       bool overflow = false;
-      uint64_t product = llvm::SaturatingMultiply(trip->getZExtValue(),
-                                                  std::max<uint64_t>(*inner, 1), &overflow);
+      uint64_t body = std::max<uint64_t>(*inner, bodyVectorRows(loop));
+      uint64_t product = llvm::SaturatingMultiply(trip->getZExtValue(), body, &overflow);
       if (!overflow)
         work = product;
     }

@@ -663,8 +663,8 @@ double Extractor::work(scf::ForOp loop) {
       inner += work(child);
   });
   std::optional<APInt> trip = loop.getStaticTripCount();
-  double w = trip && trip->getActiveBits() <= 62 ? double(trip->getZExtValue()) * std::max(inner, 1.0)
-                                                  : INFINITY;
+  double body = std::max(inner, double(bodyVectorRows(loop)));
+  double w = trip && trip->getActiveBits() <= 62 ? double(trip->getZExtValue()) * body : INFINITY;
   workCache[loop] = std::isinf(w) ? std::nullopt : std::optional<double>(w);
   return w;
 }

@@ -22,6 +22,12 @@ namespace mlir::ansor {
 /// (`registerAnsorPasses()`, generated, asserts on a second call).
 void registerAnsorPassesOnce();
 
+/// Unrolling weight of one iteration of `loop`'s own body (nested loops excluded): the number of
+/// 1-D vector rows of its largest vector value (product of all but the last dimension; >= 1).
+/// An n-D vector op becomes that many 1-D ops after `convert-vector-to-scf{full-unroll}`, so a
+/// loop around a 8x16 register tile is 8 statements per iteration, not 1.
+uint64_t bodyVectorRows(scf::ForOp loop);
+
 /// Length of a program-feature row of `ansor-extract-features` (a compile-time constant).
 constexpr int64_t kNumProgramFeatures = 134;
 /// Number of features per statement row (== kNumProgramFeatures).

@@ -51,10 +51,15 @@ def AutoUnroll : Pass<"ansor-auto-unroll"> {
     `scf.for` loops nested in it, the op itself included, innermost first, and **fully unrolls**
     loop L when `work(L) <= N`, where
 
-        work(L) = trip(L) * max(1, sum of work(C) over the scf.for loops C directly nested in L)
+        work(L) = trip(L) * max(1, rows(L), sum of work(C) over the scf.for loops C directly nested in L)
 
-    computed on the IR before any unrolling (for a perfect nest: the product of the trip counts,
-    i.e. the number of innermost iterations). A loop whose trip count is not a compile-time
+    computed on the IR before any unrolling (for a perfect nest of scalar code: the product of
+    the trip counts, i.e. the number of innermost iterations). `rows(L)` is the number of 1-D
+    vector rows of the largest n-D vector value defined directly in L's body (a `vector<8x16xf32>`
+    register tile counts 8): each becomes one 1-D op per row once vectors are lowered, so a
+    vectorized body weighs what its unrolled code will. (Without this, Ansor's step 512 fully
+    unrolled nests around 2-D register tiles into tens of thousands of instructions and LLVM took
+    more than 30 s to compile convolution candidates.) A loop whose trip count is not a compile-time
     constant has infinite work: neither it nor any loop around it is unrolled. Loops with zero
     iterations are left alone. Since work only grows outwards, a loop is unrolled only after all
     loops inside it were. Loop-carried values (`iter_args`, e.g. vector accumulators) are threaded

@@ -194,3 +194,34 @@ func.func @bad_value(%n: index) {
   } {ansor.auto_unroll_max_step = -3 : i64}
   return
 }
+
+// -----
+
+// A 2-D vector value weighs its rows: 4 iterations x 8 rows of vector<8x16xf32> = 32 > 16, so
+// the loop stays (it would be 4 <= 16 if a vector op counted as one statement); 64 unrolls it.
+// CHECK-LABEL: func.func @vector_rows
+// DEFAULT-LABEL: func.func @vector_rows
+// CHECK:         scf.for
+// CHECK-LABEL: func.func @vector_rows_unrolled
+// CHECK-NOT:     scf.for
+// CHECK-COUNT-4: "use.vec"
+func.func @vector_rows(%v: vector<8x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  scf.for %i = %c0 to %c4 step %c1 {
+    %w = arith.addf %v, %v : vector<8x16xf32>
+    "use.vec"(%w) : (vector<8x16xf32>) -> ()
+  } {ansor.auto_unroll_max_step = 16 : i64}
+  return
+}
+func.func @vector_rows_unrolled(%v: vector<8x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  scf.for %i = %c0 to %c4 step %c1 {
+    %w = arith.addf %v, %v : vector<8x16xf32>
+    "use.vec"(%w) : (vector<8x16xf32>) -> ()
+  } {ansor.auto_unroll_max_step = 64 : i64}
+  return
+}
