@@ -249,3 +249,19 @@ def test_cli_factory_errors_one_line(tmp_path: Path) -> None:
                     "m.py:nothere: the file defines no 'nothere'")
     _one_line_error(_ansor("import", "m.py:broken", "--input-shape", "1x4", cwd=tmp_path),
                     "m.py:broken: broken() failed: RuntimeError: no weights here")
+
+
+def test_networks_build_deterministically() -> None:
+    """Every built-in network runs on its input shapes, and two builds (same seed) give the same numbers."""
+    torch = pytest.importorskip("torch")
+    from ansor.models import NETWORKS
+
+    expected = {"mlp": (4, 10), "small-cnn": (1, 10), "resnet18": (1, 1000), "mobilenet-v2": (1, 1000),
+                "bert-layer": (1, 128, 768)}
+    assert set(expected) <= set(NETWORKS)
+    for name, (factory, shapes) in NETWORKS.items():
+        xs = [torch.randn(*s, generator=torch.Generator().manual_seed(0)) for s in shapes]
+        with torch.no_grad():
+            a, b = factory()(*xs), factory()(*xs)
+        assert tuple(a.shape) == expected[name], name
+        assert torch.equal(a, b) and torch.isfinite(a).all(), name
