@@ -90,6 +90,8 @@ def register_tile(stage: Stage, values: Mapping[str, int]) -> int:
 
 def validate(sketch: Sketch, values: Mapping[str, int]) -> str | None:
     """Why `values` is not a valid annotation of `sketch` (None when valid)."""
+    if hasattr(sketch, "validate"):  # GPU sketches check device limits (gpu_rules.py)
+        return sketch.validate(values)
     for k in sketch.knobs:
         if k.name not in values:
             return f"missing knob {k.name}"
@@ -111,6 +113,8 @@ def validate(sketch: Sketch, values: Mapping[str, int]) -> str | None:
 
 def sample(sketch: Sketch, rng: random.Random, *, max_tries: int = 1000) -> Schedule:
     """A uniformly random valid annotation of `sketch`."""
+    if hasattr(sketch, "sample"):  # GPU sketches (gpu_rules.py)
+        return sketch.sample(rng)
     if not sketch.stages:
         return Schedule.of(sketch.name, {})
     for _ in range(max_tries):

@@ -82,11 +82,24 @@ def _tune_network(args: argparse.Namespace, net, opts) -> int:  # noqa: ANN001
     return 0
 
 
+def _setup_target(args: argparse.Namespace) -> None:
+    """cuda: the architecture for the workers (`--arch`), and no address-space cap on them (the
+    CUDA driver reserves far more virtual memory than any cap we would set)."""
+    if getattr(args, "target", "cpu") != "cuda":
+        return
+    from . import config
+
+    if getattr(args, "arch", None):
+        os.environ["ANSOR_CUDA_ARCH"] = args.arch
+    config.WORKER_MEMORY_MB = 0
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     from .measure import RunOptions
     from .progress import JsonProgress, TableProgress
     from .tuner import tune
 
+    _setup_target(args)
     opts = RunOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                       timeout_s=args.timeout, threads=args.threads)
     net = None if args.one_task else _network(args)
@@ -244,7 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("file", nargs="?", help="a .mlir file with one public func.func on tensors")
         sp.add_argument("--workload", help="a built-in workload instead of FILE (see `ansor workloads`)")
         sp.add_argument("--func", help="the function to tune when FILE has several public ones")
-        sp.add_argument("--target", default="cpu", choices=["cpu"], help="where the program runs (default cpu)")
+        sp.add_argument("--target", default="cpu", choices=["cpu", "cuda"],
+                        help="where the program runs: cpu, or cuda (an NVIDIA GPU; default cpu)")
+        sp.add_argument("--arch", help="cuda: GPU architecture such as sm_90 (default: asked from the device)")
         sp.add_argument("--threads", type=int, default=0, help="OpenMP threads (default: all cores)")
 
     t = sub.add_parser("tune", help="tune a function and log every measured candidate")

@@ -140,6 +140,8 @@ class _SketchInfo:
 
     def valid(self, values: Mapping[str, int]) -> bool:
         """`annotation.validate(sketch, values) is None`, faster."""
+        if hasattr(self.sketch, "validate"):  # GPU sketches: device limits (gpu_rules.py)
+            return self.sketch.validate(values) is None
         for name, opts in self.options.items():
             if values.get(name) not in opts:
                 return False
@@ -159,6 +161,8 @@ class _SketchInfo:
 
     def sample(self, rng: random.Random, *, max_tries: int = 1000) -> Schedule:
         """A uniformly random valid annotation (as `annotation.sample`)."""
+        if hasattr(self.sketch, "sample"):  # GPU sketches (gpu_rules.py)
+            return self.sketch.sample(rng)
         values: dict[str, int] = {}
         for splits, reg in self.stage_splits:
             for _ in range(max_tries):

@@ -205,6 +205,10 @@ class CompiledKernel:
 
 def compile_task(task: SearchTask, script: str | None, *, opt_level: int = 3) -> CompiledKernel:
     """Apply `script` (None: the untuned program), lower and JIT. Raises `LoweringError`."""
+    if task.target == "cuda":  # NVVM/PTX + the MLIR CUDA runtime (gpu_lowering.py)
+        from .gpu_lowering import compile_task_cuda
+
+        return compile_task_cuda(task, script)  # type: ignore[return-value]
     _native.register_everything()
     with ir.Context(), ir.Location.unknown():
         module = parse_payload(task)

@@ -126,6 +126,10 @@ def _variants(op: OpLoops, by_index: dict[int, OpLoops], inits: dict[int, list[O
 
 def generate_sketches(task: SearchTask) -> list[Sketch]:
     """All sketches for `task`; the last one is always the `skip` fallback."""
+    if task.target == "cuda":  # Ansor's GPU rules (gpu_rules.py)
+        from .gpu_rules import generate_gpu_sketches
+
+        return generate_gpu_sketches(task)
     ops, pad_infos = analyze_graph(task.ir)
     skip = Sketch(name="skip", rules=("skip",))
     if not ops:

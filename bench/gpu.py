@@ -1,0 +1,179 @@
+"""Benchmark: tune workloads for the cuda target and compare with PyTorch on the same GPU.
+
+    python bench/gpu.py [--workloads matmul-1024,matmul-4096,...] [--trials 64] [--budget-s 420]
+                        [--log-dir bench/out/gpu] [--search random|learned] [--report-only]
+
+Runs on the GPU host (see ../shared/gpu/README.md): `bash .gpu/with-mlir.sh env PYTHONPATH=python
+python3 bench/gpu.py ...`. Every workload gets the same trial budget. Tuning resumes from
+`LOG_DIR/NAME.cuda.jsonl`, and stops starting new batches once `--budget-s` seconds have passed,
+so the benchmark runs in pieces of a few minutes: rerun the same command (with the logs) to go on.
+The report, measured in this run on this card: the best logged schedule rebuilt, checked against
+PyTorch's result, and timed in a native loop (launch + kernel + synchronize per call), against
+PyTorch eager (cuBLAS/cuDNN, TF32 off), timed with CUDA events, and against PyTorch timed the same
+way as ours (one synchronize per call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DEFAULT = "matmul-1024,matmul-4096,convlayer-1x56x56x64x128x1x1x0"
+
+
+def torch_fn(name: str, inputs: list, dev: str):  # noqa: ANN201 -- (run, to numpy in the workload's layout)
+    import numpy as np
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    fam, _, dims = name.partition("-")
+    v = [int(x) for x in dims.split("x")]
+    t = [torch.from_numpy(np.ascontiguousarray(a)).to(dev) for a in inputs]
+    if fam == "matmul":
+        a, b = t
+        return (lambda: a @ b), (lambda y: y.cpu().numpy())
+    if fam == "convlayer":
+        _, _, _, _, _, k, s, p = v
+        x, w, scale, shift = t
+        xc = x.permute(0, 3, 1, 2).contiguous()
+        wc = w.permute(3, 2, 0, 1).contiguous()
+
+        def run():  # noqa: ANN202
+            y = F.conv2d(xc, wc, stride=s, padding=p)
+            return torch.relu(y * scale[None, :, None, None] + shift[None, :, None, None])
+
+        return run, (lambda y: y.permute(0, 2, 3, 1).contiguous().cpu().numpy())
+    return None
+
+
+def time_torch(run, reps: int = 50) -> tuple[float, float]:  # noqa: ANN001
+    """(seconds per call with CUDA events over `reps` back-to-back calls, seconds per call with a
+    synchronize after each call)."""
+    import torch
+
+    for _ in range(3):
+        run()
+    torch.cuda.synchronize()
+    best_ev = float("inf")
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            run()
+        end.record()
+        torch.cuda.synchronize()
+        best_ev = min(best_ev, start.elapsed_time(end) / 1e3 / reps)
+    best_sync = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            run()
+            torch.cuda.synchronize()
+        best_sync = min(best_sync, (time.perf_counter() - t0) / reps)
+    return best_ev, best_sync
+
+
+def card() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+        return out or "?"
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", default=DEFAULT)
+    ap.add_argument("--trials", type=int, default=64, help="trial budget per workload (equal for all)")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--budget-s", type=float, default=420.0, help="start no tuning batch after this many seconds")
+    ap.add_argument("--log-dir", default="bench/out/gpu")
+    ap.add_argument("--search", default="random", choices=["random", "learned"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--json", help="also write the table as JSON here")
+    args = ap.parse_args()
+    t_start = time.perf_counter()
+
+    import numpy as np
+    import torch
+
+    import ansor
+    from ansor import config, workloads
+    from ansor.gpu_lowering import compile_task_cuda, device_arch
+    from ansor.measure import RunOptions, check_outputs, make_inputs
+    from ansor.progress import TableProgress
+    from ansor.records import best_record, load_records
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    config.WORKER_MEMORY_MB = 0  # the CUDA driver needs more address space than any cap
+    print(f"card: {card()} | arch {device_arch()} | torch {torch.__version__} | search {args.search}", flush=True)
+    log_dir = Path(args.log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    names = [n for n in args.workloads.split(",") if n]
+    opts = RunOptions(repeat=3, min_repeat_ms=20.0, timeout_s=60.0)
+    rows = []
+    for name in names:
+        task = ansor.create_task(workloads.get(name), name=name, target="cuda")
+        log = log_dir / f"{name}.cuda.jsonl"
+        done = len([r for r in load_records(log) if r.task.hash == task.hash]) if log.exists() else 0
+        while not args.report_only and done < args.trials and time.perf_counter() - t_start < args.budget_s:
+            goal = min(args.trials, done + args.batch_size)
+            ansor.tune(task, trials=goal, log_path=log, seed=args.seed + done, batch_size=args.batch_size,
+                       search=args.search, run_options=opts, callback=TableProgress(verbose=0))
+            now = len([r for r in load_records(log) if r.task.hash == task.hash])
+            if now == done:
+                break
+            done = now
+        recs = [r for r in load_records(log) if r.task.hash == task.hash] if log.exists() else []
+        best = best_record(recs)
+        ok = sum(1 for r in recs if r.error is None)
+        row = {"workload": name, "trials": len(recs), "ok": ok, "gflop": task.flops / 1e9}
+        inputs = make_inputs(task)
+        tf = torch_fn(name, inputs, "cuda")
+        ref = None
+        if tf is not None:
+            run, to_np = tf
+            ref = to_np(run())
+            row["torch_s"], row["torch_sync_s"] = time_torch(run)
+        if best is not None:
+            row["logged_s"] = best.latency
+            kernel = compile_task_cuda(task, best.script)
+            out = kernel.run(inputs)
+            if ref is not None:
+                bad = check_outputs(out, [ref], 1e-4, 1e-4)
+                row["verified_vs_torch"] = bad is None
+                if bad:
+                    row["mismatch"] = bad
+            number = max(3, int(0.2 / max(best.latency, 1e-6)))
+            row["tuned_s"] = min(kernel.time(inputs, number) / number for _ in range(3))
+            row["best_knobs"] = best.schedule.values()
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print()
+    print(f"{'workload':<34} {'trials':>6} {'tuned ms':>9} {'TFLOP/s':>8} {'torch ms':>9} {'TFLOP/s':>8} "
+          f"{'tuned/torch':>11} {'vs torch+sync':>13} {'ok':>3}")
+    for r in rows:
+        t, p = r.get("tuned_s"), r.get("torch_s")
+        ps = r.get("torch_sync_s")
+        f = r["gflop"]
+        print(f"{r['workload']:<34} {r['trials']:>6} {t * 1e3 if t else float('nan'):>9.3f} "
+              f"{f / t / 1e3 if t else float('nan'):>8.2f} {p * 1e3 if p else float('nan'):>9.3f} "
+              f"{f / p / 1e3 if p else float('nan'):>8.2f} {p / t if (p and t) else float('nan'):>10.2f}x "
+              f"{ps / t if (ps and t) else float('nan'):>12.2f}x {'yes' if r.get('verified_vs_torch') else 'NO':>3}")
+    print(f"(tuned/torch > 1 means faster than PyTorch; total {time.perf_counter() - t_start:.0f} s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

@@ -1,0 +1,153 @@
+"""The cuda target: GPU sketches and annotation (no GPU), lowering to PTX (no GPU), and real
+runs on an NVIDIA GPU (`@pytest.mark.gpu`, skipped without one)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from ansor import workloads
+from ansor.annotation import sample, validate
+from ansor.gpu_rules import (
+    GPU_UNROLL_OPTIONS,
+    MAX_SHARED_BYTES,
+    GpuSketch,
+    default_script,
+    shared_bytes,
+    threads_per_dim,
+)
+from ansor.rules import generate_sketches
+from ansor.task import SearchTask, create_task
+
+
+@pytest.fixture(scope="module")
+def mm_cuda() -> SearchTask:
+    return create_task(workloads.get("matmul-512"), name="matmul-512", target="cuda")
+
+
+@pytest.fixture(scope="module")
+def mm64_cuda() -> SearchTask:
+    return create_task(workloads.get("matmul-64"), name="matmul-64", target="cuda")
+
+
+def test_cuda_target_gets_gpu_sketches(mm_cuda: SearchTask) -> None:
+    sketches = generate_sketches(mm_cuda)
+    assert [s.name for s in sketches] == ["s0", "skip"]
+    sk = sketches[0]
+    assert isinstance(sk, GpuSketch)
+    assert sk.rule == "gpu_multi_level_tiling(op1)"
+    names = {k.name for k in sk.knobs}
+    # SSSRRSRS: 4 knobs per space loop, 2 per reduction loop, plus the unroll pragma
+    assert {f"op1.d{d}.t{lv}" for d in (0, 1) for lv in (1, 2, 3, 4)} <= names
+    assert {"op1.d2.t1", "op1.d2.t2", "op1.unroll"} <= names
+    assert sk.knob("op1.unroll").options == GPU_UNROLL_OPTIONS
+
+
+def test_gpu_samples_respect_device_limits(mm_cuda: SearchTask) -> None:
+    sk = generate_sketches(mm_cuda)[0]
+    rng = random.Random(0)
+    for _ in range(50):
+        values = sample(sk, rng).values()
+        assert validate(sk, values) is None
+        threads = int(np.prod(threads_per_dim(sk.gpu_stage, values)))
+        assert 32 <= threads <= 1024
+        assert shared_bytes(sk.gpu_stage, values) <= MAX_SHARED_BYTES
+
+
+def test_gpu_validate_rejects_over_limits(mm_cuda: SearchTask) -> None:
+    sk = generate_sketches(mm_cuda)[0]
+    base = sample(sk, random.Random(1)).values()
+    too_many_threads = dict(base)
+    # 64 x 32 threads of one element each, no virtual threads
+    too_many_threads.update({"op1.d0.t1": 64, "op1.d0.t2": 64, "op1.d0.t3": 1, "op1.d0.t4": 1,
+                             "op1.d1.t1": 32, "op1.d1.t2": 32, "op1.d1.t3": 1, "op1.d1.t4": 1})
+    assert "threads per block" in (validate(sk, too_many_threads) or "")
+    too_much_smem = dict(base)
+    # A: 512 x 32 floats = 64 KiB of shared memory
+    too_much_smem.update({"op1.d0.t1": 512, "op1.d0.t2": 512, "op1.d0.t3": 16, "op1.d0.t4": 1,
+                          "op1.d1.t1": 32, "op1.d1.t2": 32, "op1.d1.t3": 2, "op1.d1.t4": 1,
+                          "op1.d2.t1": 32, "op1.d2.t2": 1})
+    assert "shared memory" in (validate(sk, too_much_smem) or "")
+
+
+def test_gpu_script_has_holes_and_mappings(mm_cuda: SearchTask) -> None:
+    sk = generate_sketches(mm_cuda)[0]
+    holes = sk.script()
+    assert 'transform.tune.knob<"op1.d0.t1"> options = [' in holes
+    filled = sk.script(sample(sk, random.Random(2)).values())
+    for needle in ("#gpu.block<x>", "#gpu.thread<x>", "memory_space = 3", "map_forall_to_blocks",
+                   "map_nested_forall_to_threads", "hoist_loop_invariant_subsets"):
+        assert needle in filled
+
+
+def test_gpu_lowering_emits_ptx_without_a_gpu(mm64_cuda: SearchTask) -> None:
+    from ansor.gpu_lowering import emit_ptx
+
+    sk = generate_sketches(mm64_cuda)[0]
+    rng = random.Random(3)
+    for _ in range(3):
+        ptx = emit_ptx(mm64_cuda, sk.script(sample(sk, rng).values()), arch="sm_90")
+        assert ".target sm_90" in ptx and ".entry" in ptx
+        assert "fma.rn.f32" in ptx
+        assert ".shared" in ptx and "bar.sync" in ptx
+    assert ".entry" in emit_ptx(mm64_cuda, default_script(mm64_cuda), arch="sm_80")
+
+
+def test_unsupported_graph_falls_back_to_skip() -> None:
+    task = create_task(workloads.get("nrm-1x256x256"), name="nrm", target="cuda")
+    assert [s.name for s in generate_sketches(task)] == ["skip"]
+
+
+# ----------------------------------------------------------------------------------------------
+# On an NVIDIA GPU
+
+
+@pytest.mark.gpu
+def test_default_gpu_program_matches_numpy(mm_cuda: SearchTask) -> None:
+    from ansor.lowering import compile_task
+    from ansor.measure import make_inputs
+
+    kernel = compile_task(mm_cuda, None)
+    a, b = make_inputs(mm_cuda)
+    (out,) = kernel.run([a, b])
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-3)
+    assert kernel.time([a, b], 3) > 0
+
+
+@pytest.mark.gpu
+def test_gpu_candidates_are_verified_and_timed(mm_cuda: SearchTask) -> None:
+    from ansor.measure import LocalMeasurer, MeasureInput, RunOptions
+
+    sk = generate_sketches(mm_cuda)[0]
+    rng = random.Random(4)
+    inputs = []
+    for _ in range(6):
+        s = sample(sk, rng)
+        inputs.append(MeasureInput(mm_cuda, s, sk.script(s.values())))
+    m = LocalMeasurer(RunOptions(repeat=2, min_repeat_ms=5.0, timeout_s=60.0), memory_mb=0)
+    try:
+        assert m.baseline(mm_cuda).error is None
+        results = m.measure(inputs)
+    finally:
+        m.close()
+    assert [r.error for r in results] == [None] * len(results), [r.error_msg for r in results]
+    assert all(0 < r.latency < 1.0 for r in results)
+
+
+@pytest.mark.gpu
+def test_gpu_tuning_resumes_from_its_log(mm_cuda: SearchTask, tmp_path) -> None:  # noqa: ANN001
+    from ansor import config
+    from ansor.measure import RunOptions
+    from ansor.records import load_records
+    from ansor.tuner import tune
+
+    config.WORKER_MEMORY_MB = 0
+    log = tmp_path / "mm.cuda.jsonl"
+    opts = RunOptions(repeat=1, min_repeat_ms=5.0, timeout_s=60.0)
+    first = tune(mm_cuda, trials=4, log_path=log, batch_size=4, search="random", run_options=opts)
+    assert first.trials == 4 and first.best is not None
+    again = tune(mm_cuda, trials=6, log_path=log, batch_size=4, search="random", run_options=opts)
+    assert again.trials == 2
+    assert len(load_records(log)) == 6
