@@ -217,4 +217,28 @@ def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def ConvToNhwc : Pass<"ansor-conv-to-nhwc"> {
+  let summary = "Rewrite channels-first 2-D convolutions as channels-last ones between transposes";
+  let description = [{
+    Every `linalg.conv_2d_nchw_fchw` on statically shaped tensors becomes a
+    `linalg.conv_2d_nhwc_hwcf` (same strides and dilations) whose input, filter and init are
+    `linalg.transpose`s of the originals and whose result is transposed back to NCHW. The CPU
+    sketches vectorize the innermost output dimension: channels-last makes it the channel
+    dimension (long, contiguous in the filter) instead of a short image row read with a stride.
+    `canonicalize` folds the transpose of a `linalg.fill` init; a transpose of a constant filter
+    is folded into the constant by the importer (`frontend.fold_weight_transposes`); the input and
+    output transposes join the convolution's task as element-wise producer / consumer
+    (`ansor-partition`).
+
+    Before:
+    ```mlir
+    %y = linalg.conv_2d_nchw_fchw {strides = dense<1> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
+        ins(%x, %w : tensor<1x8x10x10xf32>, tensor<16x8x3x3xf32>) outs(%z : tensor<1x16x8x8xf32>) -> tensor<1x16x8x8xf32>
+    ```
+    After: `%y = linalg.transpose ins(linalg.conv_2d_nhwc_hwcf ins(transpose(%x), transpose(%w))
+    outs(transpose(%z)) : tensor<1x8x8x16xf32>) permutation = [0, 3, 1, 2]`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
+}
+
 #endif // ANSOR_PASSES_TD

@@ -82,3 +82,61 @@ def test_bad_model_input_is_one_line() -> None:
         extract_tasks("module {}")
     with pytest.raises(TaskError, match="no such file"):
         extract_tasks("missing-model.mlir")
+
+
+def _nchw_model(rng: np.random.Generator) -> tuple[str, np.ndarray]:
+    """conv (NCHW, weights embedded) + relu, then a second conv: what torch-mlir emits for a CNN."""
+    w0 = rng.standard_normal((8, 3, 3, 3)).astype("<f4")
+    w1 = rng.standard_normal((4, 8, 1, 1)).astype("<f4")
+    blob = lambda a: "0x04000000" + a.tobytes().hex().upper()  # noqa: E731
+    text = f"""
+#id = affine_map<(n, c, h, w) -> (n, c, h, w)>
+func.func @cnn(%x: tensor<1x3x10x10xf32>) -> tensor<1x4x4x4xf32> {{
+  %zero = arith.constant 0.0 : f32
+  %w0 = arith.constant dense_resource<w0> : tensor<8x3x3x3xf32>
+  %w1 = arith.constant dense_resource<w1> : tensor<4x8x1x1xf32>
+  %e0 = tensor.empty() : tensor<1x8x4x4xf32>
+  %z0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  %c0 = linalg.conv_2d_nchw_fchw {{strides = dense<2> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}}
+      ins(%x, %w0 : tensor<1x3x10x10xf32>, tensor<8x3x3x3xf32>) outs(%z0 : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  %r = linalg.generic {{indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+      ins(%c0 : tensor<1x8x4x4xf32>) outs(%e0 : tensor<1x8x4x4xf32>) {{
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  }} -> tensor<1x8x4x4xf32>
+  %e1 = tensor.empty() : tensor<1x4x4x4xf32>
+  %z1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %c1 = linalg.conv_2d_nchw_fchw {{strides = dense<1> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}}
+      ins(%r, %w1 : tensor<1x8x4x4xf32>, tensor<4x8x1x1xf32>) outs(%z1 : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  return %c1 : tensor<1x4x4x4xf32>
+}}
+{{-#
+  dialect_resources: {{ builtin: {{ w0: "{blob(w0)}", w1: "{blob(w1)}" }} }}
+#-}}
+"""
+    x = rng.standard_normal((1, 3, 10, 10)).astype(np.float32)
+    # numpy reference: direct convolution
+    def conv(inp: np.ndarray, w: np.ndarray, s: int) -> np.ndarray:
+        f, c, kh, kw = w.shape
+        oh = (inp.shape[2] - kh) // s + 1
+        out = np.zeros((1, f, oh, oh), np.float32)
+        for i in range(oh):
+            for j in range(oh):
+                patch = inp[0, :, i * s:i * s + kh, j * s:j * s + kw]
+                out[0, :, i, j] = np.tensordot(w, patch, axes=([1, 2, 3], [0, 1, 2]))
+        return out
+    ref = conv(np.maximum(conv(x, w0, 2), 0), w1, 1)
+    return text, (x, ref)
+
+
+def test_channels_first_convs_run_channels_last_with_folded_weights() -> None:
+    text, (x, ref) = _nchw_model(np.random.default_rng(3))
+    net = extract_tasks(text)
+    assert {t.name.split("#")[0] for t in net.tasks} == {"conv_2d_nhwc_hwcf"}
+    assert any(s.shape == (3, 3, 3, 8) for t in net.tasks for s in t.inputs)  # HWCF filter, folded
+    assert "linalg.conv_2d_nchw_fchw" not in net.ir
+    kept = extract_tasks(text, layout="keep")
+    assert {t.name.split("#")[0] for t in kept.tasks} == {"conv_2d_nchw_fchw"}
+    for n in (net, kept):
+        np.testing.assert_allclose(compile_network(n)(x), ref, rtol=1e-4, atol=1e-4)

@@ -61,7 +61,8 @@ def factorizations(n: int, parts: int) -> tuple[tuple[int, ...], ...]:
 
 
 def innermost_limit(split: LoopSplit) -> int:
-    return MAX_VECTOR if split.vector else MAX_INNERMOST
+    limit = MAX_VECTOR if split.vector else MAX_INNERMOST
+    return min(limit, split.inner_limit) if split.inner_limit else limit
 
 
 @functools.cache

@@ -68,6 +68,7 @@ class CompiledNetwork:
 
     def __init__(self, net: Network, records: dict[str, Record | None], threads: int | None = None) -> None:
         self.network = net
+        self.task = net.as_task()  # the whole model as a task record: inputs, outputs, flops
         self.records = records  # task hash -> best record (None: untuned)
         lowering.set_threads(threads)
         scripts = {h: r.script for h, r in records.items() if r is not None}
@@ -114,19 +115,19 @@ def compile(  # noqa: A001 (the public name the API promises)
 ) -> CompiledFunction | CompiledNetwork:
     """Compile `source` (a .mlir path, MLIR text or module) with the best schedules in `log`.
 
-    A function made of one fusion group is one task (`CompiledFunction`); a model with several
-    groups is partitioned into tasks and compiled as a whole (`CompiledNetwork`), each task
-    with its own best record."""
+    A function made of one fusion group, or one the log tuned as a whole (`ansor tune
+    --one-task`), is one task (`CompiledFunction`); a model with several groups is partitioned
+    into tasks and compiled as a whole (`CompiledNetwork`), each task with its own best record."""
     if target != "cpu":
         raise ValueError(f"target '{target}' is not supported yet (supported: cpu)")
-    net = extract_tasks(source, func=func, target=target)
-    if len(net.calls) > 1:
-        return compile_network(net, log, threads=threads)
     task = create_task(source, func=func, target=target)
-    record = None
+    records = load_records(log) if log is not None else []
+    record = _best(records, task, target, log) if log is not None else None
+    if record is None:
+        net = extract_tasks(source, func=func, target=target)
+        if len(net.calls) > 1:
+            return compile_network(net, log, threads=threads)
     if log is not None:
-        records = load_records(log)
-        record = _best(records, task, target, log)
         if record is None:
             logging.getLogger(__name__).warning(
                 "%s: no successful record for %s on %s: using the untuned program", log, task.name, target

@@ -35,11 +35,23 @@ log = logging.getLogger(__name__)
 MAX_SKETCHES = 8
 
 
+#: Windowed named ops that `transform.structured.decompose` turns into their 1-D form once the
+#: first window loop and its output row loop have extent 1 -> that output row loop. MLIR 22's
+#: vectorizer handles 1-D convolutions and pooling only: a 2-D one stays scalar (~1 GFLOP/s).
+_DECOMPOSE_ROW = {
+    "linalg.conv_2d_nhwc_hwcf": 1, "linalg.conv_2d_nhwc_fhwc": 1, "linalg.conv_2d_nchw_fchw": 2,
+    "linalg.depthwise_conv_2d_nhwc_hwc": 1, "linalg.depthwise_conv_2d_nchw_chw": 2,
+    "linalg.pooling_nhwc_max": 1, "linalg.pooling_nhwc_sum": 1, "linalg.pooling_nhwc_min": 1,
+    "linalg.pooling_nchw_max": 2, "linalg.pooling_nchw_sum": 2,
+}
+
+
 def _splits(op: OpLoops, kind: str) -> tuple[LoopSplit, ...]:
     vec = op.innermost_output_dim()
+    row = _DECOMPOSE_ROW.get(op.name) if kind == "mlt" else None
     out = []
     for d, (k, e) in enumerate(zip(op.kinds, op.extents, strict=True)):
-        out.append(LoopSplit(op.index, d, k, e, d == vec and k == "S", LEVELS[kind][k]))
+        out.append(LoopSplit(op.index, d, k, e, d == vec and k == "S", LEVELS[kind][k], 1 if d == row else 0))
     return tuple(out)
 
 
@@ -100,18 +112,21 @@ def _variants(op: OpLoops, by_index: dict[int, OpLoops], inits: dict[int, list[O
     my_inits = tuple((i.index, len(i.extents)) for i in inits.get(op.index, []))
     my_pads = tuple(pads.get(op.index, []))
     if op.has_data_reuse() and not op.is_elementwise() and not op.is_init():
+        decompose = op.name in _DECOMPOSE_ROW
         fc = _fusable_consumer(op, by_index)
         if fc is not None:
             cons, mapping = fc
             return [
                 (f"multi_level_tiling_with_fusion(op{op.index}<-op{cons.index}@{level})",
                  [Stage(op.index, op.name, "mlt", _splits(op, "mlt"), my_inits, my_pads, cons.index, mapping, level,
-                        n_inputs=len(op.input_dims))])
+                        n_inputs=len(op.input_dims), decompose=decompose)])
                 for level in (1, 2)
             ]
-        plain = Stage(op.index, op.name, "mlt", _splits(op, "mlt"), my_inits, my_pads, n_inputs=len(op.input_dims))
+        plain = Stage(op.index, op.name, "mlt", _splits(op, "mlt"), my_inits, my_pads, n_inputs=len(op.input_dims),
+                      decompose=decompose)
         out = [(f"multi_level_tiling(op{op.index})", [plain])]
-        packs = _packable_inputs(op)
+        # (packing turns the op into a linalg.generic, which cannot be decomposed and vectorized)
+        packs = _packable_inputs(op) if not decompose else ()
         if packs:
             packed = Stage(op.index, op.name, "mlt", _splits(op, "mlt"), my_inits, my_pads, packs=packs,
                            n_inputs=len(op.input_dims))

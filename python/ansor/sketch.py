@@ -68,6 +68,7 @@ class LoopSplit:
     extent: int
     vector: bool  # the innermost output loop: the vector lanes
     levels: int
+    inner_limit: int = 0  # > 0: the innermost tile may be at most this (1 for a decomposed conv's rows)
 
     @property
     def tile_knobs(self) -> tuple[str, ...]:
@@ -92,6 +93,10 @@ class Stage:
     # block dim moved first); empty for the unpacked sketch.
     packs: tuple[tuple[int, tuple[int, ...]], ...] = ()
     n_inputs: int = 0
+    # A windowed named op (2-D convolution, pooling) the vectorizer only handles in 1-D: its
+    # register tile (one output row, every window loop stepping by 1 in R1) is decomposed into
+    # the 1-D op (`transform.structured.decompose`) before vectorization.
+    decompose: bool = False
 
     @property
     def unroll_knob(self) -> str:
@@ -279,6 +284,10 @@ class _Renderer:
                 tag = len(self.r1_loops)
                 self.annotate(loops[0], "ansor.r1", self.const(tag))
                 self.r1_loops.append(str(tag))
+            if stage.decompose:
+                dec = self.fresh("dec")
+                self.emit(f"{dec} = transform.structured.decompose {cur} : ({_ANY}) -> {_ANY}")
+                cur = dec
         else:  # tile: R0 loop over reduce tiles, then the S2 x R1 vector tile
             if any(s.kind == "R" for s in stage.splits):
                 cur, _ = self.tile_for(cur, self.sizes(stage, 1, "R", nd))
