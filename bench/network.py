@@ -83,6 +83,8 @@ def main() -> int:
     p.add_argument("--search", default="learned", choices=["learned", "random"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="keep existing logs (default: start fresh)")
+    p.add_argument("--population", type=int, default=2048, help="evolutionary search population (Ansor: 2048)")
+    p.add_argument("--generations", type=int, default=4, help="evolutionary search generations (Ansor: 4)")
     a = p.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
 
@@ -95,7 +97,9 @@ def main() -> int:
     text, is_torch = _model_text(a.name)
     net = extract_tasks(text, name=a.name)
     print(task_table(net))
-    print(f"machine: {_cpu()}, {os.cpu_count()} cores; {a.threads} threads for every program")
+    print(f"machine: {_cpu()}, {os.cpu_count()} cores; {a.threads} threads for every program; "
+          f"{a.search} search (population {a.population}, {a.generations} generations), "
+          f"rounds of <= {a.batch_size} trials")
 
     measurer = create_measurer(RunOptions(threads=a.threads))
     curves: dict[str, list[tuple[int, float]]] = {}
@@ -108,7 +112,8 @@ def main() -> int:
             t0 = time.perf_counter()
             res = TaskScheduler(net.tasks, strategy=strategy, seed=a.seed).tune(
                 a.trials, batch_size=a.batch_size, log_path=log, measurer=measurer,
-                callback=SchedulerTable(table_every=1000), search=a.search)
+                callback=SchedulerTable(table_every=1000), search=a.search,
+                search_options={"population": a.population, "generations": a.generations})
             curves[strategy], logs[strategy] = res.history, log
             print(f"== {strategy}: {res.trials} trials in {time.perf_counter() - t0:.0f} s, "
                   f"estimated {res.estimated_latency() * 1e3:.3f} ms")
