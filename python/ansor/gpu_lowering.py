@@ -128,6 +128,37 @@ def workgroup_allocs_to_attributions(module: ir.Module) -> int:
     return moved
 
 
+def copies_to_linalg(module: ir.Module) -> int:
+    """`memref.copy` inside a kernel -> `linalg.copy` (lowered to loops later): the NVVM lowering
+    turns a strided `memref.copy` into a call to the host runtime's `memrefCopy`, which does not
+    exist on the device. (Bufferization leaves such copies around rank-reducing slices.)"""
+    from mlir.dialects import linalg
+
+    n = 0
+    for launch in _walk(module.operation, "gpu.launch"):
+        for cp in _walk(launch, "memref.copy"):
+            with ir.InsertionPoint(cp), cp.location:
+                linalg.copy(cp.operands[0], outs=[cp.operands[1]])
+            cp.erase()
+            n += 1
+    return n
+
+
+def own_fill_destinations(module: ir.Module) -> None:
+    """Give every `linalg.fill` its own `tensor.empty` (CSE merges it with the consumer's): a fused
+    initialiser whose destination is the output's tile would make the shared-memory accumulator
+    start with a (useless) copy of the output."""
+    for fill in _walk(module.operation, "linalg.fill"):
+        dest = fill.operands[1]
+        owner = dest.owner
+        if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
+            owner = owner.operation
+        if getattr(owner, "name", "") != "tensor.empty" or len(list(dest.uses)) < 2:
+            continue
+        clone = owner.clone(ir.InsertionPoint(fill))
+        fill.operands[1] = clone.results[0]
+
+
 def shared_memory_bytes(module: ir.Module) -> int:
     """Largest static shared memory (workgroup attributions) of any gpu.launch, in bytes."""
     best = 0
@@ -167,8 +198,10 @@ def _check_host_allocs(module: ir.Module) -> None:
 def lower_to_gpu_ir(task: SearchTask, script: str) -> ir.Module:
     """Apply the script and the fix-ups; the module still holds gpu.launch ops (current context)."""
     module = parse_payload(task)
+    own_fill_destinations(module)
     apply_script(module, script)
     _run(module, _AFTER_SCRIPT, "lower")
+    copies_to_linalg(module)
     workgroup_allocs_to_attributions(module)
     _check_host_allocs(module)
     return module

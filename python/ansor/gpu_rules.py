@@ -55,6 +55,9 @@ MAX_VTHREAD = 8
 MAX_INNERMOST = 64
 #: Space loops mapped to block/thread ids (x, y, z).
 MAX_MAPPED = 3
+#: 2-D convolutions MLIR 22 vectorizes only once decomposed to 1-D (`transform.structured.decompose`,
+#: which needs unit output-row and filter-row tiles): named op -> its output row loop.
+_DECOMPOSE_ROW = {"linalg.conv_2d_nhwc_hwcf": 1, "linalg.conv_2d_nhwc_fhwc": 1, "linalg.depthwise_conv_2d_nhwc_hwc": 1}
 
 _ANY = "!transform.any_op"
 _PARAM = "!transform.param<i64>"
@@ -77,6 +80,7 @@ class GpuStage:
     init: int | None = None  # fused linalg.fill
     consumer: int | None = None  # fused element-wise consumer
     consumer_dims: tuple[int, ...] = ()  # consumer loop c <-> op loop consumer_dims[c]
+    decompose_row: int | None = None  # 2-D convolution: output row loop kept at 1 per register tile
 
     @property
     def reduce(self) -> tuple[int, ...]:
@@ -172,6 +176,7 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         input_dims=op.input_dims, output_dims=op.output_dims, promoted=promoted, elem_bytes=_elem_bytes(task),
         init=inits[0].index if inits else None,
         consumer=fc[0].index if fc else None, consumer_dims=fc[1] if fc else (),
+        decompose_row=_DECOMPOSE_ROW.get(op.name),
     )
     rule = f"gpu_multi_level_tiling(op{op.index})"
     if fc:
@@ -261,7 +266,10 @@ def threads_per_dim(stage: GpuStage, values: Mapping[str, int]) -> list[int]:
 
 
 def shared_bytes(stage: GpuStage, values: Mapping[str, int]) -> int:
+    """Shared memory of one block: the cached input tiles (+ the accumulator tile with a fused consumer)."""
     total = 0
+    if stage.consumer is not None and stage.init is not None:
+        total += math.prod(_sizes(stage, values, d)[0] for d in stage.output_dims) * stage.elem_bytes
     for i in stage.promoted:
         total += math.prod(_tile_extent(stage, values, d) for d in stage.input_dims[i]) * stage.elem_bytes
     return total
@@ -293,6 +301,8 @@ def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, 
             continue
         if any(chain[i] % chain[i + 1] for i in range(len(chain) - 1)):
             return f"op{stage.op} loop d{d}: tile sizes {chain[1:]} do not nest in extent {e}"
+        if kind == "S" and d == stage.decompose_row and chain[4] != 1:
+            return f"op{stage.op} loop d{d}: a convolution's output-row register tile must be 1"
         if kind == "S":
             thread_tile *= chain[3]
             vthreads *= chain[1] // chain[2]
@@ -403,8 +413,9 @@ class _GpuRenderer:
                   f"(mapping = [{', '.join(mapping)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
         return op, forall
 
-    def tile_for(self, target: str, sizes: list[str]) -> tuple[str, list[str]]:
-        sizes = self.effective(sizes)
+    def tile_for(self, target: str, sizes: list[str], *, track: bool = True) -> tuple[str, list[str]]:
+        if track:
+            sizes = self.effective(sizes)
         n_loops = sum(1 for s in sizes if s != "0")
         if n_loops == 0:
             return target, []
@@ -486,8 +497,11 @@ class _GpuRenderer:
             self.emit("// the initialiser: one row per thread")
             fsizes = [n_thr[d] if d in st.mapped else "0" for d in st.output_dims]
             fmap = [f"#gpu.thread<{_AXES[st.mapped.index(d)]}>" for d in st.output_dims if d in st.mapped]
-            fill_t, _ = self.tile_forall(fill_b, fsizes, fmap, num_threads=True)
+            fill_t, fill_forall = self.tile_forall(fill_b, fsizes, fmap, num_threads=True)
             to_vectorize.append((fill_t, None))
+            if st.consumer is not None:
+                self.emit("// the block's accumulator tile (read by the fused consumer) lives in shared memory")
+                acc_forall = fill_forall
         # R0 + shared memory
         red = list(st.reduce)
         cur = blk_op
@@ -548,15 +562,20 @@ class _GpuRenderer:
                 c = self.fresh("cst")
                 self.emit(f"{c} = transform.param.constant {tag} : i64 -> {_PARAM}")
                 self.emit(f'transform.annotate {lp} "ansor.r1" = {c} : {_ANY}, {_PARAM}')
+        if st.decompose_row is not None:
+            self.emit("// a 2-D convolution with unit row tiles is a 1-D one: the vectorizer takes only those")
+            dec = self.fresh("dec")
+            self.emit(f"{dec} = transform.structured.decompose {cur} : ({_ANY}) -> {_ANY}")
+            cur = dec
         to_vectorize.append((cur, None))
         if st.consumer is not None:
             self.emit("// the fused consumer: per thread, on the block's tile, in place")
-            cons_t, _ = self.tile_forall(cblk, [n_thr[st.consumer_dims[c]] for c in range(len(st.consumer_dims))
-                                                if st.consumer_dims[c] in st.mapped],
+            cons_t, _ = self.tile_forall(cblk, [n_thr[st.consumer_dims[c]] if st.consumer_dims[c] in st.mapped else "0"
+                                                for c in range(len(st.consumer_dims))],
                                          [f"#gpu.thread<{_AXES[st.mapped.index(st.consumer_dims[c])]}>"
                                           for c in range(len(st.consumer_dims)) if st.consumer_dims[c] in st.mapped],
                                          num_threads=True)
-            row, _ = self.tile_for(cons_t, ["1"] * (len(st.consumer_dims) - 1) + ["0"])
+            row, _ = self.tile_for(cons_t, ["1"] * (len(st.consumer_dims) - 1) + ["0"], track=False)
             to_vectorize.append((row, None))
         self.emit("// vectorize: register tile (contraction -> outer-product FMAs), copies, initialiser")
         for h, sizes in to_vectorize:
@@ -588,6 +607,8 @@ class _GpuRenderer:
         for h, sizes in copy_tiles:
             vs = f" vector_sizes [{', '.join(str(s) for s in sizes)}]" if sizes else ""
             self.emit(f"transform.structured.vectorize {h}{vs} : {_ANY}")
+        if st.consumer is not None and st.init is not None:
+            copies.append(acc_forall)
         for cf in copies:
             b, n = self.fresh("smem"), self.fresh("new")
             self.emit(f"{b}, {n} = transform.structured.bufferize_to_allocation {cf} "
