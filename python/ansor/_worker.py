@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from multiprocessing.connection import Connection
 
@@ -13,6 +14,7 @@ from .measure import _worker_main
 
 def main(argv: list[str]) -> None:
     req_fd, resp_fd, threads, memory_mb = (int(a) for a in argv[1:5])
+    os.environ["ANSOR_WORKER"] = "1"  # code that can poison the process exits instead (gpu_lowering.py)
     _worker_main(Connection(req_fd, writable=False), Connection(resp_fd, readable=False), threads, memory_mb)
 
 

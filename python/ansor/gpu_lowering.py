@@ -105,6 +105,10 @@ def workgroup_allocs_to_attributions(module: ir.Module) -> int:
             t = alloc.results[0].type
             if not _is_workgroup(t):
                 continue
+            if "ansor.smem" not in alloc.attributes:
+                # A buffer bufferization made inside a thread's code, in shared memory because its
+                # source is: all threads of the block would share it.
+                raise LoweringError("lower", f"per-thread buffer {t} in shared memory (not a cached tile)")
             mt = ir.MemRefType(t)
             if not mt.has_static_shape:
                 raise LoweringError("lower", f"dynamic shared-memory allocation {t}")
@@ -263,6 +267,42 @@ def _rt() -> ctypes.CDLL:
     return lib
 
 
+@functools.cache
+def _primary_context() -> tuple[ctypes.CDLL, ctypes.c_void_p]:
+    cuda = ctypes.CDLL("libcuda.so.1")
+    cuda.cuInit(0)
+    dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+    cuda.cuDeviceGet(ctypes.byref(dev), 0)
+    cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)  # the context the MLIR runtime uses
+    return cuda, ctx
+
+
+def device_status() -> int:
+    """CUresult of synchronizing the device (0: fine). A kernel fault (illegal or misaligned
+    address, ...) is sticky: every later CUDA call of this process fails."""
+    cuda, ctx = _primary_context()
+    cuda.cuCtxPushCurrent(ctx)
+    try:
+        return int(cuda.cuCtxSynchronize())
+    finally:
+        cuda.cuCtxPopCurrent(ctypes.byref(ctypes.c_void_p()))
+
+
+def _check_device(what: str) -> None:
+    status = device_status()
+    if status != 0:
+        import os
+        import sys
+
+        # The process's CUDA context is dead: end the worker so the measurer starts a fresh one
+        # (the candidate becomes a `crash` record); in any other process, raise.
+        if os.environ.get("ANSOR_WORKER") == "1":
+            sys.stderr.write(f"error: CUDA error {status} after {what}: kernel fault, context lost\n")
+            sys.stderr.flush()
+            os._exit(70)
+        raise RuntimeError(f"CUDA error {status} after {what}")
+
+
 class _DeviceBuffer:
     """A device allocation shaped like a numpy array, described by a memref descriptor."""
 
@@ -345,6 +385,7 @@ class CudaKernel:
             raise ValueError(f"{self.task.func_name}: expected {len(self.task.inputs)} inputs, got {len(inputs)}")
         bufs = self._buffers(inputs)
         self.engine.invoke(self.task.func_name, *self._args(bufs))
+        _check_device("running the kernel")
         outs = [b.download() for b in bufs[len(self.task.inputs):]]
         if outputs is not None:
             for o, r in zip(outputs, outs, strict=True):
@@ -361,7 +402,9 @@ class CudaKernel:
         args = self._args(bufs)
         t0 = time.perf_counter()
         self.engine.invoke(BENCH_FUNC, *args, ctypes.pointer(n))
-        return time.perf_counter() - t0
+        elapsed = time.perf_counter() - t0
+        _check_device("timing the kernel")
+        return elapsed
 
     def __del__(self) -> None:
         try:

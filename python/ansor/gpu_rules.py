@@ -598,6 +598,11 @@ class _GpuRenderer:
         self.emit("  transform.apply_patterns.vector.lower_outerproduct")
         self.emit("  transform.apply_patterns.canonicalization")
         self.emit(f"}} : {_ANY}")
+        if st.decompose_row is not None:
+            # (hoisting around the decomposed convolution's rank-reducing slices makes bufferization
+            # copy the accumulator into a buffer that the block's threads would share)
+            self.emit("// decomposed convolution: the accumulator is not hoisted")
+            r_loops = []
         for tag in reversed(range(len(r_loops))):  # innermost first; folded loops just match nothing
             h = self.fresh("h")
             self.emit(f'{h} = transform.structured.match ops{{["scf.for"]}} attributes{{ansor.r1 = {tag}}} in {f1}'
@@ -613,6 +618,9 @@ class _GpuRenderer:
             b, n = self.fresh("smem"), self.fresh("new")
             self.emit(f"{b}, {n} = transform.structured.bufferize_to_allocation {cf} "
                       f"{{memory_space = 3, bufferize_destination_only, emit_dealloc}} : {_ANY}")
+            a = self.fresh("alloc")
+            self.emit(f"{a} = transform.get_defining_op {b} : (!transform.any_value) -> {_ANY}")
+            self.emit(f'transform.annotate {a} "ansor.smem" : {_ANY}')
         self.emit("// bufferize, then map to the GPU")
         self.emit(f"transform.bufferization.eliminate_empty_tensors {f1} : {_ANY}")
         self.emit(f"transform.apply_dce to {f1} : {_ANY}")
