@@ -87,7 +87,9 @@ private:
     groups[g].push_back(op);
   }
   void addProducers(Operation *op, int64_t g);
-  void addConsumers(Operation *op, int64_t g);
+  void addConsumers(int64_t g);
+  bool isValid(int64_t g) const;
+  static constexpr size_t kMaxGroupOps = 64;
   void grow(Operation *seed);
   bool isCloneable(Value v) const;
   LogicalResult outline(Group &group, int64_t index, SymbolTable &symbols);
@@ -116,23 +118,47 @@ void Partitioner::addProducers(Operation *op, int64_t g) {
   }
 }
 
-void Partitioner::addConsumers(Operation *op, int64_t g) {
-  Operation *cur = op;
-  while (true) {
-    Operation *next = nullptr;
-    bool single = true;
-    for (Operation *user : cur->getUsers()) {
-      if (next && user != next)
-        single = false;
-      next = user;
+bool Partitioner::isValid(int64_t g) const {
+  Operation *escaping = nullptr;
+  for (Operation *m : groups[g]) {
+    if (llvm::all_of(m->getUsers(), [&](Operation *u) { return inGroup(u, g); }))
+      continue;
+    if (escaping)
+      return false; // two ops with outside uses: no single call result
+    escaping = m;
+  }
+  if (escaping && isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(escaping))
+    return false; // a group does not end in a reshape (it stays a view in the parent)
+  return !escaping || llvm::all_of(groups[g], [&](Operation *m) { return !escaping->isBeforeInBlock(m); });
+}
+
+void Partitioner::addConsumers(int64_t g) {
+  size_t valid = groups[g].size();
+  while (groups[g].size() < kMaxGroupOps) {
+    llvm::SetVector<Operation *> outside;
+    for (Operation *m : groups[g])
+      for (Operation *u : m->getUsers())
+        if (!inGroup(u, g))
+          outside.insert(u);
+    bool fusible = !outside.empty() && llvm::all_of(outside, [&](Operation *u) {
+      return u->getBlock() == block && !groupOf.count(u) &&
+             ((isAllParallel(u) && !isa<linalg::FillOp>(u)) || isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(u));
+    });
+    if (!fusible)
+      break;
+    for (Operation *u : outside) {
+      if (groupOf.count(u))
+        continue; // taken in as a producer of an earlier one
+      add(u, g);
+      // The new member's other operands may be produced by fusible ops used only here.
+      addProducers(u, g);
     }
-    if (!single || !next || next->getBlock() != block || groupOf.count(next) || !isAllParallel(next) ||
-        isa<linalg::FillOp>(next))
-      return;
-    add(next, g);
-    // The new member's other operands may be produced by fusible ops used only here.
-    addProducers(next, g);
-    cur = next;
+    if (isValid(g))
+      valid = groups[g].size();
+  }
+  while (groups[g].size() > valid) { // back to the last state with a single escaping op
+    groupOf.erase(groups[g].back());
+    groups[g].pop_back();
   }
 }
 
@@ -141,7 +167,7 @@ void Partitioner::grow(Operation *seed) {
   groups.emplace_back();
   add(seed, g);
   addProducers(seed, g);
-  addConsumers(seed, g);
+  addConsumers(g);
   llvm::sort(groups[g], [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
 }
 
@@ -226,11 +252,12 @@ LogicalResult Partitioner::outline(Group &group, int64_t index, SymbolTable &sym
   builder.setInsertionPoint(last);
   auto call = func::CallOp::create(builder, last->getLoc(), callee, args.getArrayRef());
   last->replaceAllUsesWith(call.getResults());
-  for (Operation *op : llvm::reverse(group)) {
-    if (!op->use_empty())
-      return op->emitError("ansor-partition: a grouped op still has uses outside its group");
+  for (Operation *op : group)
+    for (Operation *user : op->getUsers())
+      if (!members.count(user)) // an invariant of the grouping; checked before anything is erased
+        return user->emitError("ansor-partition: uses a value from inside task ") << name;
+  for (Operation *op : llvm::reverse(group))
     op->erase();
-  }
   return success();
 }
 

@@ -176,8 +176,13 @@ def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
     * the anchor's **producers** join it when every use of their results is in the group:
       `linalg.fill` initialisers, `tensor.pad`, and all-parallel (element-wise, broadcast,
       transpose) Linalg ops, recursively;
-    * its **consumer chain** joins it: while the last op's results have exactly one user and that
-      user is an all-parallel Linalg op (other operands may come from anywhere), the user is added;
+    * its **element-wise consumers** join it: while every user outside the group of a group
+      member is an all-parallel Linalg op (other operands may come from anywhere), all of them are
+      added (with their sole-use producers; `tensor.expand_shape` / `collapse_shape` between them
+      count as element-wise); the group is then cut back to the largest such state
+      in which exactly one member -- the last in block order -- has uses outside the group. So a
+      chain (bias, batch-norm, relu) joins, and so does a DAG that reconverges (GELU's
+      `x * 0.5 * (1 + erf(x / sqrt 2))` uses `x` twice);
     * all-parallel Linalg ops left over start groups of their own (same producer/consumer rules),
       except ops computing only from constants (batch-norm parameters folded at run time): they
       stay in the parent; so do `linalg.fill`s, which are cloned into every group using them.

@@ -201,3 +201,41 @@ func.func @shared_fill(%a: tensor<8x4xf32>, %b: tensor<4x2xf32>) -> (tensor<8x2x
   %m1 = linalg.matmul ins(%a, %b : tensor<8x4xf32>, tensor<4x2xf32>) outs(%z : tensor<8x2xf32>) -> tensor<8x2xf32>
   return %y, %m1 : tensor<8x2xf32>, tensor<8x2xf32>
 }
+
+// -----
+
+// A reconverging element-wise DAG behind a reshape joins the matmul: y = x * erf(x) on
+// x = expand(matmul) uses x twice; the final reshape stays in the parent.
+// CHECK-LABEL: func.func @gelu_like(
+// CHECK:         %[[T:.*]] = call @gelu_like__t0(
+// CHECK-NEXT:    %[[C:.*]] = tensor.collapse_shape %[[T]]
+// CHECK-NEXT:    return %[[C]]
+// CHECK:       func.func private @gelu_like__t0({{.*}}) -> tensor<1x8x2xf32>
+// CHECK:         linalg.matmul
+// CHECK:         tensor.expand_shape
+// CHECK:         math.erf
+// CHECK:         arith.mulf
+// CHECK:         return
+#id3 = affine_map<(b, i, j) -> (b, i, j)>
+func.func @gelu_like(%a: tensor<8x4xf32>, %b: tensor<4x2xf32>) -> tensor<16xf32> {
+  %cst = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x2xf32>
+  %z = linalg.fill ins(%cst : f32) outs(%e : tensor<8x2xf32>) -> tensor<8x2xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<8x4xf32>, tensor<4x2xf32>) outs(%z : tensor<8x2xf32>) -> tensor<8x2xf32>
+  %x = tensor.expand_shape %m [[0, 1], [2]] output_shape [1, 8, 2] : tensor<8x2xf32> into tensor<1x8x2xf32>
+  %e3 = tensor.empty() : tensor<1x8x2xf32>
+  %er = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : tensor<1x8x2xf32>) outs(%e3 : tensor<1x8x2xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %r = math.erf %p : f32
+    linalg.yield %r : f32
+  } -> tensor<1x8x2xf32>
+  %y = linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %er : tensor<1x8x2xf32>, tensor<1x8x2xf32>) outs(%e3 : tensor<1x8x2xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %r = arith.mulf %p, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<1x8x2xf32>
+  %c = tensor.collapse_shape %y [[0, 1, 2]] : tensor<1x8x2xf32> into tensor<16xf32>
+  return %c : tensor<16xf32>
+}
