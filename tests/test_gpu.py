@@ -151,3 +151,24 @@ def test_gpu_tuning_resumes_from_its_log(mm_cuda: SearchTask, tmp_path) -> None:
     again = tune(mm_cuda, trials=6, log_path=log, batch_size=4, search="random", run_options=opts)
     assert again.trials == 2
     assert len(load_records(log)) == 6
+
+
+def test_learned_search_runs_on_gpu_sketches(mm_cuda: SearchTask, make_fake, tmp_path) -> None:  # noqa: ANN001
+    """Evolutionary search + cost model over GPU sketches (fake measurements, real features of the
+    GPU-scheduled IR): every proposed schedule respects the device limits."""
+    from ansor.features import featurize
+    from ansor.tuner import tune
+
+    sk = generate_sketches(mm_cuda)[0]
+
+    def features(schedules):  # noqa: ANN001, ANN202
+        return featurize(mm_cuda, [sk.script(s.values(), lower_vectors=False) for s in schedules])
+
+    fake = make_fake()
+    res = tune(mm_cuda, trials=24, batch_size=12, search="learned", measurer=fake, features_fn=features,
+               log_path=tmp_path / "l.jsonl", search_options={"population": 64, "generations": 2})
+    assert res.trials == 24 and res.best is not None
+    from ansor.records import load_records
+
+    for r in load_records(tmp_path / "l.jsonl"):
+        assert validate(sk, r.schedule.values()) is None

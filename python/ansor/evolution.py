@@ -441,7 +441,9 @@ class EvolutionarySearch(SearchPolicy):
                     continue
                 new.update(zip(names, sizes_from_factors(tuple(factors)), strict=True))
                 # the sizes nest by construction; only the stage's register tile may break
-                if math.prod(new[n] for n in info.split_reg[split]) > MAX_REGISTER_TILE:
+                if math.prod(new[n] for n in info.split_reg.get(split, ())) > MAX_REGISTER_TILE:
+                    continue
+                if hasattr(info.sketch, "validate") and not info.valid(new):  # GPU: device limits
                     continue
             else:
                 knob = rng.choice(info.unroll_knobs if kind == "unroll" else info.other_knobs)

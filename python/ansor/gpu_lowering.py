@@ -163,6 +163,22 @@ def own_fill_destinations(module: ir.Module) -> None:
         fill.operands[1] = clone.results[0]
 
 
+#: Alignment (bytes) of shared tiles. (Global buffers would need it too for 128-bit loads:
+#: `memref.assume_alignment` in the kernel is dropped by `expand-strided-metadata` in MLIR 22.)
+BUFFER_ALIGN = 16
+
+
+def align_workgroup_buffers(module: ir.Module) -> None:
+    """`llvm.align` on every outlined kernel's workgroup attributions (shared tiles)."""
+    for f in _walk(module.operation, "gpu.func"):
+        if "workgroup_attributions" not in f.attributes:
+            continue
+        n = ir.IntegerAttr(f.attributes["workgroup_attributions"]).value
+        if n:
+            f.attributes["workgroup_attrib_attrs"] = ir.Attribute.parse(
+                "[" + ", ".join([f"{{llvm.align = {BUFFER_ALIGN} : i64}}"] * n) + "]")
+
+
 def shared_memory_bytes(module: ir.Module) -> int:
     """Largest static shared memory (workgroup attributions) of any gpu.launch, in bytes."""
     best = 0
@@ -219,6 +235,8 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     if bench:
         _add_bench_wrapper(module, task.func_name)
     _run(module, "ansor-auto-unroll,canonicalize", "lower")
+    _run(module, "convert-linalg-to-loops,gpu-kernel-outlining", "lower")
+    align_workgroup_buffers(module)
     _run(module, _nvvm_pipeline(arch, fmt), "lower")
     return module
 
@@ -281,16 +299,16 @@ def device_status() -> int:
     """CUresult of synchronizing the device (0: fine). A kernel fault (illegal or misaligned
     address, ...) is sticky: every later CUDA call of this process fails."""
     cuda, ctx = _primary_context()
-    cuda.cuCtxPushCurrent(ctx)
+    cuda.cuCtxPushCurrent_v2(ctx)
     try:
         return int(cuda.cuCtxSynchronize())
     finally:
-        cuda.cuCtxPopCurrent(ctypes.byref(ctypes.c_void_p()))
+        cuda.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
 
 
 def _check_device(what: str) -> None:
     status = device_status()
-    if status != 0:
+    if 700 <= status < 800:  # CUDA_ERROR_ILLEGAL_ADDRESS .. LAUNCH_FAILED ...: sticky
         import os
         import sys
 
