@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT = "matmul-1024,matmul-4096,convlayer-1x56x56x64x128x1x1x0"
+DEFAULT = "matmul-1024,matmul-4096,convlayer-1x56x56x64x128x1x1x0,c2d-1x56x56x64x64x1x1x0"
 
 
 def torch_fn(name: str, inputs: list, dev: str):  # noqa: ANN201 -- (run, to numpy in the workload's layout)
@@ -37,6 +37,12 @@ def torch_fn(name: str, inputs: list, dev: str):  # noqa: ANN201 -- (run, to num
     if fam == "matmul":
         a, b = t
         return (lambda: a @ b), (lambda y: y.cpu().numpy())
+    if fam == "c2d":
+        _, _, _, _, _, k, s, p = v
+        x, w = t
+        xc = x.permute(0, 3, 1, 2).contiguous()
+        wc = w.permute(3, 2, 0, 1).contiguous()
+        return (lambda: F.conv2d(xc, wc, stride=s, padding=p)), (lambda y: y.permute(0, 2, 3, 1).contiguous().cpu().numpy())
     if fam == "convlayer":
         _, _, _, _, _, k, s, p = v
         x, w, scale, shift = t
