@@ -116,6 +116,7 @@ def main() -> None:
     from ansor.measure import RunOptions, check_outputs, make_inputs
     from ansor.progress import TableProgress
     from ansor.records import best_record, load_records
+    from ansor.rules import generate_sketches
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -151,7 +152,10 @@ def main() -> None:
             row["torch_s"], row["torch_sync_s"] = time_torch(run)
         if best is not None:
             row["logged_s"] = best.latency
-            kernel = compile_task_cuda(task, best.script)
+            # the script from today's sketch generator (older logs may hold scripts of an earlier one)
+            sketch = next(sk for sk in generate_sketches(task) if sk.name == best.schedule.sketch)
+            script = sketch.script(best.schedule.values()) if sketch.stages or hasattr(sketch, "gpu_stage") else None
+            kernel = compile_task_cuda(task, script)
             out = kernel.run(inputs)
             if ref is not None:
                 bad = check_outputs(out, [ref], 1e-4, 1e-4)
