@@ -1,0 +1,43 @@
+# RUN: %python %s | FileCheck %s
+# The cuda target without a GPU: the GPU sketch of a matmul (holes), one filled schedule lowered
+# to PTX (shared-memory tiles, barriers, FMAs), and a fused conv2d + bn + relu.
+
+import ansor
+from ansor import workloads
+from ansor.gpu_lowering import emit_ptx
+from ansor.rules import generate_sketches
+
+mm = ansor.create_task(workloads.get("matmul-256"), name="matmul-256", target="cuda")
+sk = generate_sketches(mm)[0]
+print(sk.script())
+# CHECK-LABEL: // sketch s0: gpu_multi_level_tiling(op1) (GPU)
+# CHECK: transform.tune.knob<"op1.d0.t1"> options = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+# CHECK: transform.tune.knob<"op1.unroll"> options = [0, 16, 64, 512, 1024]
+# CHECK: tile_using_forall {{.*}} (mapping = [#gpu.block<y>, #gpu.block<x>])
+# CHECK: transform.structured.pad
+# CHECK: tile_using_forall {{.*}} (mapping = [#gpu.thread<y>, #gpu.thread<x>])
+# CHECK: bufferize_to_allocation {{.*}} {memory_space = 3
+# CHECK: transform.gpu.map_forall_to_blocks {{.*}} generate_gpu_launch
+# CHECK: transform.gpu.map_nested_forall_to_threads
+
+values = {"op1.d0.t1": 64, "op1.d0.t2": 64, "op1.d0.t3": 4, "op1.d0.t4": 4,
+          "op1.d1.t1": 64, "op1.d1.t2": 64, "op1.d1.t3": 4, "op1.d1.t4": 4,
+          "op1.d2.t1": 16, "op1.d2.t2": 4, "op1.unroll": 16}
+print(emit_ptx(mm, sk.script(values), arch="sm_90"))
+# CHECK-LABEL: .target sm_90
+# CHECK: .visible .entry matmul_kernel(
+# CHECK-DAG: .shared .align 16 .b8 {{.*}}[4096];
+# CHECK-DAG: .shared .align 16 .b8 {{.*}}[4096];
+# CHECK: st.shared
+# CHECK: bar.sync 0;
+# CHECK: ld.shared
+# CHECK: fma.rn.f32
+# CHECK: ret;
+
+cl = ansor.create_task(workloads.get("convlayer-1x56x56x64x128x1x1x0"), name="cl", target="cuda")
+csk = generate_sketches(cl)[0]
+print(csk.rule)
+# CHECK: gpu_multi_level_tiling_with_fusion(op1<-op2)
+print(emit_ptx(cl, csk.script(csk.sample(__import__("random").Random(0)).values()), arch="sm_90"))
+# CHECK: .visible .entry conv2d_bn_relu_kernel(
+# CHECK: max.{{.*}}f32
