@@ -7,8 +7,8 @@ Runs on the GPU host (see ../shared/gpu/README.md): `bash .gpu/with-mlir.sh env 
 python3 bench/gpu.py ...`. Every workload gets the same trial budget. Tuning resumes from
 `LOG_DIR/NAME.cuda.jsonl`, and stops starting new batches once `--budget-s` seconds have passed,
 so the benchmark runs in pieces of a few minutes: rerun the same command (with the logs) to go on.
-The report, measured in this run on this card: the best logged schedule rebuilt, checked against
-PyTorch's result, and timed in a native loop (launch + kernel + synchronize per call), against
+The report (one process per workload), measured in this run on this card: the best logged schedule
+rebuilt, checked against PyTorch's result, and timed in a native loop (launch + kernel + synchronize per call), against
 PyTorch eager (cuBLAS/cuDNN, TF32 off), timed with CUDA events, and against PyTorch timed the same
 way as ours (one synchronize per call).
 """
@@ -139,6 +139,24 @@ def main() -> None:
             if now == done:
                 break
             done = now
+    for name in names:
+        if len(names) > 1:
+            # Each report in its own process: several JIT-ed CUDA programs in one process crashed
+            # once (and a kernel fault would poison every later measurement of the process).
+            out = log_dir / f"{name}.report.json"
+            out.unlink(missing_ok=True)
+            cmd = [sys.executable, __file__, "--workloads", name, "--report-only", "--log-dir", str(log_dir),
+                   "--trials", str(args.trials), "--json", str(out)]
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            if out.exists():
+                rows += json.loads(out.read_text())
+                print(json.dumps(rows[-1]), flush=True)
+            else:
+                rows.append({"workload": name, "trials": 0, "gflop": float("nan"), "error": res.stderr[-300:]})
+                print(f"{name}: report failed: {res.stderr[-300:]}", flush=True)
+            continue
+        task = ansor.create_task(workloads.get(name), name=name, target="cuda")
+        log = log_dir / f"{name}.cuda.jsonl"
         recs = [r for r in load_records(log) if r.task.hash == task.hash] if log.exists() else []
         best = best_record(recs)
         ok = sum(1 for r in recs if r.error is None)
