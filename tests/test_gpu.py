@@ -7,7 +7,6 @@ import random
 
 import numpy as np
 import pytest
-
 from ansor import workloads
 from ansor.annotation import sample, validate
 from ansor.gpu_rules import (
@@ -137,7 +136,7 @@ def test_gpu_candidates_are_verified_and_timed(mm_cuda: SearchTask) -> None:
 
 
 @pytest.mark.gpu
-def test_gpu_tuning_resumes_from_its_log(mm_cuda: SearchTask, tmp_path) -> None:  # noqa: ANN001
+def test_gpu_tuning_resumes_from_its_log(mm_cuda: SearchTask, tmp_path) -> None:
     from ansor import config
     from ansor.measure import RunOptions
     from ansor.records import load_records
@@ -153,7 +152,7 @@ def test_gpu_tuning_resumes_from_its_log(mm_cuda: SearchTask, tmp_path) -> None:
     assert len(load_records(log)) == 6
 
 
-def test_learned_search_runs_on_gpu_sketches(mm_cuda: SearchTask, make_fake, tmp_path) -> None:  # noqa: ANN001
+def test_learned_search_runs_on_gpu_sketches(mm_cuda: SearchTask, make_fake, tmp_path) -> None:
     """Evolutionary search + cost model over GPU sketches (fake measurements, real features of the
     GPU-scheduled IR): every proposed schedule respects the device limits."""
     from ansor.features import featurize
@@ -161,7 +160,7 @@ def test_learned_search_runs_on_gpu_sketches(mm_cuda: SearchTask, make_fake, tmp
 
     sk = generate_sketches(mm_cuda)[0]
 
-    def features(schedules):  # noqa: ANN001, ANN202
+    def features(schedules):
         return featurize(mm_cuda, [sk.script(s.values(), lower_vectors=False) for s in schedules])
 
     fake = make_fake()

@@ -26,7 +26,14 @@ from pathlib import Path
 import numpy as np
 from mlir import ir, passmanager
 
-from .lowering import BENCH_FUNC, LoweringError, _add_bench_wrapper, _diag_text, apply_script, parse_payload
+from .lowering import (
+    BENCH_FUNC,
+    LoweringError,
+    _add_bench_wrapper,
+    _diag_text,
+    apply_script,
+    parse_payload,
+)
 from .task import SearchTask
 
 #: Default architecture when the device cannot be asked (H100/H200 are sm_90).
@@ -205,8 +212,6 @@ def _check_host_allocs(module: ir.Module) -> None:
             if not _is_workgroup(alloc.results[0].type):
                 raise LoweringError("lower", f"intermediate buffer {alloc.results[0].type} between GPU "
                                              "kernels (host allocation): not supported on the cuda target")
-        for op in _walk(f.operation, "func.func"):
-            pass
         # Host-side compute left outside the launches would read device pointers on the host.
         for block in f.operation.regions[0].blocks:
             for op in block.operations:
@@ -265,7 +270,7 @@ def cuda_runtime_libs() -> tuple[str, ...]:
     dependency, and the host side of a GPU program needs none of it.)"""
     import mlir
 
-    lib = Path(list(mlir.__path__)[0]) / "lib" / "libmlir_cuda_runtime.so"
+    lib = Path(next(iter(mlir.__path__))) / "lib" / "libmlir_cuda_runtime.so"
     if not lib.is_file():
         raise LoweringError("jit", f"MLIR CUDA runtime not found: {lib}")
     return (str(lib),)
@@ -325,7 +330,7 @@ class _DeviceBuffer:
     """A device allocation shaped like a numpy array, described by a memref descriptor."""
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        from mlir.runtime import make_nd_memref_descriptor, as_ctype
+        from mlir.runtime import as_ctype, make_nd_memref_descriptor
 
         self.shape, self.dtype = shape, np.dtype(dtype)
         self.nbytes = int(np.prod(shape)) * self.dtype.itemsize
@@ -429,7 +434,7 @@ class CudaKernel:
             for _, bufs in self._bufs.values():
                 for b in bufs:
                     b.free()
-        except Exception:  # noqa: BLE001 -- interpreter shutdown
+        except Exception:  # noqa: BLE001, S110 -- interpreter shutdown: nothing left to free
             pass
 
 

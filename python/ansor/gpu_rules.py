@@ -525,7 +525,7 @@ class _GpuRenderer:
                     self.emit(f"{p} = transform.get_producer_of_operand {padded}[{i}] : ({_ANY}) -> {_ANY}")
                     shape = [self.tile_extent(d) for d in st.input_dims[i]]
                     if self.values is not None and total_threads is not None:
-                        tile, used = _copy_tiles([int(x) for x in shape], total_threads, st.elem_bytes)
+                        tile, _used = _copy_tiles([int(x) for x in shape], total_threads, st.elem_bytes)
                         ts = [str(t) for t in tile]
                         lin = [f"#gpu.thread<linear_dim_{len(tile) - 1 - a}>" for a in range(len(tile))]
                     else:
@@ -547,7 +547,7 @@ class _GpuRenderer:
         self.emit("// S1: virtual threads (a serial loop over strided chunks)")
         cur, _ = self.tile_for(cur, [self.v(st.knob(d, 2)) if d in st.mapped else "0" for d in range(nd)])
         self.emit("// S2: threads")
-        cur, thr = self.tile_forall(cur, self.space_sizes(3), thread_map)
+        cur, _ = self.tile_forall(cur, self.space_sizes(3), thread_map)
         self.emit("// S3: loop inside the thread over register tiles; unmapped space loops step by one")
         cur, _ = self.tile_for(cur, [self.v(st.knob(d, 4)) if d in st.mapped else ("1" if st.kinds[d] == "S" else "0")
                                      for d in range(nd)])
