@@ -212,7 +212,7 @@ def cmd_sketches(args: argparse.Namespace) -> int:
     task = _task(args)
     for sk in generate_sketches(task):
         print(f"// ===== sketch {sk.name} ({sk.rule})")
-        if args.schedule_seed is not None and sk.stages:
+        if args.schedule_seed is not None and (sk.stages or sk.knobs):  # GPU sketches: knobs only
             print(sk.script(sample(sk, random.Random(args.schedule_seed)).values()))
         else:
             print(sk.script() or "// (no transform: the untransformed program)")
