@@ -43,6 +43,35 @@ struct ConvToNhwc : public mlir::ansor::impl::ConvToNhwcBase<ConvToNhwc> {
           }))
         convs.push_back(op);
     });
+    // Pooling: same input/init/result transposes around the channels-last op (the window
+    // operand carries only its shape).
+    SmallVector<Operation *> pools;
+    getOperation()->walk([&](Operation *op) {
+      if (isa<linalg::PoolingNchwMaxOp, linalg::PoolingNchwSumOp>(op) &&
+          cast<linalg::LinalgOp>(op).hasPureTensorSemantics() &&
+          llvm::all_of(op->getOperandTypes(), [](Type t) { return cast<ShapedType>(t).hasStaticShape(); }))
+        pools.push_back(op);
+    });
+    for (Operation *op : pools) {
+      OpBuilder b(op);
+      Location loc = op->getLoc();
+      auto lop = cast<linalg::LinalgOp>(op);
+      Value x = transpose(b, loc, lop.getDpsInputs()[0], {0, 2, 3, 1});
+      Value window = lop.getDpsInputs()[1];
+      Value init = transpose(b, loc, lop.getDpsInits()[0], {0, 2, 3, 1});
+      Operation *pool;
+      if (auto mx = dyn_cast<linalg::PoolingNchwMaxOp>(op))
+        pool = linalg::PoolingNhwcMaxOp::create(b, loc, TypeRange{init.getType()}, ValueRange{x, window},
+                                                ValueRange{init}, mx.getStrides(), mx.getDilations());
+      else {
+        auto sm = cast<linalg::PoolingNchwSumOp>(op);
+        pool = linalg::PoolingNhwcSumOp::create(b, loc, TypeRange{init.getType()}, ValueRange{x, window},
+                                                ValueRange{init}, sm.getStrides(), sm.getDilations());
+      }
+      Value y = transpose(b, loc, pool->getResult(0), {0, 3, 1, 2});
+      op->getResult(0).replaceAllUsesWith(y);
+      op->erase();
+    }
     for (linalg::Conv2DNchwFchwOp op : convs) {
       OpBuilder b(op);
       Location loc = op.getLoc();

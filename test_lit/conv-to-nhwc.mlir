@@ -30,3 +30,20 @@ func.func @dynamic(%x: tensor<?x8x10x10xf32>, %w: tensor<16x8x3x3xf32>, %z: tens
       ins(%x, %w : tensor<?x8x10x10xf32>, tensor<16x8x3x3xf32>) outs(%z : tensor<?x16x8x8xf32>) -> tensor<?x16x8x8xf32>
   return %y : tensor<?x16x8x8xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @maxpool(
+// CHECK:         %[[XT:.*]] = linalg.transpose ins(%{{.*}} : tensor<1x4x8x8xf32>) outs(%{{.*}} : tensor<1x8x8x4xf32>) permutation = [0, 2, 3, 1]
+// CHECK:         %[[P:.*]] = linalg.pooling_nhwc_max {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>}
+// CHECK-SAME:      ins(%[[XT]], %{{.*}} : tensor<1x8x8x4xf32>, tensor<3x3xf32>)
+// CHECK:         linalg.transpose ins(%[[P]] : tensor<1x3x3x4xf32>) outs(%{{.*}} : tensor<1x4x3x3xf32>) permutation = [0, 3, 1, 2]
+func.func @maxpool(%x: tensor<1x4x8x8xf32>) -> tensor<1x4x3x3xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<1x4x3x3xf32>
+  %z = linalg.fill ins(%ninf : f32) outs(%e : tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  %w = tensor.empty() : tensor<3x3xf32>
+  %y = linalg.pooling_nchw_max {strides = dense<2> : vector<2xi64>, dilations = dense<1> : vector<2xi64>}
+      ins(%x, %w : tensor<1x4x8x8xf32>, tensor<3x3xf32>) outs(%z : tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  return %y : tensor<1x4x3x3xf32>
+}

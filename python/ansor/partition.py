@@ -63,8 +63,8 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
                   name: str | None = None, layout: str = "nhwc") -> Network:
     """Partition the model function in `source` into tasks (see the module docstring).
 
-    `layout="nhwc"` (default) first rewrites channels-first 2-D convolutions as channels-last ones
-    between transposes (C++ `ansor-conv-to-nhwc`), folding the filter transposes into the weight
+    `layout="nhwc"` (default) first rewrites channels-first 2-D convolutions and pooling as
+    channels-last ones between transposes (C++ `ansor-conv-to-nhwc`), folding the filter transposes into the weight
     constants: the CPU sketches vectorize over the channels then (measured on ResNet-18's 3x3
     convolutions: ~3x the GFLOP/s of the NCHW form). `layout="keep"` leaves the model as it is."""
     if layout not in ("nhwc", "keep"):
@@ -81,7 +81,7 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
             if o.name == "func.func" and o != fop and "sym_visibility" not in o.attributes and o.regions[0].blocks:
                 o.erase()
         try:
-            if layout == "nhwc" and "linalg.conv_2d_nchw_fchw" in text:
+            if layout == "nhwc" and ("linalg.conv_2d_nchw_fchw" in text or "linalg.pooling_nchw_" in text):
                 from .frontend import fold_weight_transposes
 
                 passmanager.PassManager.parse("builtin.module(func.func(ansor-conv-to-nhwc),canonicalize)").run(
