@@ -134,13 +134,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     tuned = CompiledFunction(task, rec, threads)
     untuned = CompiledFunction(task, None, threads)
     inputs = make_inputs(task)
-    ref = untuned(*inputs)
-    out = tuned(*inputs)
-    refs = list(ref) if isinstance(ref, tuple) else [ref]
-    outs = list(out) if isinstance(out, tuple) else [out]
-    bad = check_outputs(outs, refs, 1e-4, 1e-4)
-    if bad:
-        print(f"error: tuned program is wrong: {bad}", file=sys.stderr)
+    refs = _same_outputs(tuned, untuned, inputs, 1e-4, "program")
+    if refs is None:
         return 1
 
     def best_of(fn, reps: int = 5) -> float:  # noqa: ANN001
@@ -167,20 +162,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _same_outputs(tuned, untuned, inputs: list, tol: float, what: str) -> list | None:  # noqa: ANN001
+    """The untuned outputs, or None (with an error line) when the tuned program's differ."""
+    from .measure import check_outputs
+
+    ref, out = untuned(*inputs), tuned(*inputs)
+    refs = list(ref) if isinstance(ref, tuple) else [ref]
+    outs = list(out) if isinstance(out, tuple) else [out]
+    bad = check_outputs(outs, refs, tol, tol)
+    if bad:
+        print(f"error: tuned {what} is wrong: {bad}", file=sys.stderr)
+        return None
+    return refs
+
+
 def _bench_network(args: argparse.Namespace, net) -> int:  # noqa: ANN001
     from .compile import compile_network
-    from .measure import check_outputs, make_inputs
+    from .measure import make_inputs
 
     threads = args.threads or os.cpu_count() or 1
     tuned = compile_network(net, args.log, threads=threads)
     untuned = compile_network(net, None, threads=threads)
     inputs = make_inputs(net.as_task())
-    ref, out = untuned(*inputs), tuned(*inputs)
-    refs = list(ref) if isinstance(ref, tuple) else [ref]
-    outs = list(out) if isinstance(out, tuple) else [out]
-    bad = check_outputs(outs, refs, 1e-3, 1e-3)
-    if bad:
-        print(f"error: tuned model is wrong: {bad}", file=sys.stderr)
+    if _same_outputs(tuned, untuned, inputs, 1e-3, "model") is None:
         return 1
     t_tuned = min(tuned.time(*inputs, number=args.number) for _ in range(3))
     t_untuned = untuned.time(*inputs, number=1)
