@@ -33,7 +33,6 @@ import numpy as np
 from .cost_model import CostModel, create_cost_model
 from .evolution import FeaturesFn
 from .measure import Measurer, MeasureResult, RunOptions, create_measurer
-from .progress import ProgressCallback
 from .records import Record, RecordWriter
 from .task import SearchTask
 from .tuner import TaskTuner, TuneResult
@@ -191,10 +190,10 @@ class TaskScheduler:
         tuners: list[TaskTuner] = []
         try:
             for i, task in enumerate(self.tasks):
-                fn = features_fn or (_features_for(extractor, task) if extractor is not None else None)
                 tuners.append(TaskTuner(task, measurer=measurer, log_path=log_path, writer=writer, seed=self.seed + i,
-                                        search=search, crossover=crossover, cost_model=model, features_fn=fn,
-                                        search_options=search_options))
+                                        search=search, crossover=crossover, cost_model=model,
+                                        features_fn=features_fn, search_options=search_options,
+                                        extractor=extractor))
             for tn in tuners:
                 tn.start(0)
             g = np.array([_cost(tn.best, tn.baseline) for tn in tuners])
@@ -247,17 +246,6 @@ class TaskScheduler:
                 writer.close()
             if own_measurer:
                 measurer.close()
-
-
-def _features_for(extractor, task: SearchTask) -> FeaturesFn:  # noqa: ANN001 (FeatureExtractor)
-    from .rules import generate_sketches
-
-    by_name = {s.name: s for s in generate_sketches(task)}
-
-    def fn(schedules: list) -> list:
-        return extractor.extract(task, [by_name[s.sketch].script(s.values(), lower_vectors=False) for s in schedules])
-
-    return fn
 
 
 class SchedulerCallback:

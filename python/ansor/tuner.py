@@ -17,6 +17,7 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import config
 from .annotation import Schedule, validate
@@ -29,6 +30,9 @@ from .search import RandomSearch, SearchPolicy
 from .sketch import Sketch
 from .rules import generate_sketches
 from .task import SearchTask
+
+if TYPE_CHECKING:  # imported lazily: its worker pool is only needed by the learned search
+    from .features import FeatureExtractor
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,8 @@ def _prior_records(log_path: Path | None, task: SearchTask, sketches: list[Sketc
 
 def _make_policy(task: SearchTask, sketches: list[Sketch], prior: list[Record], measured: set[str], *,
                  search: str, seed: int, crossover: bool, cost_model: str | CostModel,
-                 features_fn: FeaturesFn | None, closers: list, options: dict) -> SearchPolicy:
+                 features_fn: FeaturesFn | None, closers: list, options: dict,
+                 extractor: FeatureExtractor | None = None) -> SearchPolicy:
     if search == "random":
         return RandomSearch(sketches, seed=seed, measured=measured)
     if search != "learned":
@@ -78,8 +83,9 @@ def _make_policy(task: SearchTask, sketches: list[Sketch], prior: list[Record], 
     if features_fn is None:
         from .features import FeatureExtractor
 
-        extractor = FeatureExtractor()
-        closers.append(extractor.close)
+        if extractor is None:  # else shared (the task scheduler's), closed by its owner
+            extractor = FeatureExtractor()
+            closers.append(extractor.close)
         by_name = {s.name: s for s in sketches}
 
         def features_fn(schedules: list[Schedule]) -> list:
@@ -119,6 +125,7 @@ class TaskTuner:
         cost_model: str | CostModel = "xgb",
         features_fn: FeaturesFn | None = None,
         search_options: dict | None = None,
+        extractor: FeatureExtractor | None = None,
     ) -> None:
         self.task = task
         self.measurer = measurer
@@ -132,7 +139,7 @@ class TaskTuner:
         self.policy = policy or _make_policy(
             task, self.sketches, self.prior, self.measured, search=search, seed=seed, crossover=crossover,
             cost_model=cost_model, features_fn=features_fn, closers=self._closers,
-            options=dict(search_options or {}))
+            options=dict(search_options or {}), extractor=extractor)
         self._own_writer = writer is None and path is not None
         self.writer = writer if writer is not None else (RecordWriter(path) if path is not None else None)
         self.best: Record | None = best_record(self.prior)
