@@ -170,20 +170,388 @@ def own_fill_destinations(module: ir.Module) -> None:
         fill.operands[1] = clone.results[0]
 
 
-#: Alignment (bytes) of shared tiles. (Global buffers would need it too for 128-bit loads:
-#: `memref.assume_alignment` in the kernel is dropped by `expand-strided-metadata` in MLIR 22.)
+_VIEW_OPS = ("memref.subview", "memref.cast", "memref.memory_space_cast", "memref.reinterpret_cast",
+             "memref.expand_shape", "memref.collapse_shape")
+
+
+def _op_of(v: ir.Value) -> ir.Operation | None:
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return None
+    return owner if isinstance(owner, ir.Operation) else owner.operation
+
+
+def _memref_root(v: ir.Value) -> ir.Value:
+    """The buffer a memref view is a view of (distinct kernel arguments and attributions are
+    distinct buffers: our runtime allocates every argument separately)."""
+    while True:
+        op = _op_of(v)
+        if op is None or op.name not in _VIEW_OPS:
+            return v
+        v = op.operands[0]
+
+
+def _inside(op: ir.Operation, region_owner: ir.Operation) -> bool:
+    p = op.parent
+    while p is not None:
+        if p == region_owner:
+            return True
+        p = p.parent
+    return False
+
+
+def _defined_outside(v: ir.Value, loop: ir.Operation) -> bool:
+    op = _op_of(v)
+    if op is None:
+        blk = v.owner
+        owner = blk.owner if hasattr(blk, "owner") else None
+        return owner is None or not (owner == loop or _inside(owner, loop))
+    return not _inside(op, loop)
+
+
+def _hoist_one(loop: ir.Operation) -> bool:
+    """Hoist one transfer_read/transfer_write pair of an accumulator out of `loop` (an scf.for):
+    the read becomes the initial value of a new iteration argument, the write moves after the
+    loop. Only when the pair reads and writes the same view at the same loop-invariant indices
+    and nothing else in the loop touches that buffer."""
+    from mlir.dialects import scf
+
+    body = loop.regions[0].blocks[0]
+    top = list(body.operations)
+    accesses: list[tuple[ir.Operation, ir.Value]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        for v in op.operands:
+            if isinstance(v.type, ir.MemRefType):
+                accesses.append((op, _memref_root(v)))
+        return ir.WalkResult.ADVANCE
+
+    for op in top:
+        op.walk(visit)
+    for r in top:
+        if r.name != "vector.transfer_read":
+            continue
+        mem = r.operands[0]
+        if not _defined_outside(mem, loop) or any(not _defined_outside(x, loop) for x in list(r.operands)[1:]):
+            continue
+        ws = [w for w in top if w.name == "vector.transfer_write" and w.operands[1] == mem
+              and [str(x.get_name()) for x in list(w.operands)[2:]] == [str(x.get_name()) for x in list(r.operands)[1:-1]]
+              and w.operands[0].type == r.results[0].type and r.is_before_in_block(w)]
+        if len(ws) != 1:
+            continue
+        w = ws[0]
+        if str(w.attributes["permutation_map"]) != str(r.attributes["permutation_map"]):
+            continue
+        if any(_inside(u.owner, loop) is False for u in r.results[0].uses):
+            continue
+        root = _memref_root(mem)
+        if any(root == rt and op != r and op != w for op, rt in accesses):
+            continue
+        # rewrite
+        r.move_before(loop)
+        lb, ub, step, *inits = list(loop.operands)
+        with ir.InsertionPoint(loop), loop.location:
+            new = scf.ForOp(lb, ub, step, [*inits, r.results[0]])
+        for name in [a.name for a in loop.attributes]:
+            if name not in ("operandSegmentSizes",):
+                new.operation.attributes[name] = loop.attributes[name]
+        nb = new.body
+        for op in list(body.operations):
+            nb.append(op)
+        for old_a, new_a in zip(body.arguments, list(nb.arguments)[:-1], strict=True):
+            old_a.replace_all_uses_with(new_a)
+        r.results[0].replace_all_uses_except(nb.arguments[len(nb.arguments) - 1], new.operation)
+        old_yield = list(nb.operations)[-1]
+        with ir.InsertionPoint(old_yield), old_yield.location:
+            scf.YieldOp([*old_yield.operands, w.operands[0]])
+        old_yield.erase()
+        w.move_after(new.operation)
+        w.operands[0] = new.results[len(new.results) - 1]
+        for old_r, new_r in zip(loop.results, list(new.results)[:-1], strict=True):
+            old_r.replace_all_uses_with(new_r)
+        loop.erase()
+        return True
+    return False
+
+
+def hoist_accumulators(module: ir.Module) -> int:
+    """Keep accumulators in registers across the shared-memory reduction loop: hoist every
+    read/write pair of a thread's accumulator tile out of the `scf.for` loops inside the kernels
+    (innermost loops first, repeatedly). Returns the number of pairs hoisted."""
+    n = 0
+    changed = True
+    while changed:
+        changed = False
+        for launch in _walk(module.operation, "gpu.launch"):
+            for loop in reversed(_walk(launch, "scf.for")):
+                if _hoist_one(loop):
+                    n += 1
+                    changed = True
+                    break
+            if changed:
+                break
+    return n
+
+
+def sink_constants_into_launches(module: ir.Module) -> int:
+    """Clone the constants (`arith.constant`, `ub.poison`) a `gpu.launch` uses from above into its
+    body. `gpu-kernel-outlining` (MLIR 22) leaves them outside: they would become kernel arguments,
+    so that inside the kernel every loop bound, step and tile offset is a runtime value (no
+    unrolling, no alignment or address folding by LLVM). Returns the number of uses rewired."""
+    n = 0
+    for launch in _walk(module.operation, "gpu.launch"):
+        region = launch.regions[0]
+        body = region.blocks[0]
+        first = body.operations[0]
+        clones: dict = {}
+        inner: list[ir.Operation] = []
+
+        def visit(op: ir.Operation, inner: list[ir.Operation] = inner) -> ir.WalkResult:
+            inner.append(op)
+            return ir.WalkResult.ADVANCE
+
+        launch.walk(visit)
+        for op in inner:
+            if op == launch:
+                continue
+            for i, v in enumerate(list(op.operands)):
+                owner = v.owner
+                if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
+                    owner = owner.operation
+                if not isinstance(owner, ir.Operation) or owner.name not in ("arith.constant", "ub.poison"):
+                    continue
+                # defined outside this launch?
+                parent = owner.parent
+                while parent is not None and parent != launch:
+                    parent = parent.parent
+                if parent is not None:
+                    continue
+                key = (owner.name, str(owner.attributes["value"]) if "value" in owner.attributes else "",
+                       str(v.type))
+                if key not in clones:
+                    clones[key] = owner.clone(ir.InsertionPoint(first))
+                op.operands[i] = clones[key].results[0]
+                n += 1
+    return n
+
+
+#: Alignment (bytes) of shared tiles and of the kernels' global buffers (as `llvm.align` on the
+#: kernel's pointer arguments: `memref.assume_alignment` in the kernel is dropped by
+#: `expand-strided-metadata` in MLIR 22).
 BUFFER_ALIGN = 16
 
 
 def align_workgroup_buffers(module: ir.Module) -> None:
-    """`llvm.align` on every outlined kernel's workgroup attributions (shared tiles)."""
+    """`llvm.align` on every outlined kernel's workgroup attributions (shared tiles) and on its
+    memref arguments (global buffers).
+
+    The kernels' global memrefs all come from device allocations (`_DeviceBuffer`: `cuMemAlloc`,
+    256-byte aligned; `_check_host_allocs` rejects anything else), and a view's aligned pointer is
+    its buffer's: the pointers the kernel receives are at least 16-byte aligned. With that known,
+    LLVM infers the alignment of each access from its index arithmetic (known bits), and 128-bit
+    vector accesses stay `ld.global.v4` instead of being split into scalar loads."""
     for f in _walk(module.operation, "gpu.func"):
-        if "workgroup_attributions" not in f.attributes:
-            continue
-        n = ir.IntegerAttr(f.attributes["workgroup_attributions"]).value
+        n = ir.IntegerAttr(f.attributes["workgroup_attributions"]).value if (
+            "workgroup_attributions" in f.attributes) else 0
         if n:
             f.attributes["workgroup_attrib_attrs"] = ir.Attribute.parse(
                 "[" + ", ".join([f"{{llvm.align = {BUFFER_ALIGN} : i64}}"] * n) + "]")
+        ftype = ir.TypeAttr(f.attributes["function_type"]).value
+        args = ir.FunctionType(ftype).inputs
+        old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes else []
+        attrs = []
+        for i, t in enumerate(args):
+            d = {a.name: a.attr for a in ir.DictAttr(old[i])} if i < len(old) else {}
+            if isinstance(t, ir.MemRefType) and not _is_workgroup(t):
+                d["llvm.align"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), BUFFER_ALIGN)
+            attrs.append(ir.DictAttr.get(d))
+        f.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+
+
+_MAX_TZ = 64
+_ELEM_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
+
+
+class _Alignment:
+    """Known trailing zero bits of the integers and pointers of one LLVM-dialect function.
+
+    LLVM's own inference (known bits, depth-limited to 6 operations) loses the alignment of
+    addresses built from long index chains around loop induction variables, and NVPTX then splits
+    a `load <4 x float>, align 4` into four scalar loads. Here there is no depth limit: block
+    arguments (loop induction variables after `convert-scf-to-cf`) get the minimum over their
+    incoming values, solved optimistically to a fixed point."""
+
+    def __init__(self, func: ir.Operation) -> None:
+        self.func = func
+        self.memo: dict = {}
+        self.incoming: dict = {}  # (block, arg number) -> incoming values
+        self.arg_align: dict[int, int] = {}
+        if "arg_attrs" in func.attributes:
+            for i, d in enumerate(ir.ArrayAttr(func.attributes["arg_attrs"])):
+                dd = ir.DictAttr(d)
+                if "llvm.align" in dd:
+                    self.arg_align[i] = ir.IntegerAttr(dd["llvm.align"]).value.bit_length() - 1
+        entry = func.regions[0].blocks[0]
+        self.entry_args = {hash(a): a for a in entry.arguments}
+        for op in _walk(func, "llvm.br") + _walk(func, "llvm.cond_br"):
+            ops = list(op.operands)
+            succ = list(op.successors)
+            if op.name == "llvm.br":
+                groups = [ops]
+            else:
+                sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+                groups = [ops[1:1 + sizes[1]], ops[1 + sizes[1]:1 + sizes[1] + sizes[2]]]
+            for blk, vals in zip(succ, groups, strict=True):
+                for j, v in enumerate(vals):
+                    self.incoming.setdefault((blk, j), []).append(v)
+
+    def solve(self, values: list) -> None:
+        """Fixed point over the block arguments reachable from `values` (optimistic start)."""
+        for _ in range(32):
+            before = dict(self.memo)
+            for v in values:
+                self._clear_derived()
+                self.tz(v)
+            if self.memo == before:
+                return
+        self.memo = {k: 0 for k in self.memo}  # no convergence: know nothing
+
+    def _clear_derived(self) -> None:
+        self.memo = {k: v for k, v in self.memo.items() if k[0] == "arg"}
+
+    def tz(self, v: ir.Value) -> int:
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            a = ir.BlockArgument(v)
+            if owner == self.func.regions[0].blocks[0]:
+                return self.arg_align.get(a.arg_number, 0) if isinstance(v.type, ir.Type) and str(
+                    v.type).startswith("!llvm.ptr") else 0
+            key = ("arg", owner, a.arg_number)
+            if key in self.memo:
+                return self.memo[key]
+            self.memo[key] = _MAX_TZ  # optimistic while in progress
+            ins = self.incoming.get((owner, a.arg_number))
+            val = min((self.tz(x) for x in ins), default=0) if ins else 0
+            self.memo[key] = val
+            return val
+        op = owner if isinstance(owner, ir.Operation) else owner.operation
+        key = ("op", op, list(op.results).index(v) if len(op.results) > 1 else 0)
+        if key in self.memo:
+            return self.memo[key]
+        self.memo[key] = 0  # cycles through non-block-argument values: know nothing
+        val = self._op_tz(op)
+        self.memo[key] = val
+        return val
+
+    def _const(self, v: ir.Value) -> int | None:
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            return None
+        op = owner if isinstance(owner, ir.Operation) else owner.operation
+        if op.name != "llvm.mlir.constant":
+            return None
+        try:
+            return ir.IntegerAttr(op.attributes["value"]).value
+        except (ValueError, TypeError):
+            return None
+
+    def _op_tz(self, op: ir.Operation) -> int:
+        n = op.name
+        o = list(op.operands)
+        if n == "llvm.mlir.constant":
+            c = self._const(op.results[0])
+            if c is None:
+                return 0
+            return _MAX_TZ if c == 0 else min(_MAX_TZ, (c & -c).bit_length() - 1)
+        if n in ("llvm.add", "llvm.sub", "llvm.or", "llvm.xor", "llvm.select"):
+            vals = o[1:] if n == "llvm.select" else o
+            return min(self.tz(x) for x in vals)
+        if n == "llvm.mul":
+            return min(_MAX_TZ, self.tz(o[0]) + self.tz(o[1]))
+        if n == "llvm.and":
+            return max(self.tz(o[0]), self.tz(o[1]))
+        if n == "llvm.shl":
+            c = self._const(o[1])
+            return min(_MAX_TZ, self.tz(o[0]) + c) if c is not None else self.tz(o[0])
+        if n in ("llvm.sext", "llvm.zext", "llvm.trunc", "llvm.addrspacecast", "llvm.bitcast",
+                 "llvm.ptrtoint", "llvm.inttoptr", "llvm.freeze"):
+            return self.tz(o[0])
+        if n == "llvm.mlir.addressof":
+            g = ir.FlatSymbolRefAttr(op.attributes["global_name"]).value
+            return self.global_align.get(g, 0)
+        if n == "llvm.getelementptr":
+            return self._gep_tz(op)
+        return 0
+
+    global_align: dict[str, int] = {}
+
+    def _gep_tz(self, op: ir.Operation) -> int:
+        base, *idx = list(op.operands)
+        t = self.tz(base)
+        raw = list(ir.DenseI32ArrayAttr(op.attributes["rawConstantIndices"]))
+        elem = ir.TypeAttr(op.attributes["elem_type"]).value
+        dyn = iter(idx)
+        ty = elem
+        for pos, r in enumerate(raw):
+            size = _type_bytes(ty)
+            if size is None:
+                return 0
+            if r == -2147483648:  # dynamic index
+                it = self.tz(next(dyn))
+                t = min(t, it + (size & -size).bit_length() - 1)
+            elif r:
+                off = r * size
+                t = min(t, (off & -off).bit_length() - 1)
+            if pos + 1 < len(raw):
+                m = re.match(r"!llvm\.array<\d+ x (.*)>$", str(ty))
+                if m is None:
+                    return 0
+                ty = ir.Type.parse(m.group(1))
+        return t
+
+
+def _type_bytes(t: ir.Type) -> int | None:
+    s = str(t)
+    if s in _ELEM_BYTES:
+        return _ELEM_BYTES[s]
+    m = re.match(r"!llvm\.array<(\d+) x (.*)>$", s)
+    if m:
+        inner = _type_bytes(ir.Type.parse(m.group(2)))
+        return None if inner is None else int(m.group(1)) * inner
+    m = re.match(r"vector<(\d+)x(\w+)>$", s)
+    if m and m.group(2) in _ELEM_BYTES:
+        return int(m.group(1)) * _ELEM_BYTES[m.group(2)]
+    return None
+
+
+def infer_access_alignment(module: ir.Module) -> int:
+    """Raise the `alignment` of vector loads and stores in the GPU kernels to what their address
+    arithmetic proves (see `_Alignment`), at most 16 bytes. Returns the number of accesses raised."""
+    raised = 0
+    for gm in _walk(module.operation, "gpu.module"):
+        globals_: dict[str, int] = {}
+        for g in _walk(gm, "llvm.mlir.global"):
+            if "alignment" in g.attributes:
+                a = ir.IntegerAttr(g.attributes["alignment"]).value
+                globals_[ir.StringAttr(g.attributes["sym_name"]).value] = a.bit_length() - 1
+        for f in _walk(gm, "llvm.func"):
+            if not f.regions or not f.regions[0].blocks:
+                continue
+            an = _Alignment(f)
+            an.global_align = globals_
+            accesses = [op for op in _walk(f, "llvm.load") + _walk(f, "llvm.store")
+                        if str((op.results[0] if op.name == "llvm.load" else op.operands[0]).type).startswith("vector<")]
+            ptrs = [op.operands[0] if op.name == "llvm.load" else op.operands[1] for op in accesses]
+            an.solve(ptrs)
+            for op, p in zip(accesses, ptrs, strict=True):
+                vt = (op.results[0] if op.name == "llvm.load" else op.operands[0]).type
+                size = _type_bytes(vt) or 1
+                want = min(1 << min(an.tz(p), 4), size & -size)
+                cur = ir.IntegerAttr(op.attributes["alignment"]).value if "alignment" in op.attributes else 0
+                if want > cur:
+                    op.attributes["alignment"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), want)
+                    raised += 1
+    return raised
 
 
 def shared_memory_bytes(module: ir.Module) -> int:
@@ -240,9 +608,16 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     if bench:
         _add_bench_wrapper(module, task.func_name)
     _run(module, "ansor-auto-unroll,canonicalize", "lower")
-    _run(module, "convert-linalg-to-loops,gpu-kernel-outlining", "lower")
+    hoist_accumulators(module)
+    _run(module, "convert-linalg-to-loops", "lower")
+    sink_constants_into_launches(module)
+    _run(module, "gpu-kernel-outlining", "lower")
     align_workgroup_buffers(module)
-    _run(module, _nvvm_pipeline(arch, fmt), "lower")
+    pipeline = _nvvm_pipeline(arch, fmt)
+    to_llvm, to_binary = pipeline.rsplit(",gpu-module-to-binary", 1)
+    _run(module, to_llvm, "lower")
+    infer_access_alignment(module)
+    _run(module, "gpu-module-to-binary" + to_binary, "lower")
     return module
 
 
