@@ -293,6 +293,239 @@ def hoist_accumulators(module: ir.Module) -> int:
     return n
 
 
+_WRITES = {"vector.transfer_write": 1, "vector.store": 1, "memref.store": 1}
+_READS = ("vector.transfer_read", "vector.load", "memref.load", "memref.dim", "memref.extract_strided_metadata")
+_PURE_INDEX_OPS = ("affine.apply", "affine.min", "affine.max", "memref.subview", "memref.cast", "arith.addi",
+                   "arith.subi", "arith.muli", "arith.constant", "arith.select", "arith.cmpi", "arith.minsi",
+                   "arith.maxsi", "arith.divsi", "arith.remsi", "arith.floordivsi", "arith.index_cast")
+
+
+def _effects(ops: list[ir.Operation], *, barriers_ok: bool = False) -> tuple[set, set] | None:
+    """(buffers read, buffers written) by `ops` (and what they contain), as memref roots; None
+    when a barrier is nested inside (the segment is not straight-line for barrier purposes)."""
+    reads: set = set()
+    writes: set = set()
+    nested_barrier = False
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal nested_barrier
+        if op.name == "gpu.barrier":
+            nested_barrier = True
+        w = _WRITES.get(op.name)
+        for i, v in enumerate(op.operands):
+            if isinstance(v.type, ir.MemRefType) and op.name not in _VIEW_OPS:
+                root = _memref_root(v)
+                if op.name in _READS:
+                    reads.add(root)
+                elif w is None:  # unknown access: both
+                    reads.add(root)
+                    writes.add(root)
+                elif i == w:
+                    writes.add(root)
+                else:
+                    reads.add(root)
+        return ir.WalkResult.ADVANCE
+
+    for op in ops:
+        op.walk(visit)
+    return None if nested_barrier and not barriers_ok else (reads, writes)
+
+
+def remove_redundant_barriers(module: ir.Module) -> int:
+    """Drop a `gpu.barrier` whose neighbouring straight-line segments (up to the previous and the
+    next barrier of the same block) share no buffer that either writes: e.g. the one between the
+    cooperative copies of two different shared tiles. Returns the number removed."""
+    removed = 0
+    changed = True
+    while changed:
+        changed = False
+        for launch in _walk(module.operation, "gpu.launch"):
+            for bar in _walk(launch, "gpu.barrier"):
+                ops = list(bar.block.operations)
+                i = next(k for k, o in enumerate(ops) if o == bar)
+                j0 = max((k for k in range(i) if ops[k].name == "gpu.barrier"), default=-1)
+                j1 = next((k for k in range(i + 1, len(ops)) if ops[k].name == "gpu.barrier"), None)
+                if j1 is None:
+                    continue  # the segment after runs to the end of the block (a loop's next iteration...)
+                before = _effects(ops[j0 + 1:i])
+                after = _effects(ops[i + 1:j1])
+                if before is None or after is None:
+                    continue
+                (r1, w1), (r2, w2) = before, after
+                if any(a == b for a in w1 for b in (r2 | w2)) or any(a == b for a in r1 for b in w2):
+                    continue
+                if j0 < 0 and bar.block != launch.regions[0].blocks[0] and not (
+                        len(ops) >= 2 and ops[-2].name == "gpu.barrier"):
+                    continue  # the segment before reaches back into the previous iteration
+                bar.erase()
+                removed += 1
+                changed = True
+                break
+            if changed:
+                break
+    return removed
+
+
+def _slice_in_loop(v: ir.Value, loop: ir.Operation, body: ir.Block) -> list[ir.Operation] | None:
+    """The ops of `loop`'s body (top level) that `v` depends on, in body order, if all are pure
+    index/view computations depending on nothing else of the loop than its induction variable."""
+    iv = body.arguments[0]
+    need: list[ir.Operation] = []
+    seen: set = set()
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        op = _op_of(x)
+        if op is None:
+            if x == iv:
+                continue
+            if not _defined_outside(x, loop):
+                return None  # another iteration argument
+            continue
+        if not _inside(op, loop):
+            continue
+        if op.parent != loop or op.name not in _PURE_INDEX_OPS:
+            return None
+        h = hash(op)
+        if h in seen:
+            continue
+        seen.add(h)
+        need.append(op)
+        stack.extend(op.operands)
+    order = {hash(o): k for k, o in enumerate(body.operations)}
+    return sorted(need, key=lambda o: order[hash(o)])
+
+
+def _clone_slice(ops: list[ir.Operation], iv: ir.Value, new_iv: ir.Value, ip: ir.InsertionPoint) -> dict:
+    """Clone `ops` at `ip`, with `iv` replaced by `new_iv`; returns old value -> new value."""
+    mapping: dict = {iv: new_iv}
+    for op in ops:
+        c = op.clone(ip)
+        for k, x in enumerate(c.operands):
+            for old, new in mapping.items():
+                if x == old:
+                    c.operands[k] = new
+                    break
+        for old_r, new_r in zip(op.results, c.results, strict=True):
+            mapping[old_r] = new_r
+    return mapping
+
+
+def _lookup(mapping: dict, v: ir.Value) -> ir.Value:
+    for old, new in mapping.items():
+        if v == old:
+            return new
+    return v
+
+
+def prefetch_global_reads(module: ir.Module) -> int:
+    """Software pipelining of the cooperative copies: in a static `scf.for` inside a kernel, a
+    read of global memory (a `vector.transfer_read` at the top level of the body whose indices
+    depend only on the induction variable) that is stored to shared memory is issued one
+    iteration ahead: the first before the loop, the next right after the current one is stored,
+    so its latency overlaps the computation on the current tile (the last iteration re-reads its
+    own tile, in bounds). Returns the number of reads pipelined."""
+    from mlir.dialects import arith, scf
+
+    n = 0
+    for launch in _walk(module.operation, "gpu.launch"):
+        for loop in _walk(launch, "scf.for"):
+            lb, ub, step = (loop.operands[k] for k in range(3))
+            consts = []
+            for v in (lb, ub, step):
+                op = _op_of(v)
+                consts.append(ir.IntegerAttr(op.attributes["value"]).value
+                              if op is not None and op.name == "arith.constant" else None)
+            if None in consts or consts[1] - consts[0] <= consts[2]:
+                continue
+            body = loop.regions[0].blocks[0]
+            reads = []
+            for r in body.operations:
+                if r.name != "vector.transfer_read" or _is_workgroup(r.operands[0].type):
+                    continue
+                uses = [u.owner for u in r.results[0].uses]
+                if len(uses) != 1 or uses[0].name != "vector.transfer_write" or uses[0].parent != loop \
+                        or not _is_workgroup(uses[0].operands[1].type):
+                    continue
+                root = _memref_root(r.operands[0])
+                eff = _effects(list(body.operations), barriers_ok=True)
+                if eff is None or any(root == w for w in eff[1]):
+                    continue
+                deps = []
+                ok = True
+                for x in r.operands:
+                    sl = _slice_in_loop(x, loop, body)
+                    if sl is None:
+                        ok = False
+                        break
+                    deps += sl
+                if ok:
+                    reads.append((r, uses[0], deps))
+            if not reads:
+                continue
+            # one new loop carrying all the prefetched values
+            iv = body.arguments[0]
+            lb_v, ub_v, step_v = lb, ub, step
+            first = {}
+            with loop.location:
+                for r, _, deps in reads:
+                    m = _clone_slice(_dedup(deps), iv, lb_v, ir.InsertionPoint(loop))
+                    c = r.clone(ir.InsertionPoint(loop))
+                    for k, x in enumerate(c.operands):
+                        c.operands[k] = _lookup(m, x)
+                    first[hash(r)] = c.results[0]
+                _lb, _ub, _st, *inits = list(loop.operands)
+                with ir.InsertionPoint(loop):
+                    new = scf.ForOp(lb_v, ub_v, step_v, [*inits, *(first[hash(r)] for r, _, _ in reads)])
+                for name in [a.name for a in loop.attributes]:
+                    new.operation.attributes[name] = loop.attributes[name]
+                nb = new.body
+                for op in list(body.operations):
+                    nb.append(op)
+                n_old = len(body.arguments)
+                for old_a, new_a in zip(body.arguments, list(nb.arguments)[:n_old], strict=True):
+                    old_a.replace_all_uses_with(new_a)
+                new_iv = nb.arguments[0]
+                nexts = []
+                for k, (r, w, deps) in enumerate(reads):
+                    carried = nb.arguments[n_old + k]
+                    # the next iteration's index, clamped to the last iteration (stays in bounds)
+                    anchor = list(nb.operations)[[hash(o) for o in nb.operations].index(hash(w)) + 1]
+                    ip = ir.InsertionPoint(anchor)
+                    nxt = arith.AddIOp(new_iv, step_v, ip=ip).result
+                    last = arith.SubIOp(ub_v, step_v, ip=ip).result
+                    clamped = arith.MinSIOp(nxt, last, ip=ip).result
+                    m = _clone_slice(_dedup(deps), new_iv, clamped, ip)
+                    c = r.clone(ip)
+                    for j, x in enumerate(c.operands):
+                        c.operands[j] = _lookup(m, x)
+                    nexts.append(c.results[0])
+                    r.results[0].replace_all_uses_with(carried)
+                    r.erase()
+                old_yield = list(nb.operations)[-1]
+                with ir.InsertionPoint(old_yield):
+                    scf.YieldOp([*old_yield.operands, *nexts])
+                old_yield.erase()
+                for old_r, new_r in zip(loop.results, list(new.results)[:len(loop.results)], strict=True):
+                    old_r.replace_all_uses_with(new_r)
+                loop.erase()
+            n += len(reads)
+    return n
+
+
+def _dedup(ops: list[ir.Operation]) -> list[ir.Operation]:
+    seen: set = set()
+    out = []
+    for o in ops:
+        if hash(o) not in seen:
+            seen.add(hash(o))
+            out.append(o)
+    order = {}
+    if out:
+        order = {hash(o): k for k, o in enumerate(out[0].block.operations)}
+    return sorted(out, key=lambda o: order.get(hash(o), 0))
+
+
 def sink_constants_into_launches(module: ir.Module) -> int:
     """Clone the constants (`arith.constant`, `ub.poison`) a `gpu.launch` uses from above into its
     body. `gpu-kernel-outlining` (MLIR 22) leaves them outside: they would become kernel arguments,
@@ -379,11 +612,12 @@ class _Alignment:
     addresses built from long index chains around loop induction variables, and NVPTX then splits
     a `load <4 x float>, align 4` into four scalar loads. Here there is no depth limit: block
     arguments (loop induction variables after `convert-scf-to-cf`) get the minimum over their
-    incoming values, solved optimistically to a fixed point."""
+    incoming values, solved optimistically to a fixed point. Call `solve` before `tz`."""
 
     def __init__(self, func: ir.Operation) -> None:
         self.func = func
         self.memo: dict = {}
+        self.args: dict = {}  # (block, arg number) -> current estimate
         self.incoming: dict = {}  # (block, arg number) -> incoming values
         self.arg_align: dict[int, int] = {}
         if "arg_attrs" in func.attributes:
@@ -406,42 +640,41 @@ class _Alignment:
                     self.incoming.setdefault((blk, j), []).append(v)
 
     def solve(self, values: list) -> None:
-        """Fixed point over the block arguments reachable from `values` (optimistic start)."""
-        for _ in range(32):
-            before = dict(self.memo)
+        """Fixed point over the block arguments reachable from `values`: every argument starts at
+        "all bits zero" and only goes down (the op graph is acyclic except through them)."""
+        for _ in range(64):
+            self.memo = {}
             for v in values:
-                self._clear_derived()
                 self.tz(v)
-            if self.memo == before:
+            changed = False
+            for key in list(self.args):
+                blk, num = key
+                ins = self.incoming.get((blk, num))
+                val = min((self.tz(x) for x in ins), default=0) if ins else 0
+                if val < self.args[key]:
+                    self.args[key] = val
+                    changed = True
+            if not changed:
+                self.memo = {}
                 return
-        self.memo = {k: 0 for k in self.memo}  # no convergence: know nothing
-
-    def _clear_derived(self) -> None:
-        self.memo = {k: v for k, v in self.memo.items() if k[0] == "arg"}
+        self.args = {k: 0 for k in self.args}  # no convergence: know nothing
+        self.memo = {}
 
     def tz(self, v: ir.Value) -> int:
         owner = v.owner
         if isinstance(owner, ir.Block):
             a = ir.BlockArgument(v)
             if owner == self.func.regions[0].blocks[0]:
-                return self.arg_align.get(a.arg_number, 0) if isinstance(v.type, ir.Type) and str(
-                    v.type).startswith("!llvm.ptr") else 0
-            key = ("arg", owner, a.arg_number)
-            if key in self.memo:
-                return self.memo[key]
-            self.memo[key] = _MAX_TZ  # optimistic while in progress
-            ins = self.incoming.get((owner, a.arg_number))
-            val = min((self.tz(x) for x in ins), default=0) if ins else 0
-            self.memo[key] = val
-            return val
+                return self.arg_align.get(a.arg_number, 0) if str(v.type).startswith("!llvm.ptr") else 0
+            key = (owner, a.arg_number)
+            if key not in self.args:
+                self.args[key] = _MAX_TZ
+            return self.args[key]
         op = owner if isinstance(owner, ir.Operation) else owner.operation
-        key = ("op", op, list(op.results).index(v) if len(op.results) > 1 else 0)
-        if key in self.memo:
-            return self.memo[key]
-        self.memo[key] = 0  # cycles through non-block-argument values: know nothing
-        val = self._op_tz(op)
-        self.memo[key] = val
-        return val
+        key = (op, list(op.results).index(v) if len(op.results) > 1 else 0)
+        if key not in self.memo:
+            self.memo[key] = self._op_tz(op)
+        return self.memo[key]
 
     def _const(self, v: ir.Value) -> int | None:
         owner = v.owner
@@ -463,7 +696,8 @@ class _Alignment:
             if c is None:
                 return 0
             return _MAX_TZ if c == 0 else min(_MAX_TZ, (c & -c).bit_length() - 1)
-        if n in ("llvm.add", "llvm.sub", "llvm.or", "llvm.xor", "llvm.select"):
+        if n in ("llvm.add", "llvm.sub", "llvm.or", "llvm.xor", "llvm.select", "llvm.intr.smin", "llvm.intr.smax",
+                 "llvm.intr.umin", "llvm.intr.umax"):
             vals = o[1:] if n == "llvm.select" else o
             return min(self.tz(x) for x in vals)
         if n == "llvm.mul":
@@ -609,6 +843,8 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
         _add_bench_wrapper(module, task.func_name)
     _run(module, "ansor-auto-unroll,canonicalize", "lower")
     hoist_accumulators(module)
+    remove_redundant_barriers(module)
+    prefetch_global_reads(module)
     _run(module, "convert-linalg-to-loops", "lower")
     sink_constants_into_launches(module)
     _run(module, "gpu-kernel-outlining", "lower")
