@@ -2,6 +2,7 @@
 #include "capi/AnsorCAPI.h"
 
 #include "dialects/AnsorDialect.h"
+#include "dialects/AnsorTransformOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/CAPI/IR.h"
@@ -14,6 +15,7 @@
 
 void ansorRegisterDialects(MlirDialectRegistry registry) {
   unwrap(registry)->insert<mlir::ansor::AnsorDialect>();
+  mlir::ansor::registerTransformExtension(*unwrap(registry));
 }
 
 void ansorRegisterPasses(void) { mlir::ansor::registerAnsorPassesOnce(); }

@@ -16,7 +16,7 @@ from ansor.rules import generate_sketches
 
 FAMILIES = ["c1d-1x9x3x4x3x2x1", "c2d-1x9x9x3x4x3x2x1", "c2d-1x6x5x4x5x1x1x0", "dil-1x9x9x3x4x3x2x1",
             "dep-1x8x8x3x3x2x1", "convlayer-1x9x9x4x8x3x2x1", "gmm-2x4x5x6", "t2d-1x3x3x4x2x4x2x1",
-            "cap-1x4x4x2x2x3x2x1", "nrm-1x8x16"]
+            "cap-1x4x4x2x2x3x2x1", "nrm-1x8x16", "c3d-1x4x9x9x3x4x3x2x1", "c3d-1x3x6x5x4x5x1x1x0"]
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,8 @@ def test_sampled_schedules_are_correct(name: str, measurer) -> None:
     assert len(errors) <= len(inputs) // 4, errors
 
 
-@pytest.mark.parametrize("name", ["c2d-1x9x9x3x4x3x2x1", "dep-1x8x8x3x3x2x1", "dil-1x9x9x3x4x3x2x1"])
+@pytest.mark.parametrize("name", ["c2d-1x9x9x3x4x3x2x1", "dep-1x8x8x3x3x2x1", "dil-1x9x9x3x4x3x2x1",
+                                  "c3d-1x4x9x9x3x4x3x2x1"])
 def test_windowed_ops_are_decomposed_and_vectorized(name: str) -> None:
     from mlir import ir
 
@@ -51,7 +52,8 @@ def test_windowed_ops_are_decomposed_and_vectorized(name: str) -> None:
     sk = next(s for s in generate_sketches(task) if s.stages)
     assert sk.stages[0].decompose
     values = sample(sk, random.Random(0)).values()
-    assert values[sk.stages[0].splits[1].tile_knobs[-1]] == 1  # one output row per register tile
+    rows = [s for s in sk.stages[0].splits if s.inner_limit]
+    assert rows and all(values[s.tile_knobs[-1]] == 1 for s in rows)  # one output row per register tile
     with ir.Context(), ir.Location.unknown():
         module = parse_payload(task)
         apply_script(module, sk.script(values))

@@ -35,23 +35,28 @@ log = logging.getLogger(__name__)
 MAX_SKETCHES = 8
 
 
-#: Windowed named ops that `transform.structured.decompose` turns into their 1-D form once the
-#: first window loop and its output row loop have extent 1 -> that output row loop. MLIR 22's
-#: vectorizer handles 1-D convolutions and pooling only: a 2-D one stays scalar (~1 GFLOP/s).
-_DECOMPOSE_ROW = {
-    "linalg.conv_2d_nhwc_hwcf": 1, "linalg.conv_2d_nhwc_fhwc": 1, "linalg.conv_2d_nchw_fchw": 2,
-    "linalg.depthwise_conv_2d_nhwc_hwc": 1, "linalg.depthwise_conv_2d_nchw_chw": 2,
-    "linalg.pooling_nhwc_max": 1, "linalg.pooling_nhwc_sum": 1, "linalg.pooling_nhwc_min": 1,
-    "linalg.pooling_nchw_max": 2, "linalg.pooling_nchw_sum": 2,
+#: Windowed named ops MLIR 22's vectorizer handles only in their 1-D form (a 2-D or 3-D one stays
+#: scalar, ~1 GFLOP/s): op -> (its output-row loops, the transform op turning a register tile
+#: whose row loops and matching window loops have extent 1 into the 1-D op). The row loops'
+#: innermost tiles are limited to 1; every window loop steps by 1 in R1 anyway.
+#: `transform.ansor.decompose_conv3d` is ours (dialects/AnsorTransformOps.td).
+_DECOMPOSE = {
+    **{name: ((1,), "transform.structured.decompose") for name in (
+        "linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nhwc_fhwc", "linalg.depthwise_conv_2d_nhwc_hwc",
+        "linalg.pooling_nhwc_max", "linalg.pooling_nhwc_sum", "linalg.pooling_nhwc_min")},
+    **{name: ((2,), "transform.structured.decompose") for name in (
+        "linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nchw_max",
+        "linalg.pooling_nchw_sum")},
+    "linalg.conv_3d_ndhwc_dhwcf": ((1, 2), "transform.ansor.decompose_conv3d"),
 }
 
 
 def _splits(op: OpLoops, kind: str) -> tuple[LoopSplit, ...]:
     vec = op.innermost_output_dim()
-    row = _DECOMPOSE_ROW.get(op.name) if kind == "mlt" else None
+    rows = _DECOMPOSE[op.name][0] if kind == "mlt" and op.name in _DECOMPOSE else ()
     out = []
     for d, (k, e) in enumerate(zip(op.kinds, op.extents, strict=True)):
-        out.append(LoopSplit(op.index, d, k, e, d == vec and k == "S", LEVELS[kind][k], 1 if d == row else 0))
+        out.append(LoopSplit(op.index, d, k, e, d == vec and k == "S", LEVELS[kind][k], 1 if d in rows else 0))
     return tuple(out)
 
 
@@ -112,7 +117,7 @@ def _variants(op: OpLoops, by_index: dict[int, OpLoops], inits: dict[int, list[O
     my_inits = tuple((i.index, len(i.extents)) for i in inits.get(op.index, []))
     my_pads = tuple(pads.get(op.index, []))
     if op.has_data_reuse() and not op.is_elementwise() and not op.is_init():
-        decompose = op.name in _DECOMPOSE_ROW
+        decompose = _DECOMPOSE[op.name][1] if op.name in _DECOMPOSE else ""
         fc = _fusable_consumer(op, by_index)
         if fc is not None:
             cons, mapping = fc

@@ -93,10 +93,11 @@ class Stage:
     # block dim moved first); empty for the unpacked sketch.
     packs: tuple[tuple[int, tuple[int, ...]], ...] = ()
     n_inputs: int = 0
-    # A windowed named op (2-D convolution, pooling) the vectorizer only handles in 1-D: its
+    # A windowed named op (2-D/3-D convolution, pooling) the vectorizer only handles in 1-D: its
     # register tile (one output row, every window loop stepping by 1 in R1) is decomposed into
-    # the 1-D op (`transform.structured.decompose`) before vectorization.
-    decompose: bool = False
+    # the 1-D op before vectorization by this transform op (`transform.structured.decompose`,
+    # `transform.ansor.decompose_conv3d`); "" for other ops.
+    decompose: str = ""
 
     @property
     def unroll_knob(self) -> str:
@@ -286,7 +287,7 @@ class _Renderer:
                 self.r1_loops.append(str(tag))
             if stage.decompose:
                 dec = self.fresh("dec")
-                self.emit(f"{dec} = transform.structured.decompose {cur} : ({_ANY}) -> {_ANY}")
+                self.emit(f"{dec} = {stage.decompose} {cur} : ({_ANY}) -> {_ANY}")
                 cur = dec
         else:  # tile: R0 loop over reduce tiles, then the S2 x R1 vector tile
             if any(s.kind == "R" for s in stage.splits):

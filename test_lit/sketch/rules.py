@@ -121,6 +121,18 @@ show("conv2d", workloads.get("c2d-1x9x9x3x4x3x2x1"))
 # CHECK-NEXT: ^bb0(%v: !transform.any_op):
 # CHECK-NEXT: transform.structured.vectorize %v
 
+show("conv3d", workloads.get("c3d-1x4x9x9x3x4x3x2x1"))
+
+# A 3-D convolution's register tile is one output row too (output depth and height tiles 1), turned
+# into a 1-D convolution by our transform op (upstream decompose has no 3-D rule).
+# CHECK-LABEL: // ===== conv3d: s0: multi_level_tiling(op1) | skip: skip
+# CHECK: // stage op #1 (linalg.conv_3d_ndhwc_dhwcf): mlt
+# CHECK-COUNT-4: transform.annotate %{{.+}} "ansor.r1"
+# CHECK: %[[DEC3:.+]] = transform.ansor.decompose_conv3d
+# CHECK: transform.sequence %[[DEC3]] : !transform.any_op failures(suppress)
+# CHECK-NEXT: ^bb0(%v: !transform.any_op):
+# CHECK-NEXT: transform.structured.vectorize %v
+
 show("2-norm", workloads.get("nrm-1x64x128"))
 # CHECK-LABEL: // ===== 2-norm: s0: tile(op2) + rfactor(op1) | s1: tile(op2) + tile(op1) | skip: skip
 # CHECK: // stage op #1 (linalg.generic): rfactor

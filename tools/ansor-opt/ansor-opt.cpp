@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------------===//
 #include "dialects/AnsorDialect.h"
+#include "dialects/AnsorTransformOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry); // transform ops of linalg, scf, vector, ...
   registry.insert<mlir::ansor::AnsorDialect>();
+  mlir::ansor::registerTransformExtension(registry); // transform.ansor.*
 
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "ansor-mlir optimizer driver\n", registry));
