@@ -170,4 +170,5 @@ def test_learned_search_runs_on_gpu_sketches(mm_cuda: SearchTask, make_fake, tmp
     from ansor.records import load_records
 
     for r in load_records(tmp_path / "l.jsonl"):
-        assert validate(sk, r.schedule.values()) is None
+        if r.schedule.sketch == sk.name:  # (`skip`, the default schedule, has no knobs)
+            assert validate(sk, r.schedule.values()) is None

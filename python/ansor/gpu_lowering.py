@@ -300,6 +300,52 @@ _PURE_INDEX_OPS = ("affine.apply", "affine.min", "affine.max", "memref.subview",
                    "arith.maxsi", "arith.divsi", "arith.remsi", "arith.floordivsi", "arith.index_cast")
 
 
+def _same_access(a: ir.Operation, b: ir.Operation, mem_a: int, mem_b: int, idx_a: list, idx_b: list) -> bool:
+    return (a.operands[mem_a] == b.operands[mem_b] and len(idx_a) == len(idx_b)
+            and all(x == y for x, y in zip(idx_a, idx_b, strict=True))
+            and str(a.attributes["permutation_map"]) == str(b.attributes["permutation_map"]))
+
+
+def forward_initial_values(module: ir.Module) -> int:
+    """An accumulator tile written with its initial value (the fused `linalg.fill`) and read back
+    by the same thread before the reduction loop: use the value, and drop the write when the same
+    tile is written again later with nothing reading that buffer in between (saves a round trip
+    through global memory per accumulator). Returns the number of reads forwarded."""
+    n = 0
+    for launch in _walk(module.operation, "gpu.launch"):
+        for r in _walk(launch, "vector.transfer_read"):
+            blk = r.block
+            ops = list(blk.operations)
+            i = next(k for k, o in enumerate(ops) if o == r)
+            root = _memref_root(r.operands[0])
+            r_idx = list(r.operands)[1:-1]
+            for k in range(i - 1, -1, -1):
+                o = ops[k]
+                if o.name == "vector.transfer_write" and _same_access(o, r, 1, 0, list(o.operands)[2:], r_idx) \
+                        and o.operands[0].type == r.results[0].type:
+                    eff = _effects(ops[k + 1:i], barriers_ok=True)
+                    if eff is None or any(root == x for x in eff[0] | eff[1]):
+                        break
+                    r.results[0].replace_all_uses_with(o.operands[0])
+                    r.erase()
+                    n += 1
+                    # the initial write is dead if the same tile is written again later, with no
+                    # read of the buffer in between
+                    later = ops[i + 1:]
+                    for j, w in enumerate(later):
+                        if w.name == "vector.transfer_write" and _same_access(w, o, 1, 1, list(w.operands)[2:],
+                                                                              list(o.operands)[2:]):
+                            eff2 = _effects(later[:j], barriers_ok=True)
+                            if eff2 is not None and not any(root == x for x in eff2[0] | eff2[1]):
+                                o.erase()
+                            break
+                    break
+                eff = _effects([o], barriers_ok=True)
+                if eff is None or any(root == x for x in eff[0] | eff[1]):
+                    break
+    return n
+
+
 def _effects(ops: list[ir.Operation], *, barriers_ok: bool = False) -> tuple[set, set] | None:
     """(buffers read, buffers written) by `ops` (and what they contain), as memref roots; None
     when a barrier is nested inside (the segment is not straight-line for barrier purposes)."""
@@ -345,9 +391,15 @@ def remove_redundant_barriers(module: ir.Module) -> int:
                 i = next(k for k, o in enumerate(ops) if o == bar)
                 j0 = max((k for k in range(i) if ops[k].name == "gpu.barrier"), default=-1)
                 j1 = next((k for k in range(i + 1, len(ops)) if ops[k].name == "gpu.barrier"), None)
+                before = _effects(ops[j0 + 1:i])
+                top_start = j0 < 0 and bar.block == launch.regions[0].blocks[0]
+                if (j0 >= 0 or top_start) and before == (set(), set()):
+                    bar.erase()  # nothing before it to order
+                    removed += 1
+                    changed = True
+                    break
                 if j1 is None:
                     continue  # the segment after runs to the end of the block (a loop's next iteration...)
-                before = _effects(ops[j0 + 1:i])
                 after = _effects(ops[i + 1:j1])
                 if before is None or after is None:
                     continue
@@ -843,6 +895,7 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
         _add_bench_wrapper(module, task.func_name)
     _run(module, "ansor-auto-unroll,canonicalize", "lower")
     hoist_accumulators(module)
+    forward_initial_values(module)
     remove_redundant_barriers(module)
     prefetch_global_reads(module)
     _run(module, "convert-linalg-to-loops", "lower")
