@@ -9,9 +9,11 @@ from ansor.tuner import tune
 def test_random_search_improves_and_never_repeats(tmp_path, matmul_big, fake_measurer) -> None:
     res = tune(matmul_big, trials=48, log_path=tmp_path / "a.jsonl", seed=3, batch_size=8, search="random", measurer=fake_measurer)
     assert res.trials == 48
-    assert len(fake_measurer.calls) == len(set(fake_measurer.calls)) == 48
+    # the untuned program (measured by baseline()) is the first trial, logged as the skip sketch
+    assert len(fake_measurer.calls) == len(set(fake_measurer.calls)) == 47
     recs = load_records(tmp_path / "a.jsonl")
     assert len(recs) == 48
+    assert recs[0].schedule.sketch == "skip" and recs[0].latency == 1.0
     assert res.best is not None and res.best.latency == min(r.latency for r in recs)
     assert res.speedup > 1.0  # fake baseline is 1 s
 
@@ -77,10 +79,31 @@ def test_learned_search_end_to_end_with_real_features(tmp_path, matmul_big, make
     opts = {"population": 64, "generations": 2}
     res = tune(matmul_big, trials=112, log_path=log, seed=0, batch_size=56, measurer=m, search="learned",
                search_options=opts)
-    assert res.trials == 112 and len(set(m.calls)) == 112
+    assert res.trials == 112 and len(set(m.calls)) == 111  # + the untuned program
     m2 = make_fake()
     res2 = tune(matmul_big, trials=140, log_path=log, seed=0, batch_size=28, measurer=m2, search="learned",
                 search_options=opts)
     assert res2.trials == 28 and not set(m.calls) & set(m2.calls)
     assert res2.best.latency <= res.best.latency
     assert EvolutionarySearch is not None
+
+
+def test_untuned_program_competes(tmp_path, matmul_big, make_fake) -> None:
+    """When every schedule is slower than the untouched program, the best record is the untuned one
+    (logged once per log as the `skip` sketch's trial), so compile never builds something slower."""
+    FakeMeasurer = make_fake
+
+    class FastUntuned(FakeMeasurer):
+        def baseline(self, task):
+            from ansor.measure import MeasureResult
+
+            return MeasureResult(costs=(1e-6,))
+
+    res = tune(matmul_big, trials=16, log_path=tmp_path / "u.jsonl", seed=1, batch_size=8, search="random",
+               measurer=FastUntuned())
+    assert res.best is not None and res.best.schedule.sketch == "skip" and res.speedup == 1.0
+    res2 = tune(matmul_big, trials=24, log_path=tmp_path / "u.jsonl", seed=1, batch_size=8, search="random",
+                measurer=FastUntuned())  # resumed: the untuned record is not logged twice
+    recs = load_records(tmp_path / "u.jsonl")
+    assert len(recs) == 24 and sum(r.schedule.sketch == "skip" for r in recs) == 1
+    assert res2.best.schedule.sketch == "skip"

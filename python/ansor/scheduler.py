@@ -201,8 +201,9 @@ class TaskScheduler:
             rounds = [0] * n
             history: list[list[float]] = [[float(x)] for x in g]
             result = NetworkTuneResult(self.tasks, [], [(0, self.objective(g))])
-            spent, turn = 0, 0
-            best_obj, best_at = self.objective(g), 0
+            # the untuned programs logged by start() (once per log) are trials of this run too
+            spent, turn = sum(tn.run_trials for tn in tuners), 0
+            best_obj, best_at = self.objective(g), spent
             since_improved = [0] * n
             alive = list(range(n))
             while spent < trials and alive:

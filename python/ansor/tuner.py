@@ -154,7 +154,31 @@ class TaskTuner:
         """Measure the untuned program (baseline + reference) and announce a budget of `trials`."""
         self.baseline = self.measurer.baseline(self.task)
         self.cb.on_start(self.task, self.baseline, trials, len(self.prior))
+        self._log_untuned()
         return self.baseline
+
+    def _log_untuned(self) -> None:
+        """Log the baseline as the `skip` sketch's trial, once per log: the untuned program competes.
+
+        Tiny or memory-bound tasks (a layer norm, a 30x60 matmul) can run faster untouched than
+        any tiled, parallel schedule; with the untuned program among the records the best record
+        (and what `ansor.compile` builds) is never slower than untuned.
+        """
+        skip = self._by_name.get("skip")
+        if skip is None or self.baseline is None or self.baseline.error is not None:
+            return
+        sch = Schedule.of(skip.name, {})
+        if sch.key() in self.measured:
+            return
+        rec = Record(record_key(self.task, sch), self.task, sch, skip.script({}), self.baseline)
+        if self.writer is not None:
+            self.writer.append(rec)
+        self.measured.add(sch.key())
+        self.policy.update([MeasureInput(self.task, sch, rec.script)], [self.baseline])
+        if self.best is None or rec.latency < self.best.latency:
+            self.best = rec
+        self.done += 1
+        self.run_trials += 1
 
     def step(self, n: int) -> list[Record]:
         """Measure one batch of up to `n` new candidates; [] (and `exhausted`) when none are left."""
