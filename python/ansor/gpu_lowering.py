@@ -209,6 +209,36 @@ def _defined_outside(v: ir.Value, loop: ir.Operation) -> bool:
     return not _inside(op, loop)
 
 
+def _static_box(v: ir.Value) -> tuple[ir.Value, list[int], list[int]] | None:
+    """(source, offsets, sizes) of a unit-stride `memref.subview` with static offsets and sizes."""
+    op = _op_of(v)
+    if op is None or op.name != "memref.subview":
+        return None
+    offs = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
+    sizes = list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
+    strides = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+    dyn = -9223372036854775808
+    if dyn in offs or dyn in sizes or any(x != 1 for x in strides):
+        return None
+    return op.operands[0], offs, sizes
+
+
+def _disjoint_views(a: ir.Value, b: ir.Value) -> bool:
+    """Whether views `a` and `b` (accessed wholly, at index 0) are provably disjoint: static
+    subviews of the same source whose boxes do not intersect."""
+    ba, bb = _static_box(a), _static_box(b)
+    if ba is None or bb is None or not (ba[0] == bb[0]) or len(ba[1]) != len(bb[1]):
+        return False
+    return any(oa + sa <= ob or ob + sb <= oa for oa, sa, ob, sb in zip(ba[1], ba[2], bb[1], bb[2], strict=True))
+
+
+def _same_shape_views(a: ir.Value, b: ir.Value) -> bool:
+    """Two subviews of one buffer with the same static sizes (register tiles of one thread)."""
+    oa, ob = _op_of(a), _op_of(b)
+    return (oa is not None and ob is not None and oa.name == ob.name == "memref.subview"
+            and _memref_root(a) == _memref_root(b) and a.type == b.type)
+
+
 def _hoist_one(loop: ir.Operation) -> bool:
     """Hoist one transfer_read/transfer_write pair of an accumulator out of `loop` (an scf.for):
     the read becomes the initial value of a new iteration argument, the write moves after the
@@ -221,9 +251,11 @@ def _hoist_one(loop: ir.Operation) -> bool:
     accesses: list[tuple[ir.Operation, ir.Value]] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in _VIEW_OPS:
+            return ir.WalkResult.ADVANCE
         for v in op.operands:
             if isinstance(v.type, ir.MemRefType):
-                accesses.append((op, _memref_root(v)))
+                accesses.append((op, _memref_root(v), v))
         return ir.WalkResult.ADVANCE
 
     for op in top:
@@ -245,14 +277,23 @@ def _hoist_one(loop: ir.Operation) -> bool:
         if any(_inside(u.owner, loop) is False for u in r.results[0].uses):
             continue
         root = _memref_root(mem)
-        if any(root == rt and op != r and op != w for op, rt in accesses):
+        # Other accesses to the same buffer: only through other accumulator tiles (a view read and
+        # written back whole at the top level of the loop, like this one). Tiling makes the tiles
+        # of one thread (unrolled register tiles, virtual threads) disjoint; statically disjoint
+        # subviews are proven so.
+        pair_views = [x.operands[0] for x in top if x.name == "vector.transfer_read"
+                      and any(y.name == "vector.transfer_write" and y.operands[1] == x.operands[0] for y in top)]
+        if any(root == rt and op != r and op != w and not (
+                op.name in ("vector.transfer_read", "vector.transfer_write") and not (v == mem) and (
+                    _disjoint_views(mem, v) or (any(v == pv for pv in pair_views) and _same_shape_views(mem, v))))
+               for op, rt, v in accesses):
             continue
         # rewrite
         r.move_before(loop)
         lb, ub, step, *inits = list(loop.operands)
         with ir.InsertionPoint(loop), loop.location:
             new = scf.ForOp(lb, ub, step, [*inits, r.results[0]])
-        for name in [a.name for a in loop.attributes]:
+        for name in list(loop.attributes):
             if name not in ("operandSegmentSizes",):
                 new.operation.attributes[name] = loop.attributes[name]
         nb = new.body
@@ -529,7 +570,7 @@ def prefetch_global_reads(module: ir.Module) -> int:
                 _lb, _ub, _st, *inits = list(loop.operands)
                 with ir.InsertionPoint(loop):
                     new = scf.ForOp(lb_v, ub_v, step_v, [*inits, *(first[hash(r)] for r, _, _ in reads)])
-                for name in [a.name for a in loop.attributes]:
+                for name in list(loop.attributes):
                     new.operation.attributes[name] = loop.attributes[name]
                 nb = new.body
                 for op in list(body.operations):
@@ -893,7 +934,7 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     module = lower_to_gpu_ir(task, script)
     if bench:
         _add_bench_wrapper(module, task.func_name)
-    _run(module, "ansor-auto-unroll,canonicalize", "lower")
+    _run(module, "ansor-auto-unroll,canonicalize,loop-invariant-code-motion,cse", "lower")
     hoist_accumulators(module)
     forward_initial_values(module)
     remove_redundant_barriers(module)

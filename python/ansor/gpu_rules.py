@@ -374,6 +374,8 @@ class _GpuRenderer:
         self.lines: list[str] = []
         self.n = 0
         self.ext: list[int] | None = None  # current tile extents of the compute op (filled scripts)
+        self.last_trips: list[int] = []  # trip counts of the loops the last `tile_for` made
+        self.unrolls: list[tuple[int, int]] = []  # (tag, trip count) of loops to unroll fully
 
     def fresh(self, base: str) -> str:
         self.n += 1
@@ -415,7 +417,10 @@ class _GpuRenderer:
 
     def tile_for(self, target: str, sizes: list[str], *, track: bool = True) -> tuple[str, list[str]]:
         if track:
+            before = list(self.ext) if self.ext is not None else None
             sizes = self.effective(sizes)
+            if before is not None:
+                self.last_trips = [before[d] // int(s) for d, s in enumerate(sizes) if s != "0"]
         n_loops = sum(1 for s in sizes if s != "0")
         if n_loops == 0:
             return target, []
@@ -545,12 +550,19 @@ class _GpuRenderer:
                         copies.append(cf)
         # S1 (virtual threads), S2 (threads)
         self.emit("// S1: virtual threads (a serial loop over strided chunks)")
-        cur, _ = self.tile_for(cur, [self.v(st.knob(d, 2)) if d in st.mapped else "0" for d in range(nd)])
+        self.last_trips = []
+        cur, loops = self.tile_for(cur, [self.v(st.knob(d, 2)) if d in st.mapped else "0" for d in range(nd)])
+        self.unroll_later(loops)
         self.emit("// S2: threads")
         cur, _ = self.tile_forall(cur, self.space_sizes(3), thread_map)
+        if self.ext is not None:
+            for d in st.mapped:
+                self.ext[d] = min(self.ext[d], int(self.values[st.knob(d, 3)]))
         self.emit("// S3: loop inside the thread over register tiles; unmapped space loops step by one")
-        cur, _ = self.tile_for(cur, [self.v(st.knob(d, 4)) if d in st.mapped else ("1" if st.kinds[d] == "S" else "0")
-                                     for d in range(nd)])
+        self.last_trips = []
+        cur, loops = self.tile_for(cur, [self.v(st.knob(d, 4)) if d in st.mapped else ("1" if st.kinds[d] == "S" else "0")
+                                         for d in range(nd)])
+        self.unroll_later(loops)
         r_loops: list[str] = []
         if red:
             self.emit("// R1, R2: the accumulator stays in registers across both")
@@ -644,10 +656,31 @@ class _GpuRenderer:
         dims = ", ".join(str(x) for x in threads) if threads else "{threads_x}, {threads_y}, {threads_z}"
         mapped = self.fresh("launch")
         self.emit(f"{mapped} = transform.gpu.map_nested_forall_to_threads {launch} block_dims = [{dims}] : ({_ANY}) -> {_ANY}")
+        if self.unrolls:
+            self.emit("// S1 and S3 fully unrolled: the thread's whole tile of accumulators stays in registers")
+            self.emit("// (like TVM's virtual threads and Ansor's local cache-write stage)")
+        for tag, trip in self.unrolls:
+            h = self.fresh("u")
+            self.emit(f'{h} = transform.structured.match ops{{["scf.for"]}} attributes{{ansor.unroll_full = {tag} : i64}} '
+                      f"in {mapped} : ({_ANY}) -> {_ANY}")
+            self.emit(f"transform.loop.unroll {h} {{factor = {trip}}} : {_ANY}")
         self.emit(f'transform.annotate {mapped} "ansor.auto_unroll_max_step" = %k_{st.unroll_knob.replace(".", "_")} '
                   f": {_ANY}, {_PARAM}")
         self.emit("transform.yield")
         return "\n".join(head + self.lines + ["  }", "}"]) + "\n"
+
+    def unroll_later(self, loops: list[str]) -> None:
+        """Tag `loops` (just made by `tile_for`) for full unrolling after the mapping to threads."""
+        if self.values is None:
+            return
+        for lp, trip in zip(loops, self.last_trips, strict=True):
+            if trip <= 1:
+                continue
+            tag = len(self.unrolls)
+            c = self.fresh("cst")
+            self.emit(f"{c} = transform.param.constant {tag} : i64 -> {_PARAM}")
+            self.emit(f'transform.annotate {lp} "ansor.unroll_full" = {c} : {_ANY}, {_PARAM}')
+            self.unrolls.append((tag, trip))
 
     def tile_extent(self, d: int) -> str:
         if self.st.kinds[d] == "R":
