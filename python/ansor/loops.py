@@ -56,6 +56,10 @@ class OpLoops:
     init_producer: int | None = None  # op number producing the output's init (a fill)
     users: tuple[int | None, ...] = ()  # op numbers using the result (None: returned/other)
     plain_inputs: tuple[bool, ...] = ()  # input indexed by plain loop dims only (no affine windows)
+    # Space loops an input index combines with a stride or non-linearly (`h * 2 + rh`,
+    # `co floordiv 32`): the index is a plain loop only once such a loop's tile is 1 (with every
+    # reduction loop stepping by 1, `h + rh` already is).
+    window_dims: tuple[int, ...] = ()
 
     @property
     def space(self) -> tuple[int, ...]:
@@ -160,6 +164,47 @@ def _dims_of(map_attr: ir.Attribute) -> tuple[tuple[int, ...], list[int | None]]
     return plain, per_result
 
 
+def _linear(e: ir.AffineExpr) -> dict[int, int] | None:
+    """Dim -> coefficient of an affine expression linear in the dims (constants dropped), or None."""
+    if isinstance(e, ir.AffineDimExpr):
+        return {e.position: 1}
+    if isinstance(e, ir.AffineConstantExpr):
+        return {}
+    if isinstance(e, ir.AffineAddExpr):
+        a, b = _linear(e.lhs), _linear(e.rhs)
+        if a is None or b is None:
+            return None
+        return {d: a.get(d, 0) + b.get(d, 0) for d in a.keys() | b.keys()}
+    if isinstance(e, ir.AffineMulExpr):
+        for x, y in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+            if isinstance(y, ir.AffineConstantExpr):
+                a = _linear(x)
+                return None if a is None else {d: c * y.value for d, c in a.items()}
+    return None
+
+
+def _dims_in(e: ir.AffineExpr) -> set[int]:
+    if isinstance(e, ir.AffineDimExpr):
+        return {e.position}
+    if isinstance(e, ir.AffineBinaryExpr):
+        return _dims_in(e.lhs) | _dims_in(e.rhs)
+    return set()
+
+
+def _window_dims(map_attr: ir.Attribute, kinds: tuple[str, ...]) -> set[int]:
+    """Space dims of `map_attr`'s compound results that stay compound with unit reduction tiles."""
+    out: set[int] = set()
+    for e in ir.AffineMapAttr(map_attr).value.results:
+        if isinstance(e, ir.AffineDimExpr):
+            continue
+        space = {d for d in _dims_in(e) if kinds[d] == "S"}
+        lin = _linear(e)
+        if lin is not None and len(space) == 1 and lin.get(next(iter(space))) == 1:
+            continue  # `h + rh`: plain h once rh steps by 1
+        out |= space
+    return out
+
+
 def preprocessed_ir(task_ir: str) -> str:
     """The task's IR after `preprocess` (tagged), as text."""
     with ir.Context(), ir.Location.unknown():
@@ -199,6 +244,9 @@ def analyze_graph(task_ir: str) -> tuple[list[OpLoops], list[PadInfo]]:
             extents: list[int | None] = [None] * len(kinds)
             dims_per_operand: list[tuple[int, ...]] = []
             identity: list[bool] = []
+            window: set[int] = set()
+            for m in maps[:n_in]:
+                window |= _window_dims(m, kinds)
             producers: list[int | None] = []
             for v, m in zip(operands, maps, strict=True):
                 plain, per_result = _dims_of(m)
@@ -233,6 +281,7 @@ def analyze_graph(task_ir: str) -> tuple[list[OpLoops], list[PadInfo]]:
                     init_producer=producers[n_in] if n_out else None,
                     users=tuple(users),
                     plain_inputs=tuple(identity[:n_in]),
+                    window_dims=tuple(sorted(window)),
                 )
             )
         pad_infos = [PadInfo(i, pad_consumer.get(i)) for i in range(len(pads))]

@@ -51,9 +51,22 @@ _DECOMPOSE = {
 }
 
 
+def _folds_units(op: OpLoops) -> bool:
+    """A windowed `linalg.generic` (transposed or capsule convolution, ...): MLIR 22 vectorizes a
+    generic only when every index is a plain loop, so its register tile keeps the window's
+    strided space loops at 1 (`window_dims`) and, with every reduction loop stepping by 1 in R1,
+    folding the unit loops away (`fold_unit_extent_dims`) leaves plain indices to vectorize."""
+    return op.name not in _DECOMPOSE and not all(op.plain_inputs)
+
+
 def _splits(op: OpLoops, kind: str) -> tuple[LoopSplit, ...]:
     vec = op.innermost_output_dim()
-    rows = _DECOMPOSE[op.name][0] if kind == "mlt" and op.name in _DECOMPOSE else ()
+    if kind != "mlt":
+        rows: tuple[int, ...] = ()
+    elif op.name in _DECOMPOSE:
+        rows = _DECOMPOSE[op.name][0]
+    else:  # a windowed linalg.generic: see `_folds_units`
+        rows = op.window_dims
     out = []
     for d, (k, e) in enumerate(zip(op.kinds, op.extents, strict=True)):
         out.append(LoopSplit(op.index, d, k, e, d == vec and k == "S", LEVELS[kind][k], 1 if d in rows else 0))
@@ -118,23 +131,24 @@ def _variants(op: OpLoops, by_index: dict[int, OpLoops], inits: dict[int, list[O
     my_pads = tuple(pads.get(op.index, []))
     if op.has_data_reuse() and not op.is_elementwise() and not op.is_init():
         decompose = _DECOMPOSE[op.name][1] if op.name in _DECOMPOSE else ""
+        fold = _folds_units(op)
         fc = _fusable_consumer(op, by_index)
         if fc is not None:
             cons, mapping = fc
             return [
                 (f"multi_level_tiling_with_fusion(op{op.index}<-op{cons.index}@{level})",
                  [Stage(op.index, op.name, "mlt", _splits(op, "mlt"), my_inits, my_pads, cons.index, mapping, level,
-                        n_inputs=len(op.input_dims), decompose=decompose)])
+                        n_inputs=len(op.input_dims), decompose=decompose, fold_units=fold)])
                 for level in (1, 2)
             ]
         plain = Stage(op.index, op.name, "mlt", _splits(op, "mlt"), my_inits, my_pads, n_inputs=len(op.input_dims),
-                      decompose=decompose)
+                      decompose=decompose, fold_units=fold)
         out = [(f"multi_level_tiling(op{op.index})", [plain])]
         # (packing turns the op into a linalg.generic, which cannot be decomposed and vectorized)
         packs = _packable_inputs(op) if not decompose else ()
         if packs:
             packed = Stage(op.index, op.name, "mlt", _splits(op, "mlt"), my_inits, my_pads, packs=packs,
-                           n_inputs=len(op.input_dims))
+                           n_inputs=len(op.input_dims), fold_units=fold)
             out.append((f"multi_level_tiling_packed(op{op.index})", [packed]))
         return out
     tile = (f"tile(op{op.index})", [Stage(op.index, op.name, "tile", _splits(op, "tile"), my_inits, my_pads)])

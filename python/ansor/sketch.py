@@ -98,6 +98,9 @@ class Stage:
     # the 1-D op before vectorization by this transform op (`transform.structured.decompose`,
     # `transform.ansor.decompose_conv3d`); "" for other ops.
     decompose: str = ""
+    # A windowed linalg.generic: its register tile's unit loops are folded away
+    # (`fold_unit_extent_dims_via_slices`, inside the enclosing R1 loop) before vectorization.
+    fold_units: bool = False
 
     @property
     def unroll_knob(self) -> str:
@@ -269,6 +272,16 @@ class _Renderer:
             _, container = self.fuse_into(pad, container)
         return container
 
+    def fold_unit_loops(self, tile: str) -> None:
+        """Fold the unit loops of the register tile `tile` (inside its R1 loop) out of its indexing
+        maps, so a windowed generic's indices become plain loops the vectorizer takes. The
+        handle follows the rewritten op (the pattern replaces a generic by a generic)."""
+        loop = self.fresh("r1")
+        self.emit(f'{loop} = transform.get_parent_op {tile} {{op_name = "scf.for"}} : ({_ANY}) -> {_ANY}')
+        self.emit(f"transform.apply_patterns to {loop} {{")
+        self.emit("  transform.apply_patterns.linalg.fold_unit_extent_dims_via_slices")
+        self.emit(f"}} : {_ANY}")
+
     def register_levels(self, stage: Stage, target: str, first_space_level: int) -> None:
         """Tile from R0 inward: R0 (reduce tiles), S at `first_space_level`.., R1 (step 1), register tile."""
         nd = len(stage.splits)
@@ -289,6 +302,8 @@ class _Renderer:
                 dec = self.fresh("dec")
                 self.emit(f"{dec} = {stage.decompose} {cur} : ({_ANY}) -> {_ANY}")
                 cur = dec
+            if stage.fold_units:
+                self.fold_unit_loops(cur)
         else:  # tile: R0 loop over reduce tiles, then the S2 x R1 vector tile
             if any(s.kind == "R" for s in stage.splits):
                 cur, _ = self.tile_for(cur, self.sizes(stage, 1, "R", nd))
@@ -422,6 +437,8 @@ class _Renderer:
             tag = len(self.r1_loops)
             self.annotate(loops[0], "ansor.r1", self.const(tag))
             self.r1_loops.append(str(tag))
+        if stage.fold_units:
+            self.fold_unit_loops(cur)
         self.to_vectorize.append(cur)
 
     def stage_rfactor(self, stage: Stage) -> None:

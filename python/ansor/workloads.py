@@ -204,9 +204,10 @@ def conv2d_nhwc(
     """Ansor C2D / DIL / GRP: NHWC input, [k,k,CI/groups,CO] filter.
 
     groups == 1: `linalg.conv_2d_nhwc_hwcf` (dilation as its attribute). MLIR 22's grouped
-    convolutions are NCHW/NGCHW only, so groups > 1 is a `linalg.generic`:
-    Y[n,h,w,co] = sum_{rh,rw,rc} pad(X)[n, h*s+rh*d, w*s+rw*d, (co floordiv CO/g)*(CI/g) + rc]
-                                 * W[rh,rw,rc,co].
+    convolutions are NCHW/NGCHW only, so groups > 1 is a `linalg.generic` over an explicit group
+    loop g, between free reshapes (channels split as [g, CI/g] and [g, CO/g], f = co mod CO/g):
+    Y[n,h,w,g,f] = sum_{rh,rw,rc} pad(X)[n, h*s+rh*d, w*s+rw*d, g, rc] * W[rh,rw,rc,g,f].
+    Every index but the windows is a plain loop, so the output channels f vectorize.
     """
     if groups < 1 or ci % groups or co % groups:
         raise ValueError(f"groups={groups} must divide CI={ci} and CO={co}")
@@ -215,16 +216,20 @@ def conv2d_nhwc(
     if groups == 1:
         return _named_conv("linalg.conv_2d_nhwc_hwcf", "conv2d_nhwc", x, f, out, s, dilation, p)
     text, src, xp = _pad("%X", x, [0, p, p, 0])
-    cig, cog, d = ci // groups, co // groups, dilation
+    g, cig, cog, d = groups, ci // groups, co // groups, dilation
+    xg, fg, og = [*xp[:3], g, cig], [k, k, cig, g, cog], [n, oh, ow, g, cog]
     maps = [
-        f"affine_map<(n, h, w, co, rh, rw, rc) -> (n, h * {s} + rh * {d}, w * {s} + rw * {d}, (co floordiv {cog}) * {cig} + rc)>",
-        "affine_map<(n, h, w, co, rh, rw, rc) -> (rh, rw, rc, co)>",
-        "affine_map<(n, h, w, co, rh, rw, rc) -> (n, h, w, co)>",
+        f"affine_map<(n, h, w, g, f, rh, rw, rc) -> (n, h * {s} + rh * {d}, w * {s} + rw * {d}, g, rc)>",
+        "affine_map<(n, h, w, g, f, rh, rw, rc) -> (rh, rw, rc, g, f)>",
+        "affine_map<(n, h, w, g, f, rh, rw, rc) -> (n, h, w, g, f)>",
     ]
     body = (
         text
-        + _zeros("init", out)
-        + _generic(maps, "pppprrr", [(src, xp), ("%W", f)], ("%init", out), _MAC)
+        + f"  %Xg = tensor.expand_shape {src} [[0], [1], [2], [3, 4]] output_shape {xg} : {_t(xp)} into {_t(xg)}\n"
+        + f"  %Wg = tensor.expand_shape %W [[0], [1], [2], [3, 4]] output_shape {fg} : {_t(f)} into {_t(fg)}\n"
+        + _zeros("init", og)
+        + _generic(maps, "ppppprrr", [("%Xg", xg), ("%Wg", fg)], ("%init", og), _MAC, result="%outg")
+        + f"  %out = tensor.collapse_shape %outg [[0], [1], [2], [3, 4]] : {_t(og)} into {_t(out)}\n"
     )
     return _func("group_conv2d_nhwc", [("X", x), ("W", f)], out, body, "%out")
 
