@@ -25,7 +25,23 @@ from .task import SearchTask, create_task
 log = logging.getLogger(__name__)
 
 
-class CompiledFunction:
+class _Compiled:
+    """Calling and timing a compiled kernel whose inputs are `self.task.inputs`."""
+
+    task: SearchTask
+    _kernel: lowering.CompiledKernel
+
+    def __call__(self, *arrays: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
+        outs = self._kernel.run(list(arrays))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def time(self, *arrays: np.ndarray, number: int = 10) -> float:
+        """Seconds per call, averaged over `number` calls in a native loop."""
+        ins = [np.ascontiguousarray(a, dtype=s.numpy_dtype()) for a, s in zip(arrays, self.task.inputs, strict=True)]
+        return self._kernel.time(ins, number) / number
+
+
+class CompiledFunction(_Compiled):
     """A compiled task. Call it with numpy arrays; it returns one array, or a tuple for several results."""
 
     def __init__(self, task: SearchTask, record: Record | None, threads: int | None = None) -> None:
@@ -43,14 +59,6 @@ class CompiledFunction:
         """The transform script applied (None: untuned). Replayable with `ansor-opt --transform-interpreter`."""
         return self.record.script if self.record else None
 
-    def __call__(self, *arrays: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
-        outs = self._kernel.run(list(arrays))
-        return outs[0] if len(outs) == 1 else tuple(outs)
-
-    def time(self, *arrays: np.ndarray, number: int = 10) -> float:
-        """Seconds per call, averaged over `number` calls in a native loop."""
-        ins = [np.ascontiguousarray(a, dtype=s.numpy_dtype()) for a, s in zip(arrays, self.task.inputs, strict=True)]
-        return self._kernel.time(ins, number) / number
 
 
 def _best(records: list[Record], task: SearchTask, target: str, source: str | Path) -> Record | None:
@@ -62,7 +70,7 @@ def _best(records: list[Record], task: SearchTask, target: str, source: str | Pa
     return record
 
 
-class CompiledNetwork:
+class CompiledNetwork(_Compiled):
     """A compiled model: every task's callee runs its best schedule (untuned where the log has
     none). Call it with the model's inputs; it returns one array or a tuple."""
 
@@ -73,20 +81,12 @@ class CompiledNetwork:
         lowering.set_threads(threads)
         scripts = {h: r.script for h, r in records.items() if r is not None}
         callees = {name: net.tasks[i] for name, i in net.calls.items()}
-        self._kernel = lowering.compile_network(net.as_task(), callees, scripts)
+        self._kernel = lowering.compile_network(self.task, callees, scripts)
 
     @property
     def tuned_tasks(self) -> int:
         return sum(r is not None for r in self.records.values())
 
-    def __call__(self, *arrays: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
-        outs = self._kernel.run(list(arrays))
-        return outs[0] if len(outs) == 1 else tuple(outs)
-
-    def time(self, *arrays: np.ndarray, number: int = 10) -> float:
-        """Seconds per call, averaged over `number` calls in a native loop."""
-        ins = [np.ascontiguousarray(a, dtype=s.numpy_dtype()) for a, s in zip(arrays, self.network.inputs, strict=True)]
-        return self._kernel.time(ins, number) / number
 
 
 def compile_network(net: Network, log: str | Path | None = None, *, threads: int | None = None) -> CompiledNetwork:
