@@ -239,98 +239,97 @@ def _same_shape_views(a: ir.Value, b: ir.Value) -> bool:
             and _memref_root(a) == _memref_root(b) and a.type == b.type)
 
 
-def _hoist_one(loop: ir.Operation) -> bool:
-    """Hoist one transfer_read/transfer_write pair of an accumulator out of `loop` (an scf.for):
-    the read becomes the initial value of a new iteration argument, the write moves after the
-    loop. Only when the pair reads and writes the same view at the same loop-invariant indices
-    and nothing else in the loop touches that buffer."""
+def _hoist_pairs(loop: ir.Operation) -> int:
+    """Hoist the transfer_read/transfer_write pairs of accumulators out of `loop` (an scf.for):
+    each read becomes the initial value of a new iteration argument, each write moves after the
+    loop. A pair reads and writes one view at the same loop-invariant indices; any other access
+    to that buffer inside the loop must go through another such accumulator tile (tiling makes
+    the tiles of one thread -- unrolled register tiles, virtual threads -- disjoint; statically
+    disjoint subviews are proven so). Returns the number of pairs hoisted."""
     from mlir.dialects import scf
 
     body = loop.regions[0].blocks[0]
     top = list(body.operations)
-    accesses: list[tuple[ir.Operation, ir.Value]] = []
+    by_root: dict = {}  # root -> [(op, view)]
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name in _VIEW_OPS:
             return ir.WalkResult.ADVANCE
         for v in op.operands:
             if isinstance(v.type, ir.MemRefType):
-                accesses.append((op, _memref_root(v), v))
+                by_root.setdefault(_memref_root(v), []).append((op, v))
         return ir.WalkResult.ADVANCE
 
     for op in top:
         op.walk(visit)
-    for r in top:
-        if r.name != "vector.transfer_read":
+    reads: dict = {}
+    writes: dict = {}
+    for k, op in enumerate(top):
+        if op.name == "vector.transfer_read":
+            reads.setdefault(op.operands[0], []).append((k, op))
+        elif op.name == "vector.transfer_write":
+            writes.setdefault(op.operands[1], []).append((k, op))
+    pair_views = [m for m in reads if m in writes]
+    pairs = []
+    for mem in pair_views:
+        if len(reads[mem]) != 1 or len(writes[mem]) != 1:
             continue
-        mem = r.operands[0]
-        if not _defined_outside(mem, loop) or any(not _defined_outside(x, loop) for x in list(r.operands)[1:]):
+        (kr, r), (kw, w) = reads[mem][0], writes[mem][0]
+        if kw < kr or not _defined_outside(mem, loop) or any(
+                not _defined_outside(x, loop) for x in list(r.operands)[1:]):
             continue
-        ws = [w for w in top if w.name == "vector.transfer_write" and w.operands[1] == mem
-              and [str(x.get_name()) for x in list(w.operands)[2:]] == [str(x.get_name()) for x in list(r.operands)[1:-1]]
-              and w.operands[0].type == r.results[0].type and r.is_before_in_block(w)]
-        if len(ws) != 1:
+        if not _same_access(r, w, 0, 1, list(r.operands)[1:-1], list(w.operands)[2:]) or (
+                w.operands[0].type != r.results[0].type):
             continue
-        w = ws[0]
-        if str(w.attributes["permutation_map"]) != str(r.attributes["permutation_map"]):
-            continue
-        if any(_inside(u.owner, loop) is False for u in r.results[0].uses):
-            continue
-        root = _memref_root(mem)
-        # Other accesses to the same buffer: only through other accumulator tiles (a view read and
-        # written back whole at the top level of the loop, like this one). Tiling makes the tiles
-        # of one thread (unrolled register tiles, virtual threads) disjoint; statically disjoint
-        # subviews are proven so.
-        pair_views = [x.operands[0] for x in top if x.name == "vector.transfer_read"
-                      and any(y.name == "vector.transfer_write" and y.operands[1] == x.operands[0] for y in top)]
-        if any(root == rt and op != r and op != w and not (
+        others = by_root.get(_memref_root(mem), [])
+        if any(op != r and op != w and not (
                 op.name in ("vector.transfer_read", "vector.transfer_write") and not (v == mem) and (
-                    _disjoint_views(mem, v) or (any(v == pv for pv in pair_views) and _same_shape_views(mem, v))))
-               for op, rt, v in accesses):
+                    _disjoint_views(mem, v) or (v in reads and v in writes and _same_shape_views(mem, v))))
+               for op, v in others):
             continue
-        # rewrite
+        pairs.append((r, w))
+    if not pairs:
+        return 0
+    for r, _ in pairs:
         r.move_before(loop)
-        lb, ub, step, *inits = list(loop.operands)
-        with ir.InsertionPoint(loop), loop.location:
-            new = scf.ForOp(lb, ub, step, [*inits, r.results[0]])
-        for name in list(loop.attributes):
-            if name not in ("operandSegmentSizes",):
-                new.operation.attributes[name] = loop.attributes[name]
-        nb = new.body
-        for op in list(body.operations):
-            nb.append(op)
-        for old_a, new_a in zip(body.arguments, list(nb.arguments)[:-1], strict=True):
-            old_a.replace_all_uses_with(new_a)
-        r.results[0].replace_all_uses_except(nb.arguments[len(nb.arguments) - 1], new.operation)
-        old_yield = list(nb.operations)[-1]
-        with ir.InsertionPoint(old_yield), old_yield.location:
-            scf.YieldOp([*old_yield.operands, w.operands[0]])
-        old_yield.erase()
-        w.move_after(new.operation)
-        w.operands[0] = new.results[len(new.results) - 1]
-        for old_r, new_r in zip(loop.results, list(new.results)[:-1], strict=True):
-            old_r.replace_all_uses_with(new_r)
-        loop.erase()
-        return True
-    return False
+    lb, ub, step, *inits = list(loop.operands)
+    with ir.InsertionPoint(loop), loop.location:
+        new = scf.ForOp(lb, ub, step, [*inits, *(r.results[0] for r, _ in pairs)])
+    for name in list(loop.attributes):
+        new.operation.attributes[name] = loop.attributes[name]
+    nb = new.body
+    for op in list(body.operations):
+        nb.append(op)
+    n_old = len(body.arguments)
+    for old_a, new_a in zip(body.arguments, list(nb.arguments)[:n_old], strict=True):
+        old_a.replace_all_uses_with(new_a)
+    for k, (r, _) in enumerate(pairs):
+        r.results[0].replace_all_uses_except(nb.arguments[n_old + k], new.operation)
+    old_yield = list(nb.operations)[-1]
+    with ir.InsertionPoint(old_yield), old_yield.location:
+        scf.YieldOp([*old_yield.operands, *(w.operands[0] for _, w in pairs)])
+    old_yield.erase()
+    n_res = len(loop.results)
+    after = new.operation
+    for k, (_, w) in enumerate(pairs):
+        w.move_after(after)
+        after = w
+        w.operands[0] = new.results[n_res + k]
+    for old_r, new_r in zip(loop.results, list(new.results)[:n_res], strict=True):
+        old_r.replace_all_uses_with(new_r)
+    loop.erase()
+    return len(pairs)
 
 
 def hoist_accumulators(module: ir.Module) -> int:
     """Keep accumulators in registers across the shared-memory reduction loop: hoist every
-    read/write pair of a thread's accumulator tile out of the `scf.for` loops inside the kernels
-    (innermost loops first, repeatedly). Returns the number of pairs hoisted."""
+    read/write pair of a thread's accumulator tile out of the `scf.for` loops inside the kernels,
+    innermost loops first (a pair hoisted out of a loop may then leave its parent). Returns the
+    number of pairs hoisted."""
     n = 0
-    changed = True
-    while changed:
-        changed = False
-        for launch in _walk(module.operation, "gpu.launch"):
-            for loop in reversed(_walk(launch, "scf.for")):
-                if _hoist_one(loop):
-                    n += 1
-                    changed = True
-                    break
-            if changed:
-                break
+    for launch in _walk(module.operation, "gpu.launch"):
+        for loop in _walk(launch, "scf.for"):  # post-order: inner loops first
+            n += _hoist_pairs(loop)
     return n
 
 
@@ -354,7 +353,10 @@ def forward_initial_values(module: ir.Module) -> int:
     through global memory per accumulator). Returns the number of reads forwarded."""
     n = 0
     for launch in _walk(module.operation, "gpu.launch"):
+        written = {w.operands[1] for w in _walk(launch, "vector.transfer_write")}
         for r in _walk(launch, "vector.transfer_read"):
+            if r.operands[0] not in written:
+                continue
             blk = r.block
             ops = list(blk.operations)
             i = next(k for k, o in enumerate(ops) if o == r)

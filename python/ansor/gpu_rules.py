@@ -25,8 +25,8 @@ Rules, tried on the op graph (element-wise producers are already inlined by `loo
 
 At most three space loops are mapped to blocks/threads (x = the output's innermost); other space
 loops are iterated inside each thread. Annotation respects the device: threads per block in
-[32, 1024], shared memory per block <= 48 KiB, at most 64 accumulators per thread, virtual
-threads <= 8, `auto_unroll_max_step` in {0, 16, 64, 512, 1024}.
+[32, 1024], shared memory per block <= 48 KiB, at most 64 accumulators per thread (virtual
+threads included: they are unrolled), virtual threads <= 8, `auto_unroll_max_step` in {0, 16, 64, 512, 1024}.
 """
 
 from __future__ import annotations
@@ -314,8 +314,9 @@ def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, 
     space = math.prod(stage.extents[d] for d in stage.mapped)
     if strict_threads and threads < min(MIN_THREADS_PER_BLOCK, space):
         return f"{threads} threads per block < {MIN_THREADS_PER_BLOCK}"
-    if thread_tile > MAX_THREAD_TILE:
-        return f"{thread_tile} accumulators per thread > {MAX_THREAD_TILE}"
+    if thread_tile * vthreads > MAX_THREAD_TILE:
+        # (virtual threads are unrolled: all their accumulators live in the thread's registers)
+        return f"{thread_tile * vthreads} accumulators per thread > {MAX_THREAD_TILE}"
     if vthreads > MAX_VTHREAD:
         return f"{vthreads} virtual threads > {MAX_VTHREAD}"
     smem = shared_bytes(stage, values)
