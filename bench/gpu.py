@@ -1,7 +1,7 @@
 """Benchmark: tune workloads for the cuda target and compare with PyTorch on the same GPU.
 
     python bench/gpu.py [--workloads matmul-1024,matmul-4096,...] [--trials 64] [--budget-s 420]
-                        [--log-dir bench/out/gpu] [--search random|learned] [--report-only]
+                        [--log-dir bench/out/gpu] [--search random|learned] [--report-only] [--compile]
 
 Runs on the GPU host (see ../shared/gpu/README.md): `bash .gpu/with-mlir.sh env PYTHONPATH=python
 python3 bench/gpu.py ...`. Every workload gets the same trial budget. Tuning resumes from
@@ -9,8 +9,9 @@ python3 bench/gpu.py ...`. Every workload gets the same trial budget. Tuning res
 so the benchmark runs in pieces of a few minutes: rerun the same command (with the logs) to go on.
 The report (one process per workload), measured in this run on this card: the best logged schedule
 rebuilt, checked against PyTorch's result, and timed in a native loop (launch + kernel + synchronize per call), against
-PyTorch eager (cuBLAS/cuDNN, TF32 off), timed with CUDA events, and against PyTorch timed the same
-way as ours (one synchronize per call).
+PyTorch eager (cuBLAS/cuDNN, TF32 off), timed with CUDA events, against PyTorch timed the same
+way as ours (one synchronize per call), and with `--compile` against `torch.compile(mode="max-autotune")`.
+Workloads the GPU rules do not schedule yet get PyTorch's numbers and the reason.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT = "matmul-1024,matmul-4096,convlayer-1x56x56x64x128x1x1x0,c2d-1x56x56x64x64x1x1x0"
+#: The issue's list (+ the 1x1 ConvLayer, the fused conv + BN + ReLU the GPU rules schedule today).
+DEFAULT = ("matmul-1024,matmul-4096,c2d-1x56x56x64x64x1x1x0,convlayer-1x56x56x64x128x3x2x1,"
+           "convlayer-1x56x56x64x128x1x1x0,tbs-1x128x12x64")
 
 
 def torch_fn(name: str, inputs: list, dev: str):
@@ -54,7 +57,25 @@ def torch_fn(name: str, inputs: list, dev: str):
             return torch.relu(y * scale[None, :, None, None] + shift[None, :, None, None])
 
         return run, (lambda y: y.permute(0, 2, 3, 1).contiguous().cpu().numpy())
+    if fam == "tbs":
+        q, k = t
+        return (lambda: torch.softmax(q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1), dim=-1)), (lambda y: y.cpu().numpy())
     return None
+
+
+def time_compiled(run, reps: int = 50) -> tuple[float | None, str]:
+    """PyTorch's best: `torch.compile(mode="max-autotune")` of the same function (Inductor +
+    Triton autotuning, cuBLAS/cuDNN among its choices), timed like eager. (None, why) if it
+    does not run here."""
+    import torch
+
+    try:
+        fn = torch.compile(run, mode="max-autotune")
+        fn()
+        torch.cuda.synchronize()
+        return time_torch(fn, reps)[0], ""
+    except Exception as exc:  # noqa: BLE001 -- report why and go on
+        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
 
 
 def time_torch(run, reps: int = 50) -> tuple[float, float]:
@@ -84,6 +105,14 @@ def time_torch(run, reps: int = 50) -> tuple[float, float]:
     return best_ev, best_sync
 
 
+def gpu_schedulable(task) -> tuple[bool, str]:
+    """Whether the GPU rules give `task` a sketch (else why not)."""
+    from ansor.gpu_rules import gpu_stage_for
+
+    stage, why = gpu_stage_for(task)
+    return stage is not None, why
+
+
 def card() -> str:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm", "--format=csv,noheader"],
@@ -104,6 +133,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--json", help="also write the table as JSON here")
+    ap.add_argument("--compile", action="store_true", help='also time torch.compile(mode="max-autotune")')
+    ap.add_argument("--report-timeout-s", type=float, default=300.0, help="per-workload report limit")
     args = ap.parse_args()
     t_start = time.perf_counter()
 
@@ -127,6 +158,9 @@ def main() -> None:
     rows = []
     for name in names:
         task = ansor.create_task(workloads.get(name), name=name, target="cuda")
+        if not gpu_schedulable(task)[0]:
+            print(f"{name}: not scheduled on the GPU: {gpu_schedulable(task)[1]}", flush=True)
+            continue
         log = log_dir / f"{name}.cuda.jsonl"
         done = len([r for r in load_records(log) if r.task.hash == task.hash]) if log.exists() else 0
         while not args.report_only and done < args.trials and time.perf_counter() - t_start < args.budget_s:
@@ -144,8 +178,17 @@ def main() -> None:
             out = log_dir / f"{name}.report.json"
             out.unlink(missing_ok=True)
             cmd = [sys.executable, __file__, "--workloads", name, "--report-only", "--log-dir", str(log_dir),
-                   "--trials", str(args.trials), "--json", str(out)]
-            res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                   "--trials", str(args.trials), "--json", str(out)] + (["--compile"] if args.compile else [])
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=args.report_timeout_s)
+            except subprocess.TimeoutExpired:
+                # (torch.compile's autotuning can take minutes) report without it
+                cmd = [c for c in cmd if c != "--compile"]
+                res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                if out.exists():
+                    row = json.loads(out.read_text())[0]
+                    row["compile_error"] = f"timeout: more than {args.report_timeout_s:.0f} s with torch.compile"
+                    out.write_text(json.dumps([row]))
             if out.exists():
                 rows += json.loads(out.read_text())
                 print(json.dumps(rows[-1]), flush=True)
@@ -166,6 +209,13 @@ def main() -> None:
             run, to_np = tf
             ref = to_np(run())
             row["torch_s"], row["torch_sync_s"] = time_torch(run)
+            if args.compile:
+                row["compile_s"], why = time_compiled(run)
+                if why:
+                    row["compile_error"] = why
+        ok_gpu, why = gpu_schedulable(task)
+        if not ok_gpu:
+            row["error"] = f"not scheduled on the GPU: {why}"
         if best is not None:
             row["logged_s"] = best.latency
             # the script from today's sketch generator (older logs may hold scripts of an earlier one)
@@ -185,15 +235,19 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     print()
     print(f"{'workload':<34} {'trials':>6} {'tuned ms':>9} {'TFLOP/s':>8} {'torch ms':>9} {'TFLOP/s':>8} "
-          f"{'tuned/torch':>11} {'vs torch+sync':>13} {'ok':>3}")
+          f"{'tuned/torch':>11} {'vs torch+sync':>13} {'compile ms':>10} {'tuned/compile':>13} {'ok':>3}")
+    nan = float("nan")
     for r in rows:
         t, p = r.get("tuned_s"), r.get("torch_s")
-        ps = r.get("torch_sync_s")
+        ps, c = r.get("torch_sync_s"), r.get("compile_s")
         f = r["gflop"]
-        print(f"{r['workload']:<34} {r['trials']:>6} {t * 1e3 if t else float('nan'):>9.3f} "
-              f"{f / t / 1e3 if t else float('nan'):>8.2f} {p * 1e3 if p else float('nan'):>9.3f} "
-              f"{f / p / 1e3 if p else float('nan'):>8.2f} {p / t if (p and t) else float('nan'):>10.2f}x "
-              f"{ps / t if (ps and t) else float('nan'):>12.2f}x {'yes' if r.get('verified_vs_torch') else 'NO':>3}")
+        print(f"{r['workload']:<34} {r['trials']:>6} {t * 1e3 if t else nan:>9.3f} "
+              f"{f / t / 1e3 if t else nan:>8.2f} {p * 1e3 if p else nan:>9.3f} "
+              f"{f / p / 1e3 if p else nan:>8.2f} {p / t if (p and t) else nan:>10.2f}x "
+              f"{ps / t if (ps and t) else nan:>12.2f}x {c * 1e3 if c else nan:>10.3f} "
+              f"{c / t if (c and t) else nan:>12.2f}x {'yes' if r.get('verified_vs_torch') else 'NO':>3}")
+        if r.get("error"):
+            print(f"    {r['workload']}: {r['error'][:200]}")
     print(f"(tuned/torch > 1 means faster than PyTorch; total {time.perf_counter() - t_start:.0f} s)")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -227,7 +227,7 @@ def _disjoint_views(a: ir.Value, b: ir.Value) -> bool:
     """Whether views `a` and `b` (accessed wholly, at index 0) are provably disjoint: static
     subviews of the same source whose boxes do not intersect."""
     ba, bb = _static_box(a), _static_box(b)
-    if ba is None or bb is None or not (ba[0] == bb[0]) or len(ba[1]) != len(bb[1]):
+    if ba is None or bb is None or ba[0] != bb[0] or len(ba[1]) != len(bb[1]):
         return False
     return any(oa + sa <= ob or ob + sb <= oa for oa, sa, ob, sb in zip(ba[1], ba[2], bb[1], bb[2], strict=True))
 
@@ -283,7 +283,7 @@ def _hoist_pairs(loop: ir.Operation) -> int:
             continue
         others = by_root.get(_memref_root(mem), [])
         if any(op != r and op != w and not (
-                op.name in ("vector.transfer_read", "vector.transfer_write") and not (v == mem) and (
+                op.name in ("vector.transfer_read", "vector.transfer_write") and v != mem and (
                     _disjoint_views(mem, v) or (v in reads and v in writes and _same_shape_views(mem, v))))
                for op, v in others):
             continue
@@ -713,6 +713,7 @@ class _Alignment:
         self.func = func
         self.memo: dict = {}
         self.args: dict = {}  # (block, arg number) -> current estimate
+        self.global_align: dict[str, int] = {}  # shared-memory globals' alignment (log2)
         self.incoming: dict = {}  # (block, arg number) -> incoming values
         self.arg_align: dict[int, int] = {}
         if "arg_attrs" in func.attributes:
@@ -811,8 +812,6 @@ class _Alignment:
         if n == "llvm.getelementptr":
             return self._gep_tz(op)
         return 0
-
-    global_align: dict[str, int] = {}
 
     def _gep_tz(self, op: ir.Operation) -> int:
         base, *idx = list(op.operands)

@@ -41,3 +41,36 @@ print(csk.rule)
 print(emit_ptx(cl, csk.script(csk.sample(__import__("random").Random(0)).values()), arch="sm_90"))
 # CHECK: .visible .entry conv2d_bn_relu_kernel(
 # CHECK: max.{{.*}}f32
+
+# The classic SGEMM configuration (128x128 block tile, 8x8 accumulators per thread = 256 threads,
+# K tile 8) is in the search space, and its kernel has what a fast SGEMM needs: 128-bit global
+# loads stored as 128-bit shared stores, the next K tile's loads issued before the computation
+# on the current one (prefetch), 128-bit shared reads, the accumulators in registers across the
+# whole reduction (no local memory, C written once after the loop) and the K tile unrolled.
+big = ansor.create_task(workloads.get("matmul-1024"), name="matmul-1024", target="cuda")
+bsk = generate_sketches(big)[0]
+classic = {"op1.d0.t1": 128, "op1.d0.t2": 128, "op1.d0.t3": 8, "op1.d0.t4": 8,
+           "op1.d1.t1": 128, "op1.d1.t2": 128, "op1.d1.t3": 8, "op1.d1.t4": 8,
+           "op1.d2.t1": 8, "op1.d2.t2": 8, "op1.unroll": 1024}
+print("classic:", bsk.validate(classic))
+# CHECK-LABEL: classic: None
+print(emit_ptx(big, bsk.script(classic), arch="sm_90"))
+# CHECK: .visible .entry matmul_kernel(
+# CHECK-NOT: .local
+# CHECK: ld.global.v4.b32
+# CHECK: ld.global.v4.b32
+# CHECK-NOT: st.global
+# CHECK: $L__BB0_1:
+# CHECK-NEXT: st.shared.v4.b32
+# CHECK: ld.global.v4.b32
+# CHECK: st.shared.v4.b32
+# CHECK: ld.global.v4.b32
+# CHECK: bar.sync 0;
+# CHECK: ld.shared.v4.b32
+# CHECK-COUNT-512: fma.rn.f32
+# CHECK-NOT: ld.global
+# CHECK: bar.sync 0;
+# CHECK: bra
+# CHECK-COUNT-16: st.global.v4.b32
+# CHECK-NOT: .local
+# CHECK: ret;
