@@ -348,44 +348,44 @@ def _same_access(a: ir.Operation, b: ir.Operation, mem_a: int, mem_b: int, idx_a
 
 def forward_initial_values(module: ir.Module) -> int:
     """An accumulator tile written with its initial value (the fused `linalg.fill`) and read back
-    by the same thread before the reduction loop: use the value, and drop the write when the same
-    tile is written again later with nothing reading that buffer in between (saves a round trip
-    through global memory per accumulator). Returns the number of reads forwarded."""
+    by the same thread before the reduction loop (both at the top level of the kernel): use the
+    value, and drop the write when the same tile is written again later with nothing reading
+    that buffer in between (saves a round trip through global memory per accumulator). Returns
+    the number of reads forwarded."""
     n = 0
     for launch in _walk(module.operation, "gpu.launch"):
-        written = {w.operands[1] for w in _walk(launch, "vector.transfer_write")}
-        for r in _walk(launch, "vector.transfer_read"):
-            if r.operands[0] not in written:
+        ops = list(launch.regions[0].blocks[0].operations)
+        last_write: dict = {}  # memref -> (position, op)
+        later_writes: dict = {}  # memref -> [(position, op)]
+        for i, o in enumerate(ops):
+            if o.name == "vector.transfer_write":
+                later_writes.setdefault(o.operands[1], []).append((i, o))
+        erased: set = set()
+        for i, r in enumerate(ops):
+            if r.name == "vector.transfer_write":
+                last_write[r.operands[1]] = (i, r)
                 continue
-            blk = r.block
-            ops = list(blk.operations)
-            i = next(k for k, o in enumerate(ops) if o == r)
+            if r.name != "vector.transfer_read" or r.operands[0] not in last_write:
+                continue
+            k, w = last_write[r.operands[0]]
+            if k in erased or not _same_access(w, r, 1, 0, list(w.operands)[2:], list(r.operands)[1:-1]) or (
+                    w.operands[0].type != r.results[0].type):
+                continue
             root = _memref_root(r.operands[0])
-            r_idx = list(r.operands)[1:-1]
-            for k in range(i - 1, -1, -1):
-                o = ops[k]
-                if o.name == "vector.transfer_write" and _same_access(o, r, 1, 0, list(o.operands)[2:], r_idx) \
-                        and o.operands[0].type == r.results[0].type:
-                    eff = _effects(ops[k + 1:i], barriers_ok=True)
-                    if eff is None or any(root == x for x in eff[0] | eff[1]):
-                        break
-                    r.results[0].replace_all_uses_with(o.operands[0])
-                    r.erase()
-                    n += 1
-                    # the initial write is dead if the same tile is written again later, with no
-                    # read of the buffer in between
-                    later = ops[i + 1:]
-                    for j, w in enumerate(later):
-                        if w.name == "vector.transfer_write" and _same_access(w, o, 1, 1, list(w.operands)[2:],
-                                                                              list(o.operands)[2:]):
-                            eff2 = _effects(later[:j], barriers_ok=True)
-                            if eff2 is not None and not any(root == x for x in eff2[0] | eff2[1]):
-                                o.erase()
-                            break
-                    break
-                eff = _effects([o], barriers_ok=True)
-                if eff is None or any(root == x for x in eff[0] | eff[1]):
-                    break
+            eff = _effects(ops[k + 1:i], barriers_ok=True)
+            if eff is None or any(root == x for x in eff[0] | eff[1]):
+                continue
+            r.results[0].replace_all_uses_with(w.operands[0])
+            r.erase()
+            n += 1
+            # the initial write is dead if the same tile is written again later, with no read of
+            # the buffer in between
+            nxt = [(j, x) for j, x in later_writes.get(w.operands[1], []) if j > i]
+            if nxt and _same_access(nxt[0][1], w, 1, 1, list(nxt[0][1].operands)[2:], list(w.operands)[2:]):
+                eff2 = _effects(ops[i + 1:nxt[0][0]], barriers_ok=True)
+                if eff2 is not None and not any(root == x for x in eff2[0] | eff2[1]):
+                    w.erase()
+                    erased.add(k)
     return n
 
 
