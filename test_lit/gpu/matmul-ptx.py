@@ -46,8 +46,7 @@ print(emit_ptx(cl, csk.script(csk.sample(__import__("random").Random(0)).values(
 # K tile 8) is in the search space, and its kernel has what a fast SGEMM needs: 128-bit global
 # loads stored as 128-bit shared stores, the next K tile's loads issued before the computation
 # on the current one (prefetch), 128-bit shared reads, the accumulators in registers across the
-# whole reduction (no local memory, C written once after the loop) and the K tile unrolled; A and B
-# (never written) go through the non-coherent cache (`noalias` kernel arguments).
+# whole reduction (no local memory, C written once after the loop) and the K tile unrolled.
 big = ansor.create_task(workloads.get("matmul-1024"), name="matmul-1024", target="cuda")
 bsk = generate_sketches(big)[0]
 classic = {"op1.d0.t1": 128, "op1.d0.t2": 128, "op1.d0.t3": 8, "op1.d0.t4": 8,
@@ -58,14 +57,14 @@ print("classic:", bsk.validate(classic))
 print(emit_ptx(big, bsk.script(classic), arch="sm_90"))
 # CHECK: .visible .entry matmul_kernel(
 # CHECK-NOT: .local
-# CHECK: ld.global.nc.v4.b32
-# CHECK: ld.global.nc.v4.b32
+# CHECK: ld.global.v4.b32
+# CHECK: ld.global.v4.b32
 # CHECK-NOT: st.global
 # CHECK: $L__BB0_1:
 # CHECK-NEXT: st.shared.v4.b32
-# CHECK: ld.global.nc.v4.b32
+# CHECK: ld.global.v4.b32
 # CHECK: st.shared.v4.b32
-# CHECK: ld.global.nc.v4.b32
+# CHECK: ld.global.v4.b32
 # CHECK: bar.sync 0;
 # CHECK: ld.shared.v4.b32
 # CHECK-COUNT-512: fma.rn.f32
