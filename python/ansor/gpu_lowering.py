@@ -1,9 +1,13 @@
 """GPU lowering: a task's payload + a GPU transform script -> PTX + a JIT-compiled host program.
 
     SearchTask.ir --apply script (tile to blocks/threads, shared-memory copies, bufferize,
-        gpu.launch)--> memref + gpu.launch --workgroup attributions, out-params, auto-unroll-->
-        --gpu-lower-to-nvvm-pipeline (NVVM -> PTX, `gpu-module-to-binary format=isa`)-->
-        host LLVM + embedded PTX --ExecutionEngine + libmlir_cuda_runtime.so--> CudaKernel
+        gpu.launch)--> memref + gpu.launch --workgroup attributions, out-params, auto-unroll, LICM-->
+        --hoist_accumulators, forward_initial_values, remove_redundant_barriers,
+          prefetch_global_reads (the kernel rewrites a fast SGEMM needs, on memrefs)-->
+        --sink_constants_into_launches, gpu-kernel-outlining, llvm.align on kernel buffers-->
+        --NVVM lowering to the LLVM dialect --infer_access_alignment (128-bit accesses)-->
+        --gpu-module-to-binary format=isa (PTX)--> host LLVM + embedded PTX
+        --ExecutionEngine + libmlir_cuda_runtime.so--> CudaKernel
 
 Runs inside measurement worker processes, like `lowering.py` (MLIR aborts on internal assertion
 failures). Buffers live on the device: `CudaKernel` allocates them through the MLIR CUDA runtime's
