@@ -83,6 +83,9 @@ def main() -> int:
     p.add_argument("--search", default="learned", choices=["learned", "random"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="keep existing logs (default: start fresh)")
+    p.add_argument("--report-only", action="store_true",
+                   help="no tuning: compile the best records of the existing logs (first strategy listed) and "
+                        "time them against untuned MLIR and PyTorch (e.g. after a lowering change)")
     p.add_argument("--population", type=int, default=2048, help="evolutionary search population (Ansor: 2048)")
     p.add_argument("--generations", type=int, default=4, help="evolutionary search generations (Ansor: 4)")
     a = p.parse_args()
@@ -101,11 +104,17 @@ def main() -> int:
           f"{a.search} search (population {a.population}, {a.generations} generations), "
           f"rounds of <= {a.batch_size} trials")
 
-    measurer = create_measurer(RunOptions(threads=a.threads))
     curves: dict[str, list[tuple[int, float]]] = {}
     logs: dict[str, Path] = {}
+    if a.report_only:
+        strategy = a.strategies.split(",")[0]
+        logs[strategy] = OUT / f"{a.name}.{strategy}.jsonl"
+        if not logs[strategy].exists():
+            print(f"error: --report-only needs {logs[strategy]}", file=sys.stderr)
+            return 2
+    measurer = create_measurer(RunOptions(threads=a.threads))
     try:
-        for strategy in a.strategies.split(","):
+        for strategy in [] if a.report_only else a.strategies.split(","):
             log = OUT / f"{a.name}.{strategy}.jsonl"
             if log.exists() and not a.resume:
                 log.unlink()
@@ -120,7 +129,7 @@ def main() -> int:
     finally:
         measurer.close()
 
-    best_strategy = min(curves, key=lambda s: curves[s][-1][1])
+    best_strategy = min(curves, key=lambda s: curves[s][-1][1]) if curves else next(iter(logs))
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal(s.shape).astype(s.numpy_dtype()) for s in net.inputs]
     tuned = compile_network(net, logs[best_strategy], threads=a.threads)
@@ -140,7 +149,8 @@ def main() -> int:
             return 1
     print(check)
     t_ref = rows[1][1]
-    print(f"\n{a.name}: {net.flops / 1e9:.3f} GFLOP, {len(net.tasks)} tasks, {a.trials} trials per strategy")
+    n_trials = "records of the existing log" if a.report_only else f"{a.trials} trials per strategy"
+    print(f"\n{a.name}: {net.flops / 1e9:.3f} GFLOP, {len(net.tasks)} tasks, {n_trials}")
     print(f"{'program':<28} {'latency ms':>11} {'GFLOP/s':>9} {'vs tuned':>9}")
     for label, t in rows:
         print(f"{label:<28} {t * 1e3:>11.3f} {net.flops / t / 1e9:>9.2f} {t / t_ref:>8.2f}x")
@@ -151,6 +161,8 @@ def main() -> int:
         print(f"gradient reaches round-robin's final estimate ({target * 1e3:.3f} ms) at "
               + (f"{reach} trials = {reach / max(total, 1):.0%} of {total}" if reach else "never (within the budget)"))
 
+    if not curves:
+        return 0
     import matplotlib
 
     matplotlib.use("Agg")
