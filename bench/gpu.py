@@ -24,9 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-#: The issue's list (+ the 1x1 ConvLayer, the fused conv + BN + ReLU the GPU rules schedule today).
+#: The issue's list (+ the 1x1 ConvLayer, the fused conv + BN + ReLU without padding).
 DEFAULT = ("matmul-1024,matmul-4096,c2d-1x56x56x64x64x1x1x0,convlayer-1x56x56x64x128x3x2x1,"
-           "convlayer-1x56x56x64x128x1x1x0,tbs-1x128x12x64")
+           "convlayer-1x56x56x64x128x1x1x0,tbs-1x128x12x64,lngelu-4096x1024")
 
 
 def torch_fn(name: str, inputs: list, dev: str):
@@ -60,6 +60,9 @@ def torch_fn(name: str, inputs: list, dev: str):
     if fam == "tbs":
         q, k = t
         return (lambda: torch.softmax(q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1), dim=-1)), (lambda y: y.cpu().numpy())
+    if fam == "lngelu":
+        x, g, b = t
+        return (lambda: F.gelu(F.layer_norm(x, (v[1],), g, b, eps=1e-5), approximate="tanh")), (lambda y: y.cpu().numpy())
     return None
 
 

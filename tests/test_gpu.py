@@ -194,3 +194,120 @@ def test_gpu_lowering_options_reach_the_ptx(mm_cuda: SearchTask, monkeypatch) ->
     other = emit_ptx(mm_cuda, script)
     assert "ld.global.nc.v4.b32" in other and other.count("%ctaid") == 2
     assert "rem" in other or "and.b" in other  # the grouped block order's arithmetic
+
+
+# ----------------------------------------------------------------------------------------------
+# tensor.pad producers: fused into the reads as guarded loads (no GPU needed up to PTX)
+
+_PADCONV = """func.func @padconv(%x: tensor<1x7x6x3xf32>, %w: tensor<3x3x3x4xf32>) -> tensor<1x4x3x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %pv = arith.constant 0.5 : f32
+  %p = tensor.pad %x low[0, 1, 2, 0] high[0, 1, 0, 0] {
+  ^bb0(%a: index, %b: index, %c: index, %d: index):
+    tensor.yield %pv : f32
+  } : tensor<1x7x6x3xf32> to tensor<1x9x8x3xf32>
+  %e = tensor.empty() : tensor<1x4x3x4xf32>
+  %i = linalg.fill ins(%zero : f32) outs(%e : tensor<1x4x3x4xf32>) -> tensor<1x4x3x4xf32>
+  %o = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%p, %w : tensor<1x9x8x3xf32>, tensor<3x3x3x4xf32>) outs(%i : tensor<1x4x3x4xf32>) -> tensor<1x4x3x4xf32>
+  return %o : tensor<1x4x3x4xf32>
+}
+"""
+
+
+def _padconv_reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    p = np.full((1, 9, 8, 3), 0.5, np.float32)  # asymmetric padding, non-zero padding value
+    p[:, 1:8, 2:8, :] = x
+    out = np.zeros((1, 4, 3, 4))
+    for oh in range(4):
+        for ow in range(3):
+            out[0, oh, ow] = np.einsum("hwc,hwcf->f", p[0, 2 * oh:2 * oh + 3, 2 * ow:2 * ow + 3], w)
+    return out
+
+
+def _transform(body: str) -> str:
+    a = "!transform.any_op"
+    return (f"module attributes {{transform.with_named_sequence}} {{\n"
+            f"  transform.named_sequence @__transform_main(%root: {a} {{transform.consumed}}) {{\n"
+            f"    %conv = transform.structured.match attributes{{ansor.op = 1 : i64}} in %root : ({a}) -> {a}\n"
+            f"{body}    transform.yield\n  }}\n}}\n").replace("A!", a)
+
+
+_BUFFERIZE = ("    %b = transform.bufferization.one_shot_bufferize layout{IdentityLayoutMap} %root "
+              "{bufferize_function_boundaries = true} : (A!) -> A!\n")
+# vector reads through rank-reducing views (decomposed to a 1-D convolution, vectorized): the
+# padded W dim lies inside the vector, split into guarded pieces along C
+_VECTOR_READS = _transform(
+    "    %t, %l:6 = transform.structured.tile_using_for %conv tile_sizes [1, 1, 3, 4, 1, 1, 0] "
+    ": (A!) -> (A!, A!, A!, A!, A!, A!, A!)\n"
+    "    %d = transform.structured.decompose %t : (A!) -> A!\n"
+    "    transform.structured.vectorize %d : A!\n" + _BUFFERIZE)
+# scalar loads through tiled views
+_SCALAR_LOADS = _transform(
+    "    %t, %l:3 = transform.structured.tile_using_for %conv tile_sizes [1, 2, 0, 2] : (A!) -> (A!, A!, A!, A!)\n"
+    + _BUFFERIZE
+    + '    %c = transform.structured.match ops{["linalg.conv_2d_nhwc_hwcf"]} in %b : (A!) -> A!\n'
+    "    %lp = transform.structured.convert_to_loops %c : (A!) -> A!\n")
+
+
+@pytest.mark.parametrize("script", [_VECTOR_READS, _SCALAR_LOADS], ids=["vector", "scalar"])
+def test_guarded_pad_reads_match_numpy_on_the_cpu(script: str) -> None:
+    """`guard_padded_reads` is target-independent: run its result on the CPU."""
+    from ansor import _native
+    from ansor.gpu_lowering import guard_padded_reads
+    from ansor.lowering import _lower_and_jit, apply_script, parse_payload
+    from mlir import ir
+
+    task = create_task(_PADCONV, name="padconv")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 7, 6, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
+    _native.register_everything()
+    with ir.Context(), ir.Location.unknown():
+        module = parse_payload(task)
+        apply_script(module, script)
+        assert "memref<1x9x8x3xf32>" in str(module)
+        assert guard_padded_reads(module) == 1
+        text = str(module)
+        assert "memref<1x9x8x3xf32>" not in text and "memref.copy %arg0" not in text and "scf.if" in text
+        (out,) = _lower_and_jit(module, task, 2).run([x, w])
+    np.testing.assert_allclose(out, _padconv_reference(x, w), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["convlayer-1x56x56x64x128x3x2x1", "c2d-1x224x224x3x64x7x2x3",
+                                  "c1d-1x256x64x128x3x2x1"])
+def test_padded_convolutions_get_gpu_sketches(name: str) -> None:
+    task = create_task(workloads.get(name), name=name, target="cuda")
+    sketches = generate_sketches(task)
+    assert [s.name for s in sketches] == ["s0", "skip"]
+    assert isinstance(sketches[0], GpuSketch)
+
+
+def test_padded_conv_lowers_to_ptx_without_a_gpu() -> None:
+    from ansor.gpu_lowering import emit_ptx
+
+    task = create_task(workloads.get("convlayer-1x14x14x8x16x3x2x1"), name="cl", target="cuda")
+    sk = generate_sketches(task)[0]
+    assert sk.rule == "gpu_multi_level_tiling_with_fusion(op1<-op2)"
+    rng = random.Random(5)
+    for script in [default_script(task)] + [sk.script(sample(sk, rng).values()) for _ in range(3)]:
+        ptx = emit_ptx(task, script, arch="sm_90")
+        assert ".entry conv2d_bn_relu_kernel(" in ptx and "fma.rn.f32" in ptx
+        assert "setp" in ptx and "ld.global" in ptx
+
+
+@pytest.mark.gpu
+def test_padded_conv_runs_on_the_gpu() -> None:
+    """The default program and sampled schedules of a padded conv, against numpy."""
+    from ansor.gpu_lowering import compile_task_cuda
+
+    task = create_task(_PADCONV, name="padconv", target="cuda")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 7, 6, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
+    want = _padconv_reference(x, w)
+    sk = generate_sketches(task)[0]
+    scripts = [None] + [sk.script(sample(sk, random.Random(s)).values()) for s in range(3)]
+    for script in scripts:
+        (out,) = compile_task_cuda(task, script).run([x, w])
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)

@@ -156,13 +156,15 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
     """The single multi-level tiled stage of `task` and the rule name; (None, why) when the task
     does not reduce to one anchor op (+ fill, + element-wise consumer)."""
     ops, pads = analyze_graph(task.ir)
-    if pads:
-        return None, "tensor.pad producers are not scheduled on the GPU yet"
     by_index = {o.index: o for o in ops}
     anchors = [o for o in ops if o.has_data_reuse() and not o.is_elementwise() and not o.is_init()]
     if len(anchors) != 1:
         return None, f"{len(anchors)} ops with data reuse (the GPU rules handle exactly one)"
     op = anchors[0]
+    # A `tensor.pad` of an input is fused into the anchor's reads as guarded loads by the lowering
+    # (`gpu_lowering.guard_padded_reads`); a pad feeding anything else is not scheduled.
+    if any(p.consumer != op.index for p in pads):
+        return None, "a tensor.pad producer that does not feed the tiled op"
     fc = _fusable_consumer(op, by_index)
     inits = [o for o in ops if o.is_init() and o.users == (op.index,)]
     rest = {o.index for o in ops} - {op.index} - {i.index for i in inits} - ({fc[0].index} if fc else set())

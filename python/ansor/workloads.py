@@ -477,6 +477,61 @@ def transpose_batch_matmul_softmax(b: int, seq: int, heads: int, dim: int) -> st
     return _func("transpose_batch_matmul_softmax", [("Q", x), ("K", x)], sc, body, "%out")
 
 
+def layernorm_gelu(m: int, n: int, eps: float = 1e-5) -> str:
+    """LayerNorm over the last dim + GELU (tanh approximation), fp32: X [M,N], gamma, beta [N] ->
+    y = gelu((x - mean) / sqrt(var + eps) * gamma + beta). Three `linalg.generic`s: the row sum,
+    the row sum of squared deviations (two-pass variance), and the element-wise normalization +
+    GELU (`math.rsqrt`, `math.tanh`)."""
+    x, r = [m, n], [m]
+    full, row, col = "affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>", "affine_map<(i, j) -> (j)>"
+    inv_n = f"{1.0 / n:.9e}"  # (an MLIR float literal needs the mantissa's point)
+    body = (
+        _zeros("sum_init", r)
+        + _generic([full, row], "pr", [("%X", x)], ("%sum_init", r), """    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %acc, %x : f32
+      linalg.yield %s : f32
+""", "%sum")
+        + _zeros("sq_init", r)
+        + _generic([full, row, row], "pr", [("%X", x), ("%sum", r)], ("%sq_init", r), f"""    ^bb0(%x: f32, %s: f32, %acc: f32):
+      %inv_n = arith.constant {inv_n} : f32
+      %mean = arith.mulf %s, %inv_n : f32
+      %d = arith.subf %x, %mean : f32
+      %p = arith.mulf %d, %d : f32
+      %a = arith.addf %acc, %p : f32
+      linalg.yield %a : f32
+""", "%sq")
+        + f"  %res = tensor.empty() : {_t(x)}\n"
+        + _generic([full, row, row, col, col, full], "pp",
+                   [("%X", x), ("%sum", r), ("%sq", r), ("%gamma", [n]), ("%beta", [n])], ("%res", x), f"""    ^bb0(%x: f32, %s: f32, %q: f32, %g: f32, %b: f32, %o: f32):
+      %inv_n = arith.constant {inv_n} : f32
+      %eps = arith.constant {eps:.9e} : f32
+      %half = arith.constant 0.5 : f32
+      %one = arith.constant 1.0 : f32
+      %c0 = arith.constant 0.7978845608028654 : f32
+      %c1 = arith.constant 0.044715 : f32
+      %mean = arith.mulf %s, %inv_n : f32
+      %var = arith.mulf %q, %inv_n : f32
+      %ve = arith.addf %var, %eps : f32
+      %rs = math.rsqrt %ve : f32
+      %d = arith.subf %x, %mean : f32
+      %nrm = arith.mulf %d, %rs : f32
+      %sc = arith.mulf %nrm, %g : f32
+      %y = arith.addf %sc, %b : f32
+      %y2 = arith.mulf %y, %y : f32
+      %y3 = arith.mulf %y2, %y : f32
+      %k = arith.mulf %y3, %c1 : f32
+      %u = arith.addf %y, %k : f32
+      %z = arith.mulf %u, %c0 : f32
+      %t = math.tanh %z : f32
+      %t1 = arith.addf %t, %one : f32
+      %hy = arith.mulf %y, %half : f32
+      %r = arith.mulf %hy, %t1 : f32
+      linalg.yield %r : f32
+""")
+    )
+    return _func("layernorm_gelu", [("X", x), ("gamma", [n]), ("beta", [n])], x, body, "%out")
+
+
 # --------------------------------------------------------------------------- names
 
 
@@ -550,6 +605,10 @@ _FAMILIES: dict[str, tuple[Callable[[str, str], str], str]] = {
     "tbs": (
         lambda s, n: transpose_batch_matmul_softmax(*_dims(s, 4, n)),
         "tbs-BxSxHxD: transpose + batch_matmul + softmax",
+    ),
+    "lngelu": (
+        lambda s, n: layernorm_gelu(*_dims(s, 2, n)),
+        "lngelu-MxN: LayerNorm over N (gamma, beta, eps 1e-5) + GELU (tanh approximation)",
     ),
 }
 
@@ -629,6 +688,7 @@ BUILTIN: dict[str, str] = {
     "matmul-512": "matmul 512x512x512 fp32",
     "matmul_nt-512": "matmul 512^3 with B transposed, as linalg.generic",
     "mlp-64x256x4": "toy network: 4 dense layers 64x256 with residuals, weights embedded",
+    "lngelu-4096x1024": "LayerNorm + GELU (4096, 1024) fp32, a fused subgraph (GPU benchmark)",
     **_SUITE,
 }
 
