@@ -298,16 +298,23 @@ def test_padded_conv_lowers_to_ptx_without_a_gpu() -> None:
 
 @pytest.mark.gpu
 def test_padded_conv_runs_on_the_gpu() -> None:
-    """The default program and sampled schedules of a padded conv, against numpy."""
+    """The default program and sampled schedules of a padded 3x3 ConvLayer, against numpy."""
     from ansor.gpu_lowering import compile_task_cuda
 
-    task = create_task(_PADCONV, name="padconv", target="cuda")
+    task = create_task(workloads.get("convlayer-1x14x14x8x16x3x2x1"), name="cl", target="cuda")
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((1, 7, 6, 3)).astype(np.float32)
-    w = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
-    want = _padconv_reference(x, w)
+    x = rng.standard_normal((1, 14, 14, 8)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 8, 16)).astype(np.float32)
+    scale, shift = rng.standard_normal(16).astype(np.float32), (0.5 * rng.standard_normal(16)).astype(np.float32)
+    p = np.zeros((1, 16, 16, 8), np.float32)
+    p[:, 1:15, 1:15] = x
+    conv = np.zeros((1, 7, 7, 16))
+    for oh in range(7):
+        for ow in range(7):
+            conv[0, oh, ow] = np.einsum("hwc,hwcf->f", p[0, 2 * oh:2 * oh + 3, 2 * ow:2 * ow + 3], w)
+    want = np.maximum(conv * scale + shift, 0.0)
     sk = generate_sketches(task)[0]
     scripts = [None] + [sk.script(sample(sk, random.Random(s)).values()) for s in range(3)]
     for script in scripts:
-        (out,) = compile_task_cuda(task, script).run([x, w])
+        (out,) = compile_task_cuda(task, script).run([x, w, scale, shift])
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
