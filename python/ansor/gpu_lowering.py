@@ -1,7 +1,8 @@
 """GPU lowering: a task's payload + a GPU transform script -> PTX + a JIT-compiled host program.
 
     SearchTask.ir --apply script (tile to blocks/threads, shared-memory copies, bufferize,
-        gpu.launch)--> memref + gpu.launch --workgroup attributions, out-params, auto-unroll, LICM-->
+        gpu.launch)--> memref + gpu.launch --workgroup attributions, tensor.pad buffers -> guarded
+        loads (guard_padded_reads), out-params, auto-unroll, LICM-->
         --hoist_accumulators, forward_initial_values, remove_redundant_barriers,
           prefetch_global_reads (the kernel rewrites a fast SGEMM needs, on memrefs)-->
         --sink_constants_into_launches, gpu-kernel-outlining, llvm.align on kernel buffers-->
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -1245,8 +1247,6 @@ def _rewrite_transfer_read(pb: _PadBuffer, op: ir.Operation) -> None:
     src_map = ir.AffineMap.get(n_src, 0, [ir.AffineDimExpr.get(probe_dims[vdims[last]])]
                                if vdims[last] is not None else [ir.AffineConstantExpr.get(0)])
     acc = None
-    import itertools
-
     for pos in itertools.product(*(range(n) for n in outer)):
         idx = list(base_idx)
         for r, o in enumerate(pos):
