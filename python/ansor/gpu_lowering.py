@@ -246,6 +246,28 @@ def _same_shape_views(a: ir.Value, b: ir.Value) -> bool:
             and _memref_root(a) == _memref_root(b) and a.type == b.type)
 
 
+def _with_more_iter_args(loop: ir.Operation, extra: list[ir.Value]) -> tuple[ir.OpView, ir.Block, int]:
+    """A new `scf.for` before `loop` with its bounds, attributes and iter_args plus `extra`; the
+    body moves over (its old arguments remapped). Returns (new loop, its body, number of old body
+    arguments); the caller rewires the yield and the results, then erases `loop`."""
+    from mlir.dialects import scf
+
+    body = loop.regions[0].blocks[0]
+    lb, ub, step, *inits = list(loop.operands)
+    with ir.InsertionPoint(loop), loop.location:
+        new = scf.ForOp(lb, ub, step, [*inits, *extra])
+    for name in list(loop.attributes):
+        new.operation.attributes[name] = loop.attributes[name]
+    nb = new.body
+    for op in list(body.operations):
+        nb.append(op)
+    n_old = len(body.arguments)
+    for old_a, new_a in zip(body.arguments, list(nb.arguments)[:n_old], strict=True):
+        old_a.replace_all_uses_with(new_a)
+    return new, nb, n_old
+
+
+
 def _hoist_pairs(loop: ir.Operation) -> int:
     """Hoist the transfer_read/transfer_write pairs of accumulators out of `loop` (an scf.for):
     each read becomes the initial value of a new iteration argument, each write moves after the
@@ -299,17 +321,7 @@ def _hoist_pairs(loop: ir.Operation) -> int:
         return 0
     for r, _ in pairs:
         r.move_before(loop)
-    lb, ub, step, *inits = list(loop.operands)
-    with ir.InsertionPoint(loop), loop.location:
-        new = scf.ForOp(lb, ub, step, [*inits, *(r.results[0] for r, _ in pairs)])
-    for name in list(loop.attributes):
-        new.operation.attributes[name] = loop.attributes[name]
-    nb = new.body
-    for op in list(body.operations):
-        nb.append(op)
-    n_old = len(body.arguments)
-    for old_a, new_a in zip(body.arguments, list(nb.arguments)[:n_old], strict=True):
-        old_a.replace_all_uses_with(new_a)
+    new, nb, n_old = _with_more_iter_args(loop, [r.results[0] for r, _ in pairs])
     for k, (r, _) in enumerate(pairs):
         r.results[0].replace_all_uses_except(nb.arguments[n_old + k], new.operation)
     old_yield = list(nb.operations)[-1]
@@ -580,17 +592,7 @@ def prefetch_global_reads(module: ir.Module) -> int:
                     for k, x in enumerate(c.operands):
                         c.operands[k] = _lookup(m, x)
                     first[hash(r)] = c.results[0]
-                _lb, _ub, _st, *inits = list(loop.operands)
-                with ir.InsertionPoint(loop):
-                    new = scf.ForOp(lb_v, ub_v, step_v, [*inits, *(first[hash(r)] for r, _, _ in reads)])
-                for name in list(loop.attributes):
-                    new.operation.attributes[name] = loop.attributes[name]
-                nb = new.body
-                for op in list(body.operations):
-                    nb.append(op)
-                n_old = len(body.arguments)
-                for old_a, new_a in zip(body.arguments, list(nb.arguments)[:n_old], strict=True):
-                    old_a.replace_all_uses_with(new_a)
+                new, nb, n_old = _with_more_iter_args(loop, [first[hash(r)] for r, _, _ in reads])
                 new_iv = nb.arguments[0]
                 nexts = []
                 for k, (r, w, deps) in enumerate(reads):
