@@ -38,10 +38,16 @@ def main() -> None:
     ap.add_argument("--workloads", default=DEFAULT)
     ap.add_argument("--no-crossover", action="store_true")
     ap.add_argument("--out", default="bench/out/search")
+    ap.add_argument("--batch-size", type=int, default=64, help="measurements per round (both searches)")
+    ap.add_argument("--population", type=int, default=2048, help="evolutionary search population")
+    ap.add_argument("--generations", type=int, default=4, help="evolutionary search generations")
+    ap.add_argument("--warmup-samples", type=int, default=100,
+                    help="measured programs before the cost model's predictions replace random scores")
     args = ap.parse_args()
 
     import ansor
     from ansor import workloads
+    from ansor.cost_model import XGBModel
     from ansor.progress import TableProgress
 
     out = Path(args.out)
@@ -55,7 +61,9 @@ def main() -> None:
                 tag = search + ("-nox" if search == "learned" and args.no_crossover else "")
                 log = out / f"{name}.{tag}.s{seed}.jsonl"
                 ansor.tune(task, trials=args.trials, log_path=log, seed=seed, search=search,
-                           crossover=not args.no_crossover, callback=TableProgress())
+                           crossover=not args.no_crossover, callback=TableProgress(), batch_size=args.batch_size,
+                           cost_model=XGBModel(few_shot_threshold=args.warmup_samples, seed=seed),
+                           search_options={"population": args.population, "generations": args.generations})
                 curves[(name, search, seed)] = curve(log)
 
     print(f"\nmachine: {os.uname().nodename}, {os.cpu_count()} cores; {args.trials} trials; seeds {seeds}")
@@ -71,7 +79,7 @@ def main() -> None:
             ratio.append(lcurve[-1] / target)
         med_hit = statistics.median(reach)
         print(f"{name:<30} {statistics.median(rnd) * 1e3:>14.3f} "
-              f"{('%d trials' % med_hit) if math.isfinite(med_hit) else 'not reached':>22} "
+              f"{(f'{med_hit:.0f} trials') if math.isfinite(med_hit) else 'not reached':>22} "
               f"{statistics.median(ratio):>21.3f}")
     try:
         import matplotlib
