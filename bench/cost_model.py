@@ -29,7 +29,13 @@ def main() -> None:
     args = ap.parse_args()
 
     import ansor
-    from ansor.cost_model import XGBModel, normalized_throughputs, pairwise_accuracy, r2, recall_at_k
+    from ansor.cost_model import (
+        XGBModel,
+        normalized_throughputs,
+        pairwise_accuracy,
+        r2,
+        recall_at_k,
+    )
     from ansor.features import FeatureExtractor
     from ansor.measure import MeasureInput
 

@@ -28,9 +28,8 @@ def main() -> None:
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
 
-    import numpy as np
-
     import ansor
+    import numpy as np
     from ansor import workloads
     from ansor.measure import RunOptions, make_inputs
     from ansor.progress import TableProgress
@@ -50,7 +49,7 @@ def main() -> None:
     a, b = make_inputs(task)
     np.testing.assert_allclose(tuned(a, b), a @ b, rtol=1e-3, atol=1e-2)
 
-    def best_of(fn, reps: int = 7) -> float:  # noqa: ANN001
+    def best_of(fn, reps: int = 7) -> float:
         fn()
         ts = []
         for _ in range(reps):
@@ -62,7 +61,7 @@ def main() -> None:
     t_tuned = min(tuned.time(a, b, number=10) for _ in range(5))
     t_untuned = untuned.time(a, b, number=1)
     t_numpy = best_of(lambda: a @ b)
-    gf = lambda t: task.flops / t / 1e9  # noqa: E731
+    gf = lambda t: task.flops / t / 1e9
     print(f"\n{'program':<14} {'latency':>11} {'GFLOP/s':>9}")
     for name, t in (("ansor tuned", t_tuned), ("untuned MLIR", t_untuned), ("numpy", t_numpy)):
         print(f"{name:<14} {t * 1e3:>8.3f} ms {gf(t):>9.2f}")

@@ -22,7 +22,7 @@ def _sizes(name: str) -> tuple[str, list[int]]:
 def prepare(name: str, inputs: list[np.ndarray]) -> tuple[Callable[[], object], Callable[[object], np.ndarray]] | None:
     """(run, to_workload_layout) for workload `name`, or None when PyTorch has no equivalent."""
     import torch
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
 
     fam, v = _sizes(name)
     t = [torch.from_numpy(np.ascontiguousarray(a)) for a in inputs]

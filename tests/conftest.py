@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 import shutil
 
-import pytest
-
 import ansor
+import pytest
 from ansor import workloads
-from ansor.measure import MeasureError, MeasureInput, MeasureResult, Measurer
+from ansor.measure import MeasureError, MeasureInput, Measurer, MeasureResult
 from ansor.task import SearchTask, create_task
 
 
@@ -43,7 +42,7 @@ class FakeMeasurer(Measurer):
     def baseline(self, task: SearchTask) -> MeasureResult:
         return MeasureResult(costs=(1.0,))
 
-    def measure(self, inputs: list[MeasureInput], on_result=None) -> list[MeasureResult]:  # noqa: ANN001
+    def measure(self, inputs: list[MeasureInput], on_result=None) -> list[MeasureResult]:
         out = []
         for inp in inputs:
             self.calls.append(inp.schedule.key())

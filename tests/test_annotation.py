@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import random
 
-from ansor.annotation import Schedule, factorizations, factors_from_sizes, sample, sizes_from_factors, validate
+from ansor.annotation import (
+    Schedule,
+    factorizations,
+    factors_from_sizes,
+    sample,
+    sizes_from_factors,
+    validate,
+)
 from ansor.rules import generate_sketches
 from ansor.sketch import MAX_INNERMOST, MAX_VECTOR
 

@@ -7,10 +7,9 @@ import shutil
 import subprocess
 import sys
 
+import ansor
 import numpy as np
 import pytest
-
-import ansor
 from ansor import workloads
 from ansor.measure import RunOptions
 
@@ -40,10 +39,11 @@ def test_tune_compile_and_replay(tmp_path) -> None:
 
 @pytest.mark.skipif(shutil.which("ansor-opt") is None, reason="ansor-opt not installed")
 def test_best_script_replays_with_ansor_opt(tmp_path, matmul64) -> None:
+    import random
+
     from ansor.annotation import sample
     from ansor.loops import tag_ops
     from ansor.rules import generate_sketches
-    import random
     from mlir import ir
 
     sk = generate_sketches(matmul64)[0]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
-from mlir import ir
-
 import ansor
+import numpy as np
 from ansor import _native, lowering, workloads
 from ansor.measure import make_inputs
+from mlir import ir
 
 
 def test_strided_copies_become_linalg_copies() -> None:

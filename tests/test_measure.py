@@ -6,7 +6,6 @@ import math
 import random
 
 import pytest
-
 from ansor.annotation import Schedule, sample
 from ansor.measure import LocalMeasurer, MeasureError, MeasureInput, RunOptions
 from ansor.rules import generate_sketches

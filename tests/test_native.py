@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 mlir_ir = pytest.importorskip("mlir.ir")
-from mlir.passmanager import PassManager  # noqa: E402
-
-from ansor import _native  # noqa: E402
+from ansor import _native
+from mlir.passmanager import PassManager
 
 try:
     _native.find_library()
@@ -105,12 +104,11 @@ def test_calls_do_not_leak_memory() -> None:
     import ctypes
     import tracemalloc
 
-    import numpy as np
-    from mlir.runtime import get_ranked_memref_descriptor
-
     import ansor
+    import numpy as np
     from ansor import workloads
     from ansor.lowering import memref_descriptor
+    from mlir.runtime import get_ranked_memref_descriptor
 
     a = np.ones((4, 4), np.float32)
     assert type(get_ranked_memref_descriptor(a)) is not type(get_ranked_memref_descriptor(a))  # upstream
@@ -134,9 +132,8 @@ def test_intermediate_buffers_are_freed() -> None:
     (mlp-64x64x4: 4 x 16 KiB per call)."""
     import resource
 
-    import numpy as np
-
     import ansor
+    import numpy as np
     from ansor import workloads
 
     fn = ansor.compile(workloads.get("mlp-64x64x4"))

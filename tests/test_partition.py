@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import ansor
 import numpy as np
 import pytest
-
-import ansor
 from ansor import workloads
 from ansor.compile import CompiledFunction, CompiledNetwork, compile_network
 from ansor.partition import extract_tasks, task_table
@@ -88,7 +87,7 @@ def _nchw_model(rng: np.random.Generator) -> tuple[str, np.ndarray]:
     """conv (NCHW, weights embedded) + relu, then a second conv: what torch-mlir emits for a CNN."""
     w0 = rng.standard_normal((8, 3, 3, 3)).astype("<f4")
     w1 = rng.standard_normal((4, 8, 1, 1)).astype("<f4")
-    blob = lambda a: "0x04000000" + a.tobytes().hex().upper()  # noqa: E731
+    blob = lambda a: "0x04000000" + a.tobytes().hex().upper()
     text = f"""
 #id = affine_map<(n, c, h, w) -> (n, c, h, w)>
 func.func @cnn(%x: tensor<1x3x10x10xf32>) -> tensor<1x4x4x4xf32> {{

@@ -6,7 +6,6 @@ import json
 import math
 
 import pytest
-
 from ansor.annotation import Schedule
 from ansor.measure import MeasureError, MeasureInput, MeasureResult
 from ansor.records import LogError, Record, RecordWriter, best_record, load_records

@@ -14,7 +14,7 @@ import ansor
 TRIALS = 48
 
 
-def _cmd(log) -> list[str]:  # noqa: ANN001
+def _cmd(log) -> list[str]:
     return [sys.executable, "-m", "ansor.cli", "tune", "--workload", "matmul-256", "--trials", str(TRIALS),
             "--batch-size", "4", "--seed", "9", "--log", str(log), "--search", "random"]
 
@@ -52,7 +52,6 @@ def test_sigkill_then_resume_loses_and_repeats_nothing(tmp_path) -> None:
 def test_each_result_is_logged_before_the_batch_ends(tmp_path) -> None:
     """A run interrupted mid-batch keeps every candidate measured so far."""
     import pytest
-
     from ansor import workloads
     from ansor.measure import SyntheticMeasurer
     from ansor.progress import ProgressCallback
@@ -61,7 +60,7 @@ def test_each_result_is_logged_before_the_batch_ends(tmp_path) -> None:
         pass
 
     class StopAfter(ProgressCallback):
-        def on_result(self, task, trials, best, errors) -> None:  # noqa: ANN001
+        def on_result(self, task, trials, best, errors) -> None:
             if trials == 5:
                 raise Stop
 

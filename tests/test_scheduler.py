@@ -6,9 +6,8 @@ import math
 
 import numpy as np
 import pytest
-
 from ansor import workloads
-from ansor.measure import MeasureInput, MeasureResult, Measurer
+from ansor.measure import MeasureInput, Measurer, MeasureResult
 from ansor.records import load_records
 from ansor.scheduler import TaskScheduler
 from ansor.task import SearchTask, create_task
@@ -65,7 +64,7 @@ class ScaledMeasurer(Measurer):
     def baseline(self, task: SearchTask) -> MeasureResult:
         return MeasureResult(costs=(1000 * self.scale[task.hash],))
 
-    def measure(self, inputs: list[MeasureInput], on_result=None) -> list[MeasureResult]:  # noqa: ANN001
+    def measure(self, inputs: list[MeasureInput], on_result=None) -> list[MeasureResult]:
         out = []
         for i, inp in enumerate(inputs):
             self.count[inp.task.hash] = self.count.get(inp.task.hash, 0) + 1
@@ -123,7 +122,7 @@ def test_network_tuning_resumes_from_its_log(two_tasks, tmp_path) -> None:
 
 def test_early_stopping_ends_a_flat_run(two_tasks) -> None:
     class Flat(ScaledMeasurer):
-        def measure(self, inputs, on_result=None):  # noqa: ANN001, ANN202
+        def measure(self, inputs, on_result=None):
             out = [MeasureResult(costs=(1.0,)) for _ in inputs]
             for i, r in enumerate(out):
                 if on_result is not None:

@@ -59,7 +59,6 @@ def test_log_from_another_target_is_refused(tmp_path, matmul_big, make_fake) -> 
     import dataclasses
 
     import pytest
-
     from ansor.records import LogError
 
     log = tmp_path / "t.jsonl"

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import random
 
-import pytest
-
 import ansor
+import pytest
 from ansor import workloads
 from ansor.annotation import sample
 from ansor.lowering import apply_script, parse_payload

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import itertools
 
+import ansor
 import numpy as np
 import pytest
-
-import ansor
 from ansor import cli, workloads
-
 
 # --------------------------------------------------------------------------- references
 

@@ -15,10 +15,10 @@ from . import _native
 
 _native.register_everything()
 
-from .compile import CompiledFunction, compile  # noqa: E402
-from .records import Record, load_records  # noqa: E402
-from .task import SearchTask, TaskError, create_task  # noqa: E402
-from .tuner import TuneResult, tune  # noqa: E402
+from .compile import CompiledFunction, compile
+from .records import Record, load_records
+from .task import SearchTask, TaskError, create_task
+from .tuner import TuneResult, tune
 
 __all__ = [
     "CompiledFunction",

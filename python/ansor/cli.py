@@ -42,7 +42,7 @@ def _source(args: argparse.Namespace) -> tuple[str, str]:
         raise ValueError(f"{path}: not a text file (MLIR bytecode is not supported; give MLIR text)") from None
 
 
-def _task(args: argparse.Namespace):  # noqa: ANN202
+def _task(args: argparse.Namespace):
     from .task import create_task
 
     text, name = _source(args)
@@ -50,7 +50,7 @@ def _task(args: argparse.Namespace):  # noqa: ANN202
                        target=args.target, name=Path(name).stem if not args.workload else name)
 
 
-def _network(args: argparse.Namespace):  # noqa: ANN202
+def _network(args: argparse.Namespace):
     """The source partitioned into tasks (`partition.Network`)."""
     from .partition import extract_tasks
 
@@ -66,7 +66,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tune_network(args: argparse.Namespace, net, opts) -> int:  # noqa: ANN001
+def _tune_network(args: argparse.Namespace, net, opts) -> int:
     from .scheduler import SchedulerTable, TaskScheduler
 
     log_path = args.log or f"{net.name}.{args.target}.jsonl"
@@ -138,7 +138,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if refs is None:
         return 1
 
-    def best_of(fn, reps: int = 5) -> float:  # noqa: ANN001
+    def best_of(fn, reps: int = 5) -> float:
         fn()
         t = []
         for _ in range(reps):
@@ -162,7 +162,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _same_outputs(tuned, untuned, inputs: list, tol: float, what: str) -> list | None:  # noqa: ANN001
+def _same_outputs(tuned, untuned, inputs: list, tol: float, what: str) -> list | None:
     """The untuned outputs, or None (with an error line) when the tuned program's differ."""
     from .measure import check_outputs
 
@@ -176,7 +176,7 @@ def _same_outputs(tuned, untuned, inputs: list, tol: float, what: str) -> list |
     return refs
 
 
-def _bench_network(args: argparse.Namespace, net) -> int:  # noqa: ANN001
+def _bench_network(args: argparse.Namespace, net) -> int:
     from .compile import compile_network
     from .measure import make_inputs
 

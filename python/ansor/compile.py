@@ -18,8 +18,8 @@ import numpy as np
 from mlir import ir
 
 from . import lowering
-from .records import SKETCH_VERSION, Record, best_record, load_records
 from .partition import Network, extract_tasks
+from .records import SKETCH_VERSION, Record, best_record, load_records
 from .task import SearchTask, create_task
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def compile_network(net: Network, log: str | Path | None = None, *, threads: int
     return CompiledNetwork(net, chosen, threads)
 
 
-def compile(  # noqa: A001 (the public name the API promises)
+def compile(
     source: str | Path | ir.Module,
     target: str = "cpu",
     log: str | Path | None = None,

@@ -22,7 +22,11 @@ from mlir import ir, passmanager
 from mlir.dialects import linalg
 from mlir.dialects.transform import interpreter
 from mlir.execution_engine import ExecutionEngine
-from mlir.runtime.np_to_memref import as_ctype, make_nd_memref_descriptor, make_zero_d_memref_descriptor
+from mlir.runtime.np_to_memref import (
+    as_ctype,
+    make_nd_memref_descriptor,
+    make_zero_d_memref_descriptor,
+)
 
 from . import _native
 from .loops import preprocess

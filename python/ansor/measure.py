@@ -19,18 +19,18 @@ import abc
 import ctypes
 import enum
 import math
-import subprocess
-import sys
 import os
 import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -113,7 +113,7 @@ class Measurer(abc.ABC):
         """The untuned program's result (latency of the baseline); default: unknown."""
         return MeasureResult(error=MeasureError.RUNTIME, error_msg="no baseline")
 
-    def close(self) -> None:  # noqa: B027 (optional hook)
+    def close(self) -> None:
         pass
 
 

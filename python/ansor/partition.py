@@ -19,7 +19,15 @@ from pathlib import Path
 from mlir import ir, passmanager
 
 from . import _native
-from .task import SearchTask, TaskError, TensorSpec, create_task, parse_module, read_source, select_function
+from .task import (
+    SearchTask,
+    TaskError,
+    TensorSpec,
+    create_task,
+    parse_module,
+    read_source,
+    select_function,
+)
 
 GROUP_ATTR = "ansor.group"
 

@@ -211,4 +211,4 @@ def generate_sketches(task: SearchTask) -> list[Sketch]:
     return sketches + [skip]
 
 
-__all__ = ["generate_sketches", "MAX_VECTOR", "PadInfo"]
+__all__ = ["MAX_VECTOR", "PadInfo", "generate_sketches"]

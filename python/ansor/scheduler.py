@@ -271,7 +271,7 @@ class SchedulerTable(SchedulerCallback):
     """A line per round and the per-task table (latency, GFLOP/s, trials, weight) every
     `table_every` rounds and at the end, with the estimated end-to-end latency."""
 
-    def __init__(self, stream=None, table_every: int = 10) -> None:  # noqa: ANN001 (TextIO)
+    def __init__(self, stream=None, table_every: int = 10) -> None:
         import sys
 
         self.out = stream or sys.stdout

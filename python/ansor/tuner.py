@@ -23,12 +23,20 @@ from . import config
 from .annotation import Schedule, validate
 from .cost_model import CostModel, create_cost_model
 from .evolution import EvolutionarySearch, FeaturesFn
-from .measure import MeasureInput, MeasureResult, Measurer, RunOptions, create_measurer
+from .measure import MeasureInput, Measurer, MeasureResult, RunOptions, create_measurer
 from .progress import ProgressCallback
-from .records import SKETCH_VERSION, LogError, Record, RecordWriter, best_record, iter_records, record_key
+from .records import (
+    SKETCH_VERSION,
+    LogError,
+    Record,
+    RecordWriter,
+    best_record,
+    iter_records,
+    record_key,
+)
+from .rules import generate_sketches
 from .search import RandomSearch, SearchPolicy
 from .sketch import Sketch
-from .rules import generate_sketches
 from .task import SearchTask
 
 if TYPE_CHECKING:  # imported lazily: its worker pool is only needed by the learned search

@@ -15,9 +15,9 @@ strides and dilations are op attributes (named ops) or folded into the indexing 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
-from collections.abc import Callable
 
 DEFAULT_WORKLOAD = "matmul-1024"
 
