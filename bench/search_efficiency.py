@@ -18,6 +18,8 @@ import os
 import statistics
 from pathlib import Path
 
+from search_args import add_search_args, tune_kwargs
+
 DEFAULT = "matmul-1024,c2d-1x56x56x64x64x1x1x0,t2d-1x8x8x256x128x4x2x1"
 
 
@@ -38,16 +40,11 @@ def main() -> None:
     ap.add_argument("--workloads", default=DEFAULT)
     ap.add_argument("--no-crossover", action="store_true")
     ap.add_argument("--out", default="bench/out/search")
-    ap.add_argument("--batch-size", type=int, default=64, help="measurements per round (both searches)")
-    ap.add_argument("--population", type=int, default=2048, help="evolutionary search population")
-    ap.add_argument("--generations", type=int, default=4, help="evolutionary search generations")
-    ap.add_argument("--warmup-samples", type=int, default=100,
-                    help="measured programs before the cost model's predictions replace random scores")
+    add_search_args(ap)
     args = ap.parse_args()
 
     import ansor
     from ansor import workloads
-    from ansor.cost_model import XGBModel
     from ansor.progress import TableProgress
 
     out = Path(args.out)
@@ -61,9 +58,7 @@ def main() -> None:
                 tag = search + ("-nox" if search == "learned" and args.no_crossover else "")
                 log = out / f"{name}.{tag}.s{seed}.jsonl"
                 ansor.tune(task, trials=args.trials, log_path=log, seed=seed, search=search,
-                           crossover=not args.no_crossover, callback=TableProgress(), batch_size=args.batch_size,
-                           cost_model=XGBModel(few_shot_threshold=args.warmup_samples, seed=seed),
-                           search_options={"population": args.population, "generations": args.generations})
+                           crossover=not args.no_crossover, callback=TableProgress(), **tune_kwargs(args, seed))
                 curves[(name, search, seed)] = curve(log)
 
     print(f"\nmachine: {os.uname().nodename}, {os.cpu_count()} cores; {args.trials} trials; seeds {seeds}")

@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from search_args import add_search_args, tune_kwargs
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
@@ -48,11 +50,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated workload names or families")
     ap.add_argument("--out", default="bench/out/suite")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--batch-size", type=int, default=64, help="measurements per search round")
-    ap.add_argument("--population", type=int, default=2048, help="evolutionary search population")
-    ap.add_argument("--generations", type=int, default=4, help="evolutionary search generations")
-    ap.add_argument("--warmup-samples", type=int, default=100,
-                    help="measured programs before the cost model's predictions replace random scores")
+    add_search_args(ap)
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
 
@@ -60,7 +58,6 @@ def main() -> None:
     import numpy as np
     import torch
     from ansor import workloads
-    from ansor.cost_model import XGBModel
     from ansor.measure import RunOptions, check_outputs, make_inputs
     from ansor.progress import TableProgress
     from torch_ops import prepare
@@ -81,9 +78,8 @@ def main() -> None:
         text = workloads.get(name)
         task = ansor.create_task(text, name=name)
         res = ansor.tune(task, trials=args.trials, log_path=out / f"{name}.jsonl", seed=args.seed,
-                         batch_size=args.batch_size, run_options=RunOptions(threads=args.threads),
-                         callback=TableProgress(), cost_model=XGBModel(few_shot_threshold=args.warmup_samples),
-                         search_options={"population": args.population, "generations": args.generations})
+                         run_options=RunOptions(threads=args.threads), callback=TableProgress(),
+                         **tune_kwargs(args, args.seed))
         fn = ansor.compile(text, log=out / f"{name}.jsonl", threads=args.threads)
         inputs = make_inputs(task)
         y = fn(*inputs)
