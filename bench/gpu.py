@@ -110,10 +110,9 @@ def time_torch(run, reps: int = 50) -> tuple[float, float]:
 
 def gpu_schedulable(task) -> tuple[bool, str]:
     """Whether the GPU rules give `task` a sketch (else why not)."""
-    from ansor.gpu_rules import gpu_stage_for
+    from ansor.gpu_rules import gpu_schedulable as schedulable
 
-    stage, why = gpu_stage_for(task)
-    return stage is not None, why
+    return schedulable(task)
 
 
 def card() -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -992,6 +993,134 @@ def shared_memory_bytes(module: ir.Module) -> int:
     return best
 
 
+#: Largest per-thread buffer (bytes) `private_allocs_to_stack` moves to the stack.
+MAX_PRIVATE_BYTES = 1024
+
+
+def private_allocs_to_stack(module: ir.Module) -> int:
+    """`memref.alloc` of a small static buffer in the generic address space inside a `gpu.launch`
+    -> `memref.alloca` (thread-private; registers once LLVM promotes it).
+
+    Bufferization gives a value computed by every thread of a block the same way (a row's sum
+    after a cross-thread reduction: each thread merges the partial sums itself) an allocation
+    inside the launch; the NVVM lowering has no device `malloc` we would want. Returns the number
+    moved."""
+    from mlir.dialects import memref
+
+    moved = 0
+    for launch in _walk(module.operation, "gpu.launch"):
+        for alloc in _walk(launch, "memref.alloc"):
+            t = alloc.results[0].type
+            if _is_workgroup(t) or not ir.MemRefType(t).has_static_shape:
+                continue
+            mt = ir.MemRefType(t)
+            if mt.memory_space is not None or math.prod(mt.shape) * (_type_bytes(mt.element_type) or 8) > MAX_PRIVATE_BYTES:
+                continue
+            with ir.InsertionPoint(alloc), alloc.location:
+                stack = memref.AllocaOp(mt, [], [])
+            for use in list(alloc.results[0].uses):
+                if use.owner.name == "memref.dealloc":
+                    use.owner.erase()
+            alloc.results[0].replace_all_uses_with(stack.result)
+            alloc.erase()
+            moved += 1
+    return moved
+
+
+def _launch_block_dims(launch: ir.Operation) -> tuple[int, ...] | None:
+    """The constant block size (x, y, z) of a `gpu.launch` (operands 3-5), None if not constant."""
+    out = []
+    for v in list(launch.operands)[3:6]:
+        c = _constant_of(v)
+        if c is None:
+            return None
+        out.append(ir.IntegerAttr(c).value)
+    return tuple(out)
+
+
+def _combiner(reduce_op: ir.Operation) -> ir.Operation | None:
+    """The one binary op of a `linalg.reduce` body combining (in, init), or None."""
+    body = reduce_op.regions[0].blocks[0]
+    ops = list(body.operations)
+    if len(ops) != 2 or ops[1].name != "linalg.yield" or len(ops[0].operands) != 2:
+        return None
+    args = list(body.arguments)
+    if set(map(str, ops[0].operands)) != set(map(str, args)) or ops[1].operands[0] != ops[0].results[0]:
+        return None
+    return ops[0]
+
+
+def block_reductions_to_shuffles(module: ir.Module) -> int:
+    """Merge a block's partial results (a cross-thread reduction) with warp shuffles.
+
+    `tile_reduction_using_forall` over the threads leaves, after bufferization and the mapping,
+    every thread's partial result in a shared buffer `S[1, .., T]` (slot = `threadIdx.x`), a
+    barrier, and a `linalg.reduce` of `S` that every thread runs on its own (T shared loads and a
+    serial chain of T combines per thread). Rewritten: each thread takes its slot, a butterfly of
+    `gpu.shuffle xor` combines within the warp, each warp's lane 0 puts the warp's result back in
+    its own slot (no other thread reads that slot), a barrier, and every thread combines the
+    T/32 warp results (in warp order) with the initial value. Needs the launch's block to be
+    (T, 1, 1); other reductions are left as they are (still correct). Returns the number rewritten."""
+    from mlir.dialects import arith, gpu, memref, scf
+
+    n = 0
+    for launch in _walk(module.operation, "gpu.launch"):
+        dims = _launch_block_dims(launch)
+        if dims is None or dims[1:] != (1, 1):
+            continue
+        threads = dims[0]
+        for red in _walk(launch, "linalg.reduce"):
+            src, dst = red.operands[0], red.operands[1]
+            st, dt = ir.MemRefType(src.type), ir.MemRefType(dst.type)
+            red_dims = list(ir.DenseI64ArrayAttr(red.attributes["dimensions"]))
+            comb = _combiner(red)
+            if (comb is None or not _is_workgroup(st) or red_dims != [st.rank - 1] or st.shape[-1] != threads
+                    or any(x != 1 for x in st.shape[:-1]) or any(x != 1 for x in dt.shape)
+                    or threads % 32 and threads & (threads - 1)):
+                continue
+            body_args = list(red.regions[0].blocks[0].arguments)
+            in_first = comb.operands[0] == body_args[0]
+            i32, idx = ir.IntegerType.get_signless(32), ir.IndexType.get()
+
+            def combine(a: ir.Value, b: ir.Value, comb: ir.Operation = comb, in_first: bool = in_first) -> ir.Value:
+                """comb(in=a, init=b) with the body's operand order and attributes."""
+                ops = [a, b] if in_first else [b, a]
+                attrs = {k: comb.attributes[k] for k in comb.attributes}
+                return ir.Operation.create(comb.name, results=[a.type], operands=ops, attributes=attrs).results[0]
+
+            with ir.InsertionPoint(red), red.location:
+                tid = gpu.ThreadIdOp(gpu.Dimension.x).result
+                c0 = arith.ConstantOp(idx, 0).result
+                lead = [c0] * (st.rank - 1)
+                v = memref.LoadOp(src, [*lead, tid]).result
+                width = min(threads, 32)
+                w = arith.ConstantOp(i32, width).result
+                off = width // 2
+                while off >= 1:
+                    o = arith.ConstantOp(i32, off).result
+                    other = gpu.ShuffleOp(v, o, w, gpu.ShuffleMode.XOR).results[0]
+                    v = combine(other, v)
+                    off //= 2
+                if threads > 32:
+                    c32 = arith.ConstantOp(idx, 32).result
+                    lane0 = arith.CmpIOp(arith.CmpIPredicate.eq, arith.RemUIOp(tid, c32).result, c0).result
+                    if_op = scf.IfOp(lane0)
+                    with ir.InsertionPoint(if_op.then_block):
+                        memref.StoreOp(v, src, [*lead, tid])
+                        scf.YieldOp([])
+                    gpu.BarrierOp()
+                    v = memref.LoadOp(src, [*lead, c0]).result
+                    for k in range(1, threads // 32):
+                        ck = arith.ConstantOp(idx, 32 * k).result
+                        v = combine(memref.LoadOp(src, [*lead, ck]).result, v)
+                zeros = [c0] * dt.rank
+                init = memref.LoadOp(dst, zeros).result
+                memref.StoreOp(combine(v, init), dst, zeros)
+            red.erase()
+            n += 1
+    return n
+
+
 def _check_host_allocs(module: ir.Module) -> None:
     """Every buffer a kernel touches must be device memory: a host `memref.alloc` left outside the
     launches (an intermediate tensor between two kernels) is not supported yet."""
@@ -1390,6 +1519,8 @@ def lower_to_gpu_ir(task: SearchTask, script: str) -> ir.Module:
     _run(module, _AFTER_SCRIPT, "lower")
     copies_to_linalg(module)
     workgroup_allocs_to_attributions(module)
+    private_allocs_to_stack(module)
+    block_reductions_to_shuffles(module)
     guard_padded_reads(module)
     _check_host_allocs(module)
     return module

@@ -186,6 +186,18 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
     return stage, rule
 
 
+def gpu_schedulable(task: SearchTask) -> tuple[bool, str]:
+    """Whether a GPU rule (multi-level tiling or cross-thread reduction) schedules `task`, and
+    the rule (or why none does)."""
+    from .gpu_reduction import row_stage_for
+
+    stage, why = gpu_stage_for(task)
+    if stage is not None:
+        return True, why
+    row, row_why = row_stage_for(task)
+    return (True, row_why) if row is not None else (False, f"{why}; {row_why}")
+
+
 def _splits(stage: GpuStage) -> tuple[LoopSplit, ...]:
     out = []
     for d, (k, e) in enumerate(zip(stage.kinds, stage.extents, strict=True)):
@@ -210,7 +222,10 @@ def generate_gpu_sketches(task: SearchTask) -> list[Sketch]:
     skip = Sketch(name="skip", rules=("skip",))
     stage, rule = gpu_stage_for(task)
     if stage is None:
-        return [skip]
+        from .gpu_reduction import RowSketch, row_stage_for
+
+        row, row_rule = row_stage_for(task)
+        return [RowSketch("r0", row_rule, row), skip] if row is not None else [skip]
     splits = _splits(stage)
     return [GpuSketch("s0", (rule,), stage, splits, _knobs(stage, splits)), skip]
 
@@ -220,9 +235,15 @@ def default_script(task: SearchTask) -> str:
     element per thread when possible, 8-deep shared-memory tiles)."""
     stage, why = gpu_stage_for(task)
     if stage is None:
+        from .gpu_reduction import default_values, render, row_stage_for
+
+        row, row_why = row_stage_for(task)
+        if row is not None:
+            sk = next(s for s in generate_gpu_sketches(task) if s.name == "r0")
+            return render(row, sk.knobs, default_values(row), "default", "default")
         from .lowering import LoweringError
 
-        raise LoweringError("apply", f"no GPU schedule for {task.name}: {why}")
+        raise LoweringError("apply", f"no GPU schedule for {task.name}: {why}; {row_why}")
     splits = _splits(stage)
     knobs = _knobs(stage, splits)
     values: dict[str, int] = {stage.unroll_knob: 0}
