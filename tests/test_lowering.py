@@ -31,3 +31,46 @@ def test_strided_copies_become_linalg_copies() -> None:
     ref = sum(xp[:, i:i + 8, j:j + 8, :] * w[i, j] for i in range(3) for j in range(3))
     out = lowering.compile_task(task, None).run(inputs)[0]
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+_EXP = """func.func @e(%a: tensor<4x128xf32>) -> tensor<4x128xf32> {
+  %empty = tensor.empty() : tensor<4x128xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%a : tensor<4x128xf32>) outs(%empty : tensor<4x128xf32>) {
+    ^bb0(%x: f32, %o: f32):
+      %e = math.exp %x : f32
+      linalg.yield %e : f32
+  } -> tensor<4x128xf32>
+  return %r : tensor<4x128xf32>
+}"""
+
+
+def test_exp_expanded_to_vector_arithmetic() -> None:
+    """LLVM lowers a vector `llvm.intr.exp` to one libm `expf` call per lane (a vectorized softmax
+    spent ~90% of its time there), so `math.exp` on f32 becomes arithmetic before lowering; it
+    must match libm closely (also out of range: inf, 0, nan) in scalar and vector programs."""
+    from ansor.annotation import validate
+    from ansor.rules import generate_sketches
+
+    task = ansor.create_task(_EXP)
+    _native.register_everything()
+    with ir.Context(), ir.Location.unknown():
+        module = lowering.parse_payload(task)
+        lowering._run_passes(module, lowering._BUFFERIZE, "lower")
+        assert lowering.expand_exp(module) == 1
+        assert "math.exp" not in str(module)
+    x = np.concatenate([np.linspace(-100, 100, 300), np.linspace(-3, 3, 203),
+                        [np.inf, -np.inf, np.nan, 88.5, 88.8, -87.0, 0.0, 1.0, -1.0]]).astype(np.float32)
+    x = x.reshape(4, 128)
+    ref = np.exp(x.astype(np.float64))
+    sk = next(s for s in generate_sketches(task) if s.stages)
+    values = {k.name: k.options[0] for k in sk.knobs} | {"op0.d1.t1": 128, "op0.d1.t2": 16}
+    assert validate(sk, values) is None
+    for script in (None, sk.script(values)):  # scalar (untuned) and 16-lane vectors
+        out = lowering.compile_task(task, script).run([x])[0].astype(np.float64)
+        big = np.abs(ref) >= 1.2e-38
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.testing.assert_allclose(out[big], ref.astype(np.float32)[big], rtol=3e-7)
+            assert np.all(out[~big & ~np.isnan(x)] <= 1.2e-38)
+        assert np.isnan(out[np.isnan(x)]).all()
