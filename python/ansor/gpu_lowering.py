@@ -466,6 +466,12 @@ def remove_redundant_barriers(module: ir.Module) -> int:
                     changed = True
                     break
                 if j1 is None:
+                    if bar.block == launch.regions[0].blocks[0] and all(
+                            o.name == "gpu.terminator" for o in ops[i + 1:]):
+                        bar.erase()  # the kernel ends here: nothing after it to order
+                        removed += 1
+                        changed = True
+                        break
                     continue  # the segment after runs to the end of the block (a loop's next iteration...)
                 after = _effects(ops[i + 1:j1])
                 if before is None or after is None:
