@@ -123,13 +123,15 @@ def test_thread_options_split_the_row() -> None:
 
 
 def test_structure_of_attention_scores_and_softmax() -> None:
-    """TBS: the batch matmul and softmax's exp are recomputed per thread chunk, the max and the sum
-    are split across the threads, one row (batch, head, query) per block."""
+    """TBS: one row (batch, head, query) per block; the batch matmul's row is computed once into
+    shared memory, softmax's exp is recomputed per thread chunk, the max and the sum are split
+    across the threads."""
     stage, _ = row_stage_for(_task("tbs"))
     assert stage is not None
     assert stage.col_dim == 3 and stage.cols == 32
     assert sorted(op for op, _, _ in stage.reductions) == [3, 6]
-    assert stage.recompute == (0, 1, 4)
+    assert stage.recompute == (4,)
+    assert stage.materialize == ((1, 5, 0),) and stage.col_loops == ((1, 3),)
     assert stage.block_axes == ("y", "x")
 
 
@@ -155,6 +157,8 @@ def test_cross_thread_reductions_lower_to_warp_shuffles(name: str) -> None:
         assert ".entry" in ptx and "shfl.sync.bfly" in ptx
         assert "call" not in ptx and "__nv_" not in ptx
         assert ".local" not in ptx  # per-row values stay in registers
+    if name == "tbs":
+        assert ".shared" in ptx and "st.shared" in ptx  # the scores' row
 
 
 @pytest.mark.gpu

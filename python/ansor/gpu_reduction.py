@@ -16,9 +16,10 @@ per-row results `E` (or another reduction) reads. The sketch:
    thread merges the slots itself (rewritten by the lowering into a warp-shuffle butterfly + one
    shared step), so the row's value lives in every thread's registers (`private_allocs_to_stack`);
 3. spreads `E` over the same `T` threads (a contiguous chunk each, vectorized);
-4. ops producing whole rows (an element-wise op with several users such as softmax's `exp(x -
-   max)`, or a contraction such as attention's `Q K^T`) are not materialized: each is fused into
-   every thread loop that reads it and recomputed per chunk (`fuse_into_containing_op`).
+4. element-wise ops producing whole rows with several users (softmax's `exp(x - max)`) are not
+   materialized: each is fused into every thread loop that reads it and recomputed per chunk
+   (`fuse_into_containing_op`); a contraction producing whole rows (attention's `Q K^T`) is
+   computed once, spread over the same threads, into a row buffer in shared memory.
 
 Knobs: the threads per block `T` (a divisor of `C`: 32..1024, multiples of 32, or a power of two
 below 32 for short rows) and `auto_unroll_max_step`. The untuned program (baseline, reference) is
@@ -56,8 +57,10 @@ class RowStage:
     cols: int  # column extent C (what the threads split)
     fused: tuple[int, ...]  # ops fused into the block, consumers first
     reductions: tuple[tuple[int, int, int], ...]  # (op, loop count, reduction loop) split over threads
-    recompute: tuple[int, ...]  # ops producing whole rows: recomputed inside each thread loop
+    recompute: tuple[int, ...]  # element-wise ops producing whole rows: recomputed inside each thread loop
     operands: tuple[tuple[int, tuple[int | None, ...]], ...]  # op -> producer of each operand (ins, init)
+    materialize: tuple[tuple[int, int, int | None], ...] = ()  # (contraction, loop count, its fill): row in smem
+    col_loops: tuple[tuple[int, int], ...] = ()  # materialized contraction -> its loop along the columns
 
     @property
     def threads_knob(self) -> str:
@@ -85,6 +88,7 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
     ops, pads = analyze_graph(task.ir)
     if pads:
         return None, "a tensor.pad (not scheduled by the cross-thread reduction rule)"
+    by_index = {o.index: o for o in ops}
     outs = [o for o in ops if not o.users or None in o.users]
     if len(outs) != 1:
         return None, f"{len(outs)} output ops (the cross-thread reduction rule takes one)"
@@ -136,6 +140,18 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
         if len(o.output_dims) != n_rows + 1:
             return None, f"op{o.index} is neither a per-row reduction nor a whole-row producer"
         recompute.append(o.index)
+    # contractions (and their initialisers) are computed once per row, into shared memory
+    heavy = [by_index[i] for i in recompute if by_index[i].reduce]
+    fills = {o.init_producer for o in heavy}
+    materialize = tuple((o.index, len(o.extents), o.init_producer) for o in heavy)
+    if heavy and col_dim is None:
+        return None, f"op{heavy[0].index}: a contraction feeding a per-row output"
+    col_axis = e.output_dims.index(col_dim) if col_dim is not None else 0
+    col_loops = tuple((o.index, o.output_dims[col_axis]) for o in heavy)
+    recompute = [i for i in recompute if i not in {o.index for o in heavy} and i not in fills]
+    for i in recompute:
+        if any(p in fills for p in by_index[i].input_producers):
+            return None, f"op{i} reads a contraction's initialiser"
     mapped = [d for d in row_dims if e.extents[d] > 1]
     if len(mapped) > 3:
         return None, f"{len(mapped)} row loops of extent > 1 (blocks have three axes)"
@@ -147,8 +163,14 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
         out=e.index, out_rank=len(e.extents), block_tiles=tiles, block_axes=axes, col_dim=col_dim,
         cols=cols_n, fused=fused,
         reductions=tuple((r.index, len(r.extents), r.reduce[0]) for r in split),
-        recompute=tuple(recompute), operands=operands,
+        recompute=tuple(recompute), operands=operands, materialize=materialize, col_loops=col_loops,
     ), f"gpu_cross_thread_reduction(op{e.index})"
+
+
+def _row_col(stage: RowStage, op: int) -> int:
+    """The loop of a materialized contraction that indexes the output's column (its output's last
+    axis: contractions here produce rows laid out like E's output)."""
+    return dict((o, d) for o, d in stage.col_loops)[op]
 
 
 class RowSketch(Sketch):
@@ -295,6 +317,20 @@ def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] |
         fa3 = recompute_into(part, op, fa2)
         to_vectorize.append(part)
         smem.append(fa3)
+    for op, rank, fill in stage.materialize:
+        emit(f"transform.apply_dce to {f0} : {_ANY}")
+        emit(f"// op{op}: the row computed once, a chunk per thread, into shared memory")
+        nt = ", ".join(threads if d == _row_col(stage, op) else "0" for d in range(rank))
+        tt, fm = fresh("t"), fresh("fm")
+        emit(f"{tt}, {fm} = transform.structured.tile_using_forall {block_op[op]} num_threads [{nt}] "
+             f"(mapping = [#gpu.thread<x>]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+        if fill is not None:
+            fb, fm2 = fresh("pf"), fresh("fm")
+            emit(f"{fb}, {fm2} = transform.structured.fuse_into_containing_op {block_op[fill]} into {fm} "
+                 f": ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
+            fm = fm2
+        to_vectorize.append(tt)
+        smem.append(fm)
     emit("// vectorize every thread's code")
     for h in to_vectorize:
         emit(f"transform.sequence {h} : {_ANY} failures(suppress) {{")
