@@ -3,6 +3,7 @@ scripts lowered to PTX (no GPU), and real runs against numpy (`@pytest.mark.gpu`
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
@@ -131,7 +132,13 @@ def test_structure_of_attention_scores_and_softmax() -> None:
     assert stage.col_dim == 3 and stage.cols == 32
     assert sorted(op for op, _, _ in stage.reductions) == [3, 6]
     assert stage.recompute == (4,)
-    assert stage.materialize == ((1, 5, 0),) and stage.col_loops == ((1, 3),)
+    assert stage.materialize == ((1, 5, 0, 16),) and stage.col_loops == ((1, 3),)
+    # 16-long dot products: 1 (a thread each) .. 16 lanes splitting one
+    assert stage.lane_options() == (1, 2, 4, 8, 16)
+    sk = generate_sketches(_task("tbs"))[0]
+    assert sk.validate({"op7.threads": 32, "op7.unroll": 0, "op7.lanes": 16}) is None
+    assert "not in its options" in sk.validate({"op7.threads": 32, "op7.unroll": 0, "op7.lanes": 32})
+    assert "split_reduction" in sk.script({"op7.threads": 32, "op7.unroll": 0, "op7.lanes": 8})
     assert stage.block_axes == ("y", "x")
 
 
@@ -164,7 +171,7 @@ def test_cross_thread_reductions_lower_to_warp_shuffles(name: str) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(TASKS))
 def test_cross_thread_reductions_match_numpy_on_the_gpu(name: str) -> None:
-    """The default program and every thread count of the sketch, against numpy."""
+    """The default program and every valid (threads, lanes) of the sketch, against numpy."""
     from ansor.gpu_lowering import compile_task_cuda
     from ansor.measure import make_inputs
 
@@ -172,8 +179,12 @@ def test_cross_thread_reductions_match_numpy_on_the_gpu(name: str) -> None:
     ins = make_inputs(task)
     want = TASKS[name][1](ins)
     sk = generate_sketches(task)[0]
-    scripts = [None] + [sk.script({sk.knobs[0].name: t, sk.knobs[1].name: u})
-                        for t, u in zip(sk.knobs[0].options, [0, 16, 64, 512, 1024] * 3)]
+    unroll = sk.knobs[1]  # cycled through, not crossed with the others
+    rest = [k for k in sk.knobs if k is not unroll]
+    points = [{**dict(zip([k.name for k in rest], v)), unroll.name: unroll.options[i % len(unroll.options)]}
+              for i, v in enumerate(itertools.product(*(k.options for k in rest)))]
+    points = [p for p in points if sk.validate(p) is None]
+    scripts = [None] + [sk.script(p) for p in points]
     for script in scripts:
         (out,) = compile_task_cuda(task, script).run(ins)
         np.testing.assert_allclose(out, want, rtol=2e-4, atol=2e-5)

@@ -28,6 +28,7 @@ the same sketch with `T` = the largest option <= 256.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -59,8 +60,10 @@ class RowStage:
     reductions: tuple[tuple[int, int, int], ...]  # (op, loop count, reduction loop) split over threads
     recompute: tuple[int, ...]  # element-wise ops producing whole rows: recomputed inside each thread loop
     operands: tuple[tuple[int, tuple[int | None, ...]], ...]  # op -> producer of each operand (ins, init)
-    materialize: tuple[tuple[int, int, int | None], ...] = ()  # (contraction, loop count, its fill): row in smem
+    # (contraction, loop count, its fill, its reduction extent if that is its last loop else 0): row in smem
+    materialize: tuple[tuple[int, int, int | None, int], ...] = ()
     col_loops: tuple[tuple[int, int], ...] = ()  # materialized contraction -> its loop along the columns
+    col_axis: int = 0  # the output's axis along the columns
 
     @property
     def threads_knob(self) -> str:
@@ -69,6 +72,19 @@ class RowStage:
     @property
     def unroll_knob(self) -> str:
         return f"op{self.out}.unroll"
+
+    @property
+    def lanes_knob(self) -> str:
+        return f"op{self.out}.lanes"
+
+    def lane_options(self) -> tuple[int, ...]:
+        """Lanes splitting a materialized contraction's dot products (1: a thread computes whole
+        dot products; L > 1: L consecutive threads split each, so a warp's loads are contiguous)."""
+        ds = [d for *_, d in self.materialize]
+        if not ds or 0 in ds:
+            return (1,)
+        g = math.gcd(*ds)
+        return tuple(x for x in (1, 2, 4, 8, 16, 32) if g % x == 0)
 
     def producers(self, op: int) -> tuple[int | None, ...]:
         return dict(self.operands)[op]
@@ -143,7 +159,8 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
     # contractions (and their initialisers) are computed once per row, into shared memory
     heavy = [by_index[i] for i in recompute if by_index[i].reduce]
     fills = {o.init_producer for o in heavy}
-    materialize = tuple((o.index, len(o.extents), o.init_producer) for o in heavy)
+    materialize = tuple((o.index, len(o.extents), o.init_producer,
+                         o.extents[-1] if o.reduce == (len(o.extents) - 1,) else 0) for o in heavy)
     if heavy and col_dim is None:
         return None, f"op{heavy[0].index}: a contraction feeding a per-row output"
     col_axis = e.output_dims.index(col_dim) if col_dim is not None else 0
@@ -164,13 +181,14 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
         cols=cols_n, fused=fused,
         reductions=tuple((r.index, len(r.extents), r.reduce[0]) for r in split),
         recompute=tuple(recompute), operands=operands, materialize=materialize, col_loops=col_loops,
+        col_axis=col_axis,
     ), f"gpu_cross_thread_reduction(op{e.index})"
 
 
 def _row_col(stage: RowStage, op: int) -> int:
     """The loop of a materialized contraction that indexes the output's column (its output's last
     axis: contractions here produce rows laid out like E's output)."""
-    return dict((o, d) for o, d in stage.col_loops)[op]
+    return dict(stage.col_loops)[op]
 
 
 class RowSketch(Sketch):
@@ -180,8 +198,10 @@ class RowSketch(Sketch):
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "rules", (rule,))
         object.__setattr__(self, "stages", ())
-        object.__setattr__(self, "knobs", (Knob(stage.threads_knob, thread_options(stage.cols)),
-                                           Knob(stage.unroll_knob, _unroll_options())))
+        knobs = [Knob(stage.threads_knob, thread_options(stage.cols)), Knob(stage.unroll_knob, _unroll_options())]
+        if len(stage.lane_options()) > 1:
+            knobs.append(Knob(stage.lanes_knob, stage.lane_options()))
+        object.__setattr__(self, "knobs", tuple(knobs))
         object.__setattr__(self, "gpu_stage", stage)
 
     @property
@@ -201,10 +221,18 @@ class RowSketch(Sketch):
                 return f"missing knob {k.name}"
             if int(values[k.name]) not in k.options:
                 return f"knob {k.name}={values[k.name]} not in its options"
+        st = self.gpu_stage
+        t, lanes = int(values[st.threads_knob]), int(values.get(st.lanes_knob, 1))
+        if t % lanes or st.cols % (t // lanes):
+            return f"{t} threads in groups of {lanes} lanes do not split {st.cols} columns"
         return None
 
     def sample(self, rng: random.Random, *, max_tries: int = 4000) -> Schedule:
-        return Schedule.of(self.name, {k.name: rng.choice(k.options) for k in self.knobs})
+        for _ in range(max_tries):
+            values = {k.name: rng.choice(k.options) for k in self.knobs}
+            if self.validate(values) is None:
+                return Schedule.of(self.name, values)
+        raise RuntimeError(f"sketch {self.name}: no valid annotation found in {max_tries} tries")
 
     def __hash__(self) -> int:
         return hash((self.name, self.rules, self.gpu_stage))
@@ -222,7 +250,10 @@ def _unroll_options() -> tuple[int, ...]:
 
 def default_values(stage: RowStage) -> dict[str, int]:
     opts = thread_options(stage.cols)
-    return {stage.threads_knob: max([t for t in opts if t <= DEFAULT_THREADS] or [opts[0]]), stage.unroll_knob: 0}
+    out = {stage.threads_knob: max([t for t in opts if t <= DEFAULT_THREADS] or [opts[0]]), stage.unroll_knob: 0}
+    if len(stage.lane_options()) > 1:
+        out[stage.lanes_knob] = 1
+    return out
 
 
 def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] | None, name: str, rule: str) -> str:
@@ -317,12 +348,35 @@ def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] |
         fa3 = recompute_into(part, op, fa2)
         to_vectorize.append(part)
         smem.append(fa3)
-    for op, rank, fill in stage.materialize:
+    lanes = int(values.get(stage.lanes_knob, 1)) if values is not None else 1
+    for op, rank, fill, red in stage.materialize:
         emit(f"transform.apply_dce to {f0} : {_ANY}")
-        emit(f"// op{op}: the row computed once, a chunk per thread, into shared memory")
-        nt = ", ".join(threads if d == _row_col(stage, op) else "0" for d in range(rank))
+        col = _row_col(stage, op)
+        if lanes > 1:
+            emit(f"// op{op}: the row computed once into shared memory; {lanes} consecutive threads split each dot")
+            emit("// product (contiguous loads across a warp), their partial sums in shared memory, merged per column")
+            init, pfill, part, comb = fresh("init"), fresh("pfill"), fresh("part"), fresh("comb")
+            emit(f"{init}, {pfill}, {part}, {comb} = transform.structured.split_reduction {block_op[op]} "
+                 f"{{split_factor = {red // lanes}, insert_split_dimension = {rank - 1}}} "
+                 f": ({_ANY}) -> ({_ANY}, {_ANY}, {_ANY}, {_ANY})")
+            groups = f"{int(threads) // lanes}"
+            nt = ", ".join(groups if d == col else (str(lanes) if d == rank - 1 else "0") for d in range(rank + 1))
+            pt, pa = fresh("t"), fresh("fp")
+            emit(f"{pt}, {pa} = transform.structured.tile_using_forall {part} num_threads [{nt}] "
+                 f"(mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+            pf2, pa2 = fresh("pf"), fresh("fp")
+            emit(f"{pf2}, {pa2} = transform.structured.fuse_into_containing_op {pfill} into {pa} "
+                 f": ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
+            to_vectorize.append(pt)
+            smem.append(pa2)
+            # the merge iterates over the output's axes (identity) + the lanes
+            target, out_rank, col = comb, rank, stage.col_axis
+        else:
+            emit(f"// op{op}: the row computed once, a chunk per thread, into shared memory")
+            target, out_rank = block_op[op], rank
+        nt = ", ".join(threads if d == col else "0" for d in range(out_rank))
         tt, fm = fresh("t"), fresh("fm")
-        emit(f"{tt}, {fm} = transform.structured.tile_using_forall {block_op[op]} num_threads [{nt}] "
+        emit(f"{tt}, {fm} = transform.structured.tile_using_forall {target} num_threads [{nt}] "
              f"(mapping = [#gpu.thread<x>]) : ({_ANY}) -> ({_ANY}, {_ANY})")
         if fill is not None:
             fb, fm2 = fresh("pf"), fresh("fm")
