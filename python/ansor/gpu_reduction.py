@@ -84,7 +84,8 @@ class RowStage:
         if not ds or 0 in ds:
             return (1,)
         g = math.gcd(*ds)
-        return tuple(x for x in (1, 2, 4, 8, 16, 32) if g % x == 0)
+        # (L = the whole dot product would leave split_reduction a factor of 1, which it rejects)
+        return tuple(x for x in (1, 2, 4, 8, 16, 32) if g % x == 0 and (x < g or x == 1))
 
     def producers(self, op: int) -> tuple[int | None, ...]:
         return dict(self.operands)[op]
