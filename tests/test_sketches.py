@@ -15,7 +15,7 @@ from ansor.rules import generate_sketches
 
 FAMILIES = ["c1d-1x9x3x4x3x2x1", "c2d-1x9x9x3x4x3x2x1", "c2d-1x6x5x4x5x1x1x0", "dil-1x9x9x3x4x3x2x1",
             "dep-1x8x8x3x3x2x1", "convlayer-1x9x9x4x8x3x2x1", "gmm-2x4x5x6", "t2d-1x3x3x4x2x4x2x1",
-            "cap-1x4x4x2x2x3x2x1", "nrm-1x8x16", "grp-1x9x9x4x8x3x2x1", "c3d-1x4x9x9x3x4x3x2x1", "c3d-1x3x6x5x4x5x1x1x0"]
+            "cap-1x4x4x2x2x3x2x1", "nrm-1x8x16", "tbs-1x16x2x8", "grp-1x9x9x4x8x3x2x1", "c3d-1x4x9x9x3x4x3x2x1", "c3d-1x3x6x5x4x5x1x1x0"]
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +82,27 @@ def test_windowed_generics_vectorize(name: str) -> None:
                 apply_script(module, sk.script(values))
                 text = str(module)
             assert "linalg.generic" not in text, sk.name
+
+
+def test_softmax_reduction_chain_is_one_fused_parallel_loop() -> None:
+    """A softmax after a batch matmul: besides one `tile` stage per op, the chain max -> exp ->
+    sum -> div is offered fused into the division's parallel loop over rows (one `scf.forall`
+    for the whole softmax, every reduction computed once per row)."""
+    from mlir import ir
+
+    task = ansor.create_task(workloads.get("tbs-1x16x2x8"))
+    sketches = generate_sketches(task)
+    chain = [s for s in sketches if any(r.startswith("reduction_chain") for r in s.rules)]
+    assert len(chain) == 2 and sketches.index(chain[0]) == 2  # after the unfused ones
+    st = next(st for st in chain[0].stages if st.kind == "chain")
+    assert len(st.members) == 3 and st.rows == (1, 2)
+    rng = random.Random(0)
+    foralls = []
+    for sk in (sketches[0], chain[0]):  # unfused / fused, both with the plain matmul stage
+        with ir.Context(), ir.Location.unknown():
+            module = parse_payload(task)
+            apply_script(module, sk.script(sample(sk, rng).values()))
+            text = str(module)
+        foralls.append(text.count("scf.forall ("))
+    # matmul + 4 softmax ops / matmul + the chain (a loop of one iteration may fold away)
+    assert foralls[1] <= 2 < foralls[0], foralls

@@ -3,7 +3,8 @@
     Sketch --sample(rng)--> Schedule(sketch name, knob values)   (frozen, JSON-able, keyed)
 
 Tile sizes come from a uniformly chosen ordered factorization of each loop extent
-(`extent = f0 * f1 * ...`), innermost factor <= 64 (<= 16 on the vector lanes), register/vector
+(`extent = f0 * f1 * ...`), innermost factor <= 64 (<= 16 on the vector lanes; half the time
+a vector loop's factorization is drawn among those filling whole vector registers), register/vector
 tile <= 256 elements per stage; the knob for level l is the product of the factors inside it.
 Pad locations and `auto_unroll_max_step` are uniform over their options. Invalid combinations
 are rejected here, before anything is built.
@@ -70,6 +71,31 @@ def _valid_factors(split: LoopSplit) -> tuple[tuple[int, ...], ...]:
     return tuple(f for f in factorizations(split.extent, split.levels) if f[-1] <= innermost_limit(split))
 
 
+#: Lanes of one vector register (f32 on AVX2); a vector loop's innermost factor that is a multiple
+#: of this fills whole registers.
+VECTOR_LANES = MAX_VECTOR // 2
+#: Probability that a vector loop's factorization is drawn among those filling whole registers
+#: (else uniformly among all). Uniform factorizations give a 128-lane loop an innermost factor
+#: of 8 or 16 only ~20% of the time, so with several stages (a softmax after a batch matmul)
+#: almost no random sample had every stage on full vectors: partial 1-4 lane vectors run 2-4x
+#: slower, and the search (and its cost model's warm-up) rarely saw a good program.
+FULL_VECTOR_PROB = 0.5
+
+
+@functools.cache
+def _full_vector_factors(split: LoopSplit) -> tuple[tuple[int, ...], ...]:
+    return tuple(f for f in _valid_factors(split) if f[-1] % VECTOR_LANES == 0)
+
+
+def choose_factors(split: LoopSplit, rng: random.Random) -> tuple[int, ...]:
+    """A random valid factorization of `split` (see `FULL_VECTOR_PROB` for vector loops)."""
+    if split.vector:
+        full = _full_vector_factors(split)
+        if full and rng.random() < FULL_VECTOR_PROB:
+            return rng.choice(full)
+    return rng.choice(_valid_factors(split))
+
+
 def sizes_from_factors(factors: tuple[int, ...]) -> list[int]:
     """Tile size at levels 1.. (level l keeps the product of factors l..end)."""
     return [math.prod(factors[level:]) for level in range(1, len(factors))]
@@ -82,6 +108,8 @@ def factors_from_sizes(extent: int, sizes: list[int]) -> tuple[int, ...]:
 
 def register_tile(stage: Stage, values: Mapping[str, int]) -> int:
     """Elements of the stage's innermost (vectorized) tile."""
+    if stage.kind == "chain":  # one row of one op at a time: each op's vector is its own knob
+        return 1
     n = 1
     for s in stage.splits:
         if s.tile_knobs and (s.kind == "S" or stage.kind != "mlt"):
@@ -113,7 +141,7 @@ def validate(sketch: Sketch, values: Mapping[str, int]) -> str | None:
 
 
 def sample(sketch: Sketch, rng: random.Random, *, max_tries: int = 1000) -> Schedule:
-    """A uniformly random valid annotation of `sketch`."""
+    """A random valid annotation of `sketch` (uniform, but for `FULL_VECTOR_PROB`)."""
     if hasattr(sketch, "sample"):  # GPU sketches (gpu_rules.py)
         return sketch.sample(rng)
     if not sketch.stages:
@@ -123,7 +151,7 @@ def sample(sketch: Sketch, rng: random.Random, *, max_tries: int = 1000) -> Sche
         for s in sketch.splits:
             if not s.tile_knobs:
                 continue
-            factors = rng.choice(_valid_factors(s))
+            factors = choose_factors(s, rng)
             for name, size in zip(s.tile_knobs, sizes_from_factors(factors), strict=True):
                 values[name] = size
         for k in sketch.knobs:

@@ -36,7 +36,7 @@ import numpy as np
 
 from .annotation import (
     Schedule,
-    _valid_factors,
+    choose_factors,
     factors_from_sizes,
     innermost_limit,
     sizes_from_factors,
@@ -81,7 +81,7 @@ class _SketchInfo:
     """What the genetic operators need to know about one sketch, computed once: knob groups
     and a compiled form of `annotation.validate` / `annotation.sample` (the same rules, without
     rebuilding knob names on every call; `sample` rejects per stage instead of per sketch, which
-    draws from the same uniform distribution since the constraints are per stage)."""
+    draws from the same distribution since the constraints are per stage)."""
 
     def __init__(self, sketch: Sketch) -> None:
         self.sketch = sketch
@@ -122,11 +122,11 @@ class _SketchInfo:
         )
         self.stage_splits = tuple(
             (
-                tuple((s.tile_knobs, _valid_factors(s)) for s in st.splits if s.tile_knobs),
+                tuple((s.tile_knobs, s) for s in st.splits if s.tile_knobs),
                 tuple(
                     s.tile_knobs[-1]
                     for s in st.splits
-                    if s.tile_knobs and (s.kind == "S" or st.kind != "mlt")
+                    if s.tile_knobs and (s.kind == "S" or st.kind != "mlt") and st.kind != "chain"
                 ),
             )
             for st in sketch.stages
@@ -160,14 +160,14 @@ class _SketchInfo:
         return True
 
     def sample(self, rng: random.Random, *, max_tries: int = 1000) -> Schedule:
-        """A uniformly random valid annotation (as `annotation.sample`)."""
+        """A random valid annotation (as `annotation.sample`)."""
         if hasattr(self.sketch, "sample"):  # GPU sketches (gpu_rules.py)
             return self.sketch.sample(rng)
         values: dict[str, int] = {}
         for splits, reg in self.stage_splits:
             for _ in range(max_tries):
-                for names, choices in splits:
-                    values.update(zip(names, sizes_from_factors(rng.choice(choices)), strict=True))
+                for names, split in splits:
+                    values.update(zip(names, sizes_from_factors(choose_factors(split, rng)), strict=True))
                 if math.prod(values[n] for n in reg) <= MAX_REGISTER_TILE:
                     break
             else:

@@ -14,6 +14,9 @@ that applies decides the op's variants (apply-and-skip-rest):
 4. **rfactor**: a reduction whose parallel extent is small against its reduction extent:
    split the reduction (plus the plain `tile` variant, so the search decides).
 5. **tile** (the skip rule, made useful): parallel + vectorized tiling of anything else.
+6. **reduction chain**: an element-wise op and the reductions/element-wise ops computing its
+   inputs over the same loops (softmax, layer norm), fused into one parallel loop over rows;
+   offered as further sketches next to the unfused ones.
 The sketches are the product of the per-op variants (capped), plus `skip` (the untransformed
 program) last, so every task has a valid program.
 """
@@ -124,6 +127,76 @@ def _needs_rfactor(op: OpLoops) -> bool:
     return space < 16 * (os.cpu_count() or 1) and red >= 16 * space
 
 
+def _reduction_chain(out: OpLoops, by_index: dict[int, OpLoops],
+                     pads: dict[int, list[int]]) -> tuple[list[OpLoops], tuple[int, ...]] | None:
+    """The members (consumers first) and row dims of the reduction chain ending at `out`, or None.
+
+    A chain (a softmax: max, exp, sum, div; a layer norm) is `out`, an element-wise op, and the
+    ops computing its inputs back to ops with data reuse, initialisers or arguments: reductions
+    and element-wise ops over the same loops as `out` (one loop numbering, so a tile of `out`'s
+    rows is a tile of every member's), each used only inside the chain, with at least one
+    reduction. The rows are the loops no member reduces. Each `tile` stage alone passes its
+    whole tensor through memory and runs its own parallel loop; fused, every tile of rows
+    stays in cache from the first reduction to the output.
+    """
+    if not out.is_elementwise() or out.is_init() or pads.get(out.index):
+        return None
+    members: dict[int, OpLoops] = {}
+    frontier = [p for p in out.input_producers if p is not None]
+    while frontier:
+        p = frontier.pop(0)
+        m = by_index.get(p)
+        if p in members or m is None or m.is_init() or (m.has_data_reuse() and not m.is_elementwise()):
+            continue
+        if m.extents != out.extents or pads.get(p) or not all(m.plain_inputs):
+            return None
+        members[p] = m
+        frontier += [q for q in m.input_producers if q is not None]
+    if not any(m.reduce for m in members.values()):
+        return None
+    group = {out.index, *members}
+    for m in members.values():
+        if any(u is None or u not in group for u in m.users):
+            return None
+    for x in (out, *members.values()):
+        for pos, p in enumerate(x.input_producers):
+            if p in members and x.input_dims[pos] != members[p].output_dims:
+                return None  # read through another loop numbering: row tiles would not align
+    rows = tuple(d for d in range(len(out.extents))
+                 if all(m.kinds[d] == "S" for m in members.values()) and out.extents[d] > 1)
+    if not rows:
+        return None
+    # consumers first (fusing into the loop must see a producer's users there already)
+    order = sorted(members.values(), key=lambda m: -m.index)
+    return order, rows
+
+
+def _chain_stage(out: OpLoops, members: list[OpLoops], rows: tuple[int, ...],
+                 inits: dict[int, list[OpLoops]]) -> Stage:
+    """The `chain` stage: the output's rows tiled at S0 (knob t1), its vector loop (knob t1 =
+    vector width); each element-wise member's vector loop and each reduction's innermost
+    reduction loop (vector-sized, knob t1); everything else runs one row at a time."""
+    splits = []
+    vec = out.innermost_output_dim()
+    for d, e in enumerate(out.extents):
+        if d in rows:
+            splits.append(LoopSplit(out.index, d, "S", e, False, 2))
+        else:
+            splits.append(LoopSplit(out.index, d, "S", e, d == vec, 2 if d == vec else 1))
+    for m in members:
+        if m.reduce:
+            last = m.reduce[-1]
+            for d, (k, e) in enumerate(zip(m.kinds, m.extents, strict=True)):
+                splits.append(LoopSplit(m.index, d, k, e, d == last, 2 if k == "R" else 1))
+        else:
+            mv = m.innermost_output_dim()
+            for d, e in enumerate(m.extents):
+                splits.append(LoopSplit(m.index, d, "S", e, d == mv, 2 if d == mv else 1))
+    my_inits = tuple((i.index, len(i.extents)) for x in (out, *members) for i in inits.get(x.index, []))
+    return Stage(out.index, out.name, "chain", tuple(splits), my_inits, members=tuple(m.index for m in members),
+                 rows=rows)
+
+
 def _variants(op: OpLoops, by_index: dict[int, OpLoops], inits: dict[int, list[OpLoops]],
               pads: dict[int, list[int]], taken: set[int]) -> list[tuple[str, list[Stage]]]:
     """(rule name, stages) alternatives for `op` (empty when another stage absorbed it)."""
@@ -200,14 +273,36 @@ def generate_sketches(task: SearchTask) -> list[Sketch]:
             continue
         v = _variants(o, by_index, inits, pads, taken)
         per_op.append(v)
+    # Reduction chains (softmax, layer norm): the same sketches again with each chain fused
+    # (after the unfused ones, so those keep their names).
+    chains = {}
+    for o in ops:
+        if o.index in taken or o.is_init():
+            continue
+        ch = _reduction_chain(o, by_index, pads)
+        if ch is not None and not any(m.index in taken for m in ch[0]):
+            chains[o.index] = ch
+    fused_per_op: list[list[tuple[str, list[Stage]]]] = []
+    if chains:
+        absorbed = {m.index for members, _ in chains.values() for m in members}
+        for o in sorted(ops, key=lambda o: -o.index):
+            if o.index in taken or o.index in absorbed:
+                continue
+            if o.index in chains:
+                members, rows = chains[o.index]
+                name = f"reduction_chain(op{o.index}<-{','.join(f'op{m.index}' for m in members)})"
+                fused_per_op.append([(name, [_chain_stage(o, members, rows, inits)])])
+            else:
+                fused_per_op.append(_variants(o, by_index, inits, pads, taken))
     sketches: list[Sketch] = []
-    for combo in itertools.product(*per_op):
-        rules = tuple(name for name, _ in combo)
-        stages = tuple(st for _, sts in combo for st in sts)
-        knobs = tuple(k for st in stages for k in stage_knobs(st))
-        sketches.append(Sketch(name=f"s{len(sketches)}", rules=rules, stages=stages, knobs=knobs))
-        if len(sketches) >= MAX_SKETCHES:
-            break
+    for family in (per_op, fused_per_op) if chains else (per_op,):
+        for n_combo, combo in enumerate(itertools.product(*family)):
+            if n_combo >= MAX_SKETCHES // (2 if chains else 1):
+                break
+            rules = tuple(name for name, _ in combo)
+            stages = tuple(st for _, sts in combo for st in sts)
+            knobs = tuple(k for st in stages for k in stage_knobs(st))
+            sketches.append(Sketch(name=f"s{len(sketches)}", rules=rules, stages=stages, knobs=knobs))
     return sketches + [skip]
 
 

@@ -16,6 +16,8 @@ structure chosen by the derivation rules in `rules.py`:
   reductions): `S0` over cores, `S2 x R1` the vector tile (`S1` is what `S0` tiles leave).
 - `rfactor`: a reduction with little parallelism: the reduction is split (`R0` loop over
   partial results of an `R1` tile kept in vector registers) and combined afterwards.
+- `chain`: a reduction chain (softmax, layer norm) fused into its element-wise output's
+  parallel loop over the rows every op keeps; inside, each op runs row by row, vectorized.
 
 Initialisers (`linalg.fill`) are fused into their consumer's parallel loop; `tensor.pad`
 producers get a compute location knob (at the root, or inside the consumer's `S0` loop); every
@@ -101,17 +103,27 @@ class Stage:
     # A windowed linalg.generic: its register tile's unit loops are folded away
     # (`fold_unit_extent_dims_via_slices`, inside the enclosing R1 loop) before vectorization.
     fold_units: bool = False
+    # A fused reduction chain (kind "chain": a softmax, a layer norm): `op` is the chain's
+    # element-wise output, `members` the ops computing its inputs (reductions and element-wise
+    # ops; consumers first), all fused into the output's `S0` loop over the dims every member
+    # keeps (`rows`). `splits` holds the output's and every member's splits (by `op`).
+    members: tuple[int, ...] = ()
+    rows: tuple[int, ...] = ()
 
     @property
     def unroll_knob(self) -> str:
         return f"op{self.op}.unroll"
 
     def split(self, dim: int) -> LoopSplit:
-        return next(s for s in self.splits if s.dim == dim)
+        return next(s for s in self.splits if s.dim == dim and s.op == self.op)
+
+    def op_splits(self, op: int) -> list[LoopSplit]:
+        """The splits of op `op` (the stage's own op or a chain member), by dim."""
+        return sorted((s for s in self.splits if s.op == op), key=lambda s: s.dim)
 
     @property
     def vector_dim(self) -> int | None:
-        return next((s.dim for s in self.splits if s.vector), None)
+        return next((s.dim for s in self.splits if s.vector and s.op == self.op), None)
 
 
 @dataclass(frozen=True)
@@ -470,6 +482,33 @@ class _Renderer:
             self.annotate(lp, "ansor.r1", self.const(tag))
             self.r1_loops.append(str(tag))
 
+    def stage_chain(self, stage: Stage) -> None:
+        """A fused reduction chain: the output op tiled over its `rows` at S0 (`scf.forall`), every
+        member fused into that loop (each tile computes whole rows, so reductions are never
+        recomputed and the rows stay in cache between the ops), initialisers too. Inside, each op
+        runs one row at a time: element-wise ops in vectors of their vector knob, reductions in
+        R-tiles of theirs. (Inner tile sizes are static: a member fused into the loop may be
+        several payload ops, one per use, which a knob parameter cannot tile.)"""
+        nd = len(stage.op_splits(stage.op))
+        sizes = [_ssa(stage.split(d).tile_knobs[0]) if d in stage.rows else "0" for d in range(nd)]
+        tiled, forall = self.tile_forall(self.match(OP_ATTR, stage.op), sizes)
+        fused = []
+        for m in stage.members:
+            f, forall = self.fuse_into(self.match(OP_ATTR, m), forall)
+            fused.append((m, f))
+        for op_init, _ in stage.inits:
+            _, forall = self.fuse_into(self.match(OP_ATTR, op_init), forall)
+        self.annotate(forall, "ansor.auto_unroll_max_step", _ssa(stage.unroll_knob))
+        for m, handle in [(stage.op, tiled), *fused]:
+            splits = stage.op_splits(m)
+            if any(sp.kind == "R" for sp in splits):
+                handle, _ = self.tile_for(handle, [self.value(sp.tile_knobs[0]) if sp.kind == "R" and sp.tile_knobs
+                                                   else ("1" if sp.kind == "R" else "0") for sp in splits])
+                handle, _ = self.tile_for(handle, ["1" if sp.kind == "S" else "0" for sp in splits])
+            else:
+                handle, _ = self.tile_for(handle, [self.value(sp.tile_knobs[0]) if sp.vector else "1" for sp in splits])
+            self.to_vectorize.append(handle)
+
     def emit_vector_lowering(self) -> None:
         self.emit("transform.apply_patterns to %vfunc {")
         self.emit("  transform.apply_patterns.vector.lower_contraction lowering_strategy = outerproduct")
@@ -508,6 +547,8 @@ class _Renderer:
                       + (f", consumer #{stage.consumer} fused at level {stage.fuse_level}" if stage.consumer is not None else ""))
             if stage.kind == "rfactor":
                 self.stage_rfactor(stage)
+            elif stage.kind == "chain":
+                self.stage_chain(stage)
             else:
                 self.stage_mlt_or_tile(stage)
             self.vectorize_stage()

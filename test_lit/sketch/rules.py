@@ -141,11 +141,39 @@ show("2-norm", workloads.get("nrm-1x64x128"))
 
 show("softmax", SOFTMAX)
 # The two row reductions have little parallelism (8 rows of 128): rfactor or plain tiling each.
-# CHECK-LABEL: // ===== softmax: s0: tile(op5) + rfactor(op4) + tile(op2) + rfactor(op1) | s1: tile(op5) + rfactor(op4) + tile(op2) + tile(op1) | s2: tile(op5) + tile(op4) + tile(op2) + rfactor(op1) | s3: tile(op5) + tile(op4) + tile(op2) + tile(op1) | skip: skip
+# The whole softmax is also a reduction chain: max, exp and sum fused into the division's
+# parallel loop over rows (a further sketch, after the unfused ones).
+# CHECK-LABEL: // ===== softmax: s0: tile(op5) + rfactor(op4) + tile(op2) + rfactor(op1) | s1: tile(op5) + rfactor(op4) + tile(op2) + tile(op1) | s2: tile(op5) + tile(op4) + tile(op2) + rfactor(op1) | s3: tile(op5) + tile(op4) + tile(op2) + tile(op1) | s4: reduction_chain(op5<-op4,op2,op1) | skip: skip
 # CHECK: // stage op #5 (linalg.generic): tile
 # CHECK: // stage op #4 (linalg.generic): rfactor
 # CHECK: // stage op #2 (linalg.generic): tile
 # CHECK: // stage op #1 (linalg.generic): rfactor
+
+chain = generate_sketches(ansor.create_task(SOFTMAX))[4]
+print("// ===== softmax chain")
+print(chain.script())
+# CHECK-LABEL: // ===== softmax chain
+# CHECK: %[[ROWS:.+]] = transform.tune.knob<"op5.d0.t1"> options = [1, 2, 4, 8]
+# CHECK: %[[V:.+]] = transform.tune.knob<"op5.d1.t1"> options = [1, 2, 4, 8, 16, 32, 64, 128]
+# CHECK: transform.tune.knob<"op4.d1.t1">
+# CHECK: transform.tune.knob<"op2.d1.t1">
+# CHECK: transform.tune.knob<"op1.d1.t1">
+# CHECK: // stage op #5 (linalg.generic): chain
+# CHECK: %[[DIV:.+]] = transform.structured.match attributes{ansor.op = 5 : i64}
+# CHECK: %{{.+}}, %[[F:.+]] = transform.structured.tile_using_forall %[[DIV]] tile_sizes [%[[ROWS]], 0]
+# CHECK: %[[SUM:.+]] = transform.structured.match attributes{ansor.op = 4 : i64}
+# CHECK: %{{.+}}, %[[F2:.+]] = transform.structured.fuse_into_containing_op %[[SUM]] into %[[F]]
+# CHECK: %[[EXP:.+]] = transform.structured.match attributes{ansor.op = 2 : i64}
+# CHECK: %{{.+}}, %[[F3:.+]] = transform.structured.fuse_into_containing_op %[[EXP]] into %[[F2]]
+# CHECK: %[[MAX:.+]] = transform.structured.match attributes{ansor.op = 1 : i64}
+# CHECK: transform.structured.fuse_into_containing_op %[[MAX]] into %[[F3]]
+# CHECK: tile_sizes [1, {op5.d1.t1}]
+# CHECK: tile_sizes [0, {op4.d1.t1}]
+# CHECK: tile_sizes [1, 0]
+# CHECK: tile_sizes [1, {op2.d1.t1}]
+# CHECK: tile_sizes [0, {op1.d1.t1}]
+# CHECK: tile_sizes [1, 0]
+# CHECK-COUNT-4: transform.structured.vectorize %v
 
 task = ansor.create_task(workloads.matmul(64, 32, 16))
 packed = generate_sketches(task)[1]
