@@ -295,9 +295,11 @@ def generate_sketches(task: SearchTask) -> list[Sketch]:
             else:
                 fused_per_op.append(_variants(o, by_index, inits, pads, taken))
     sketches: list[Sketch] = []
-    for family in (per_op, fused_per_op) if chains else (per_op,):
+    # (the unfused family keeps its cap, so existing sketches keep their names with chains added)
+    families = [(per_op, MAX_SKETCHES)] + ([(fused_per_op, MAX_SKETCHES // 2)] if chains else [])
+    for family, cap in families:
         for n_combo, combo in enumerate(itertools.product(*family)):
-            if n_combo >= MAX_SKETCHES // (2 if chains else 1):
+            if n_combo >= cap:
                 break
             rules = tuple(name for name, _ in combo)
             stages = tuple(st for _, sts in combo for st in sts)
