@@ -81,7 +81,7 @@ def main() -> None:
                          run_options=RunOptions(threads=args.threads), callback=TableProgress(),
                          **tune_kwargs(args, args.seed))
         fn = ansor.compile(text, log=out / f"{name}.jsonl", threads=args.threads)
-        inputs = make_inputs(task)
+        inputs = workloads.valid_inputs(name, make_inputs(task))
         y = fn(*inputs)
         t_tuned = min(fn.time(*inputs, number=max(1, int(0.2 / max(res.best.latency if res.best else 1, 1e-6))))
                       for _ in range(5))

@@ -60,8 +60,11 @@ def prepare(name: str, inputs: list[np.ndarray]) -> tuple[Callable[[], object], 
         return (lambda: F.conv2d(x, w, stride=s, padding=p, groups=c)), back
     if fam == "t2d":
         s, p = v[-2], v[-1]
-        # the workload's filter is stored spatially flipped, HWIO; torch wants [CI, CO, k, k]
-        x, w = cl(t[0]), torch.flip(t[1], (0, 1)).permute(2, 3, 0, 1).contiguous()
+        # the workload's filter argument is W pre-arranged (workloads.t2d_filter); torch wants [CI, CO, k, k]
+        from ansor import workloads
+
+        wk = torch.from_numpy(workloads.t2d_torch_weight(t[1].cpu().numpy(), v[-3], s, p))
+        x, w = cl(t[0]), wk.permute(2, 3, 0, 1).contiguous().to(t[1].device)
         return (lambda: F.conv_transpose2d(x, w, stride=s, padding=p)), back
     if fam == "cap":
         k, s, p = v[-3], v[-2], v[-1]

@@ -95,7 +95,8 @@ def _reference(name: str, args: list[np.ndarray]) -> np.ndarray:
     if fam == "dep":
         return _depthwise(a[0], a[1], v[-2], v[-1])
     if fam == "t2d":
-        return _conv_transpose(a[0], a[1][::-1, ::-1], v[-2], v[-1])  # the argument is the flipped filter
+        k, st, pd = v[-3], v[-2], v[-1]
+        return _conv_transpose(a[0], workloads.t2d_torch_weight(a[1], k, st, pd), st, pd)
     if fam == "cap":
         return _capsule(a[0], a[1], v[-2], v[-1])
     if fam == "nrm":
@@ -125,6 +126,9 @@ SMALL = [
     "dep-1x7x7x4x3x1x1",
     "dep-1x8x8x3x3x2x1",
     "t2d-1x3x3x4x5x4x2x1",
+    "t2d-1x3x3x4x5x3x2x0",  # stride 2, odd output (cropped), even padding
+    "t2d-1x3x4x2x3x3x2x1",  # stride 2, odd padding, k not a multiple of 2
+    "t2d-1x3x2x2x3x4x2x2",
     "t2d-1x2x3x2x3x3x1x0",
     "t2d-1x3x2x2x2x4x3x2",
     "cap-1x5x5x2x3x3x2x1",
@@ -172,7 +176,9 @@ def test_suite_instance_is_a_task(name: str, capsys: pytest.CaptureFixture[str])
         ("c1d-1x256x64x128x3x2x1", 2 * 128 * 128 * 3 * 64),
         ("dep-1x112x112x64x3x2x1", 2 * 56 * 56 * 64 * 9),
         ("grp-1x56x56x64x128x3x2x1", 2 * 28 * 28 * 128 * 9 * 16),
-        ("t2d-1x4x4x512x256x4x2x1", 2 * 8 * 8 * 256 * 16 * 512),  # over the zero-inserted input
+        # stride 2, sub-pixel: each output pixel gets (k/2)^2 = 4 of the 16 taps (no FLOP on a zero)
+        ("t2d-1x4x4x512x256x4x2x1", 2 * 8 * 8 * 256 * 4 * 512),
+        ("t2d-1x4x4x8x4x4x3x1", 2 * 11 * 11 * 4 * 16 * 8),  # stride 3: over the zero-inserted input
         ("cap-1x8x8x32x32x3x1x1", 2 * 8 * 8 * 4 * 4 * 32 * 9 * 4 * 32),
         ("nrm-1x256x256", 2 * 256 * 256 + 1),
     ],
@@ -194,7 +200,7 @@ def test_result_is_fresh_and_weights_are_arguments() -> None:
 def test_small_variant_matches_numpy(name: str) -> None:
     fn = ansor.compile(workloads.get(name))
     rng = np.random.default_rng(0)
-    args = [rng.standard_normal(s.shape).astype(np.float32) for s in fn.task.inputs]
+    args = workloads.valid_inputs(name, [rng.standard_normal(s.shape).astype(np.float32) for s in fn.task.inputs])
     if name.startswith("convlayer"):  # make some outputs negative before the relu, some not
         args[3] = (args[3] * 0.5).astype(np.float32)
     got = fn(*args)

@@ -14,6 +14,7 @@ strides and dilations are op attributes (named ops) or folded into the indexing 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 
@@ -271,17 +272,27 @@ def conv2d_transpose_nhwc(
     n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0
 ) -> str:
     """Ansor T2D: PyTorch `ConvTranspose2d(stride=s, padding=p)` in NHWC; output size (H-1)*s - 2p + k.
+    Definition: Y[n, ih*s - p + kh, iw*s - p + kw, co] += X[n,ih,iw,ci] * W[kh,kw,ci,co], with
+    W[kh,kw,ci,co] = torch weight[ci,co,kh,kw]. The filter argument is W pre-arranged (frameworks
+    pre-transform constant weights; `t2d_filter` / `t2d_torch_weight` convert both ways):
 
-    The filter argument is stored **spatially flipped**: `F[kh,kw,ci,co] = W[k-1-kh, k-1-kw, ci, co]`
-    where W[kh,kw,ci,co] = torch weight[ci,co,kh,kw] (frameworks pre-transform constant weights;
-    the flip cannot live in the program: MLIR 22's tiling asserts on indexing maps with a negative
-    coefficient, `Linalg/Utils/Utils.cpp` "nonpositive multiplying coefficient").
-    Definition: Y[n, ih*s - p + kh, iw*s - p + kw, co] += X[n,ih,iw,ci] * W[kh,kw,ci,co].
-    Built as zero insertion + padding + a stride-1 convolution (as TVM's topi does):
-    Z = zeros [N, (H-1)*s + 1 + 2q, (W-1)*s + 1 + 2q, CI] with q = k-1-p,
-    Z[n, q + ih*s, q + iw*s, ci] = X[n,ih,iw,ci] (one strided `tensor.insert_slice`), then
-    Y[n,h,w,co] = sum_{rh,rw,ci} Z[n, h+rh, w+rw, ci] * F[rh, rw, ci, co] (`linalg.generic`).
+    - **stride 2: sub-pixel**, no FLOP on an inserted zero. Output pixel `(2a + ph, 2b + pw)` only
+      receives the taps `kh = t + 2i` with `t = (ph + p) mod 2`, from input row `a + m - i`
+      (`m = (ph + p) div 2`, affine in ph for stride 2). With J = ceil(k/2) taps per phase and
+      the tap index reversed (`jh = J - 1 - i`), the filter argument is phase-major,
+      `Fs[ph, jh, pw, jw, ci, co] = W[t(ph) + 2(J-1-jh), t(pw) + 2(J-1-jw), ci, co]` (zero past k),
+      and one `linalg.generic` over `(n, a, ph, b, pw, co | jh, jw, ci)` reads X (zero-padded) at
+      row `a + jh + m(ph) - J + 1`, every index affine with non-negative coefficients (MLIR 22's
+      tiling asserts on a negative one), writing `[N, A, 2, B, 2, CO]`, which is `[N, 2A, 2B, CO]`
+      (a free `collapse_shape`; cropped when the output size is odd).
+    - **other strides:** the filter stored spatially flipped, `F[kh,kw,ci,co] = W[k-1-kh, k-1-kw, ci,
+      co]`, and zero insertion + padding + a stride-1 convolution (as TVM's topi does):
+      Z = zeros [N, (H-1)*s + 1 + 2q, (W-1)*s + 1 + 2q, CI] with q = k-1-p,
+      Z[n, q + ih*s, q + iw*s, ci] = X[n,ih,iw,ci] (one strided `tensor.insert_slice`), then
+      Y[n,h,w,co] = sum_{rh,rw,ci} Z[n, h+rh, w+rw, ci] * F[rh, rw, ci, co] (`linalg.generic`).
     """
+    if s == 2:
+        return _t2d_subpixel(n, h, w, ci, co, k, p)
     q = k - 1 - p
     if q < 0:
         raise ValueError(f"padding {p} larger than kernel-1 = {k - 1} is not supported")
@@ -302,6 +313,100 @@ def conv2d_transpose_nhwc(
     ]
     body += _generic(maps, "pppprrr", [("%dilated", z), ("%F", f)], ("%init", out), _MAC)
     return _func("conv2d_transpose_nhwc", [("X", x), ("F", f)], out, body, "%out")
+
+
+
+
+def _t2d_phase(ph: int, p: int, taps: int) -> tuple[int, int]:
+    """Stride-2 sub-pixel phase ph: (t, input row offset m - J + 1) (see `conv2d_transpose_nhwc`)."""
+    return (ph + p) % 2, (ph + p) // 2 - taps + 1
+
+
+def _t2d_subpixel(n: int, h: int, w: int, ci: int, co: int, k: int, p: int) -> str:
+    q = k - 1 - p
+    if q < 0:
+        raise ValueError(f"padding {p} larger than kernel-1 = {k - 1} is not supported")
+    oh, ow = (h - 1) * 2 - 2 * p + k, (w - 1) * 2 - 2 * p + k
+    if oh <= 0 or ow <= 0:
+        raise ValueError("empty output")
+    taps = -(-k // 2)
+    a_n, b_n = -(-oh // 2), -(-ow // 2)
+    off0 = _t2d_phase(0, p, taps)[1]
+    step = _t2d_phase(1, p, taps)[1] - off0  # 0 or 1: the input offset of phase 1 over phase 0
+
+    def pad(size: int, count: int) -> tuple[int, int]:
+        return max(0, -off0), max(0, (count - 1) + (taps - 1) + step + off0 - (size - 1))
+
+    (lo_h, hi_h), (lo_w, hi_w) = pad(h, a_n), pad(w, b_n)
+    x, fs, full = [n, h, w, ci], [2, taps, 2, taps, ci, co], [n, a_n, 2, b_n, 2, co]
+    body = ""
+    src, xp = "%X", x
+    if lo_h or hi_h or lo_w or hi_w:
+        xp = [n, h + lo_h + hi_h, w + lo_w + hi_w, ci]
+        body += (
+            f"  %xp = tensor.pad %X low[0, {lo_h}, {lo_w}, 0] high[0, {hi_h}, {hi_w}, 0] {{\n"
+            f"  ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):\n"
+            f"    tensor.yield %zero : f32\n"
+            f"  }} : {_t(x)} to {_t(xp)}\n"
+        )
+        src = "%xp"
+    body += _zeros("init", full)
+    ph_h = " + ph" if step else ""
+    ph_w = " + pw" if step else ""
+    maps = [
+        f"affine_map<(n, a, ph, b, pw, co, jh, jw, ci) -> (n, a + jh{ph_h} + {off0 + lo_h}, b + jw{ph_w} + {off0 + lo_w}, ci)>",
+        "affine_map<(n, a, ph, b, pw, co, jh, jw, ci) -> (ph, jh, pw, jw, ci, co)>",
+        "affine_map<(n, a, ph, b, pw, co, jh, jw, ci) -> (n, a, ph, b, pw, co)>",
+    ]
+    body += _generic(maps, "pppppprrr", [(src, xp), ("%F", fs)], ("%init", full), _MAC, result="%phases")
+    out2 = [n, 2 * a_n, 2 * b_n, co]
+    body += (f"  %y = tensor.collapse_shape %phases [[0], [1, 2], [3, 4], [5]] : {_t(full)} into {_t(out2)}\n")
+    res = "%y"
+    out = [n, oh, ow, co]
+    if out2 != out:
+        body += (f"  %yc = tensor.extract_slice %y[0, 0, 0, 0] [{n}, {oh}, {ow}, {co}] [1, 1, 1, 1]"
+                 f" : {_t(out2)} to {_t(out)}\n")
+        res = "%yc"
+    return _func("conv2d_transpose_nhwc", [("X", x), ("F", fs)], out, body, res)
+
+
+def t2d_filter(weight: np.ndarray, k: int, s: int, p: int) -> np.ndarray:
+    """The T2D workload's filter argument from W[kh, kw, ci, co] (= torch weight[ci, co, kh, kw])."""
+    if s != 2:
+        return np.ascontiguousarray(weight[::-1, ::-1])
+    taps = -(-k // 2)
+    out = np.zeros((2, taps, 2, taps, *weight.shape[2:]), weight.dtype)
+    for ph, jh, pw, jw in itertools.product(range(2), range(taps), range(2), range(taps)):
+        kh = _t2d_phase(ph, p, taps)[0] + 2 * (taps - 1 - jh)
+        kw = _t2d_phase(pw, p, taps)[0] + 2 * (taps - 1 - jw)
+        if kh < k and kw < k:
+            out[ph, jh, pw, jw] = weight[kh, kw]
+    return out
+
+
+def valid_inputs(name: str, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """`arrays` (random inputs of workload `name`) made valid for it: a stride-2 T2D filter
+    argument gets zeros at the taps past the kernel (what `t2d_filter` produces; the program
+    multiplies whatever is there). Everything else is returned as it is."""
+    fam, _, dims = name.partition("-")
+    if fam != "t2d":
+        return arrays
+    k, s, p = (int(x) for x in dims.split("x")[-3:])
+    return [arrays[0], t2d_filter(t2d_torch_weight(arrays[1], k, s, p), k, s, p), *arrays[2:]]
+
+
+def t2d_torch_weight(filt: np.ndarray, k: int, s: int, p: int) -> np.ndarray:
+    """W[kh, kw, ci, co] (= torch weight[ci, co, kh, kw]) from the T2D workload's filter argument."""
+    if s != 2:
+        return np.ascontiguousarray(filt[::-1, ::-1])
+    taps = -(-k // 2)
+    out = np.zeros((k, k, *filt.shape[4:]), filt.dtype)
+    for ph, jh, pw, jw in itertools.product(range(2), range(taps), range(2), range(taps)):
+        kh = _t2d_phase(ph, p, taps)[0] + 2 * (taps - 1 - jh)
+        kw = _t2d_phase(pw, p, taps)[0] + 2 * (taps - 1 - jw)
+        if kh < k and kw < k:
+            out[kh, kw] = filt[ph, jh, pw, jw]
+    return out
 
 
 def conv2d_capsule_nhwijc(
