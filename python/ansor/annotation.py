@@ -76,7 +76,7 @@ def _valid_factors(split: LoopSplit) -> tuple[tuple[int, ...], ...]:
 VECTOR_LANES = MAX_VECTOR // 2
 #: Probability that a vector loop's factorization is drawn among those filling whole registers
 #: (else uniformly among all). Uniform factorizations give a 128-lane loop an innermost factor
-#: of 8 or 16 only ~20% of the time, so with several stages (a softmax after a batch matmul)
+#: of 8 or 16 only 20-30% of the time, so with several stages (a softmax after a batch matmul)
 #: almost no random sample had every stage on full vectors: partial 1-4 lane vectors run 2-4x
 #: slower, and the search (and its cost model's warm-up) rarely saw a good program.
 FULL_VECTOR_PROB = 0.5
