@@ -74,3 +74,38 @@ def test_exp_expanded_to_vector_arithmetic() -> None:
             np.testing.assert_allclose(out[big], ref.astype(np.float32)[big], rtol=3e-7)
             assert np.all(out[~big & ~np.isnan(x)] <= 1.2e-38)
         assert np.isnan(out[np.isnan(x)]).all()
+
+
+_ACCUMULATE = """
+func.func @mm_acc(%A: tensor<16x16xf32>, %B: tensor<16x16xf32> {llvm.noalias},
+                  %C: tensor<16x16xf32>) -> tensor<16x16xf32> {
+  %r = linalg.matmul ins(%A, %B : tensor<16x16xf32>, tensor<16x16xf32>) outs(%C : tensor<16x16xf32>) -> tensor<16x16xf32>
+  return %r : tensor<16x16xf32>
+}
+"""
+
+
+def test_accumulating_into_an_argument_leaves_it_alone() -> None:
+    """`outs(%C)` with %C a parameter: tuned programs computed C += A B into the caller's buffer
+    (one-shot bufferization treats arguments as writable), so repeated calls accumulated and every
+    candidate failed verification. Arguments are read-only now: each call returns C + A B."""
+    import random
+
+    from ansor.annotation import sample
+    from ansor.lowering import parse_payload
+    from ansor.rules import generate_sketches
+
+    task = ansor.create_task(_ACCUMULATE)
+    with ir.Context(), ir.Location.unknown():
+        text = str(parse_payload(task))
+    assert text.count("bufferization.writable = false") == 3 and "llvm.noalias" in text
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal((16, 16)).astype(np.float32) for _ in range(3))
+    want = c + a @ b
+    sk = next(s for s in generate_sketches(task) if s.stages)
+    fn = lowering.compile_task(task, sk.script(sample(sk, random.Random(0)).values()))
+    c_before = c.copy()
+    for _ in range(3):
+        (got,) = fn.run([a, b, c])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(c, c_before)

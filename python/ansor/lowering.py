@@ -114,7 +114,30 @@ def parse_payload(task: SearchTask) -> ir.Module:
     for op in module.body.operations:
         if op.operation.name == "func.func":
             op.operation.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            _read_only_arguments(op.operation)
     return module
+
+
+def _read_only_arguments(func: ir.Operation) -> None:
+    """Mark the function's tensor arguments `bufferization.writable = false`.
+
+    Tensors are values: an op accumulating into an argument (`linalg.matmul ... outs(%C)` with %C
+    a parameter) must not write the caller's buffer. One-shot bufferization with function
+    boundaries treats arguments as writable by default and updates %C in place, so every
+    repeated call (warm-up, timing) accumulated again and every tuned candidate of such a
+    function failed verification. Read-only arguments make bufferization copy first."""
+    ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+    old = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes else []
+    attrs = []
+    for i, t in enumerate(ftype.inputs):
+        entries = {}
+        if i < len(old):
+            d = ir.DictAttr(old[i])
+            entries = {d[j].name: d[j].attr for j in range(len(d))}
+        if isinstance(t, ir.RankedTensorType):
+            entries["bufferization.writable"] = ir.BoolAttr.get(False)
+        attrs.append(ir.DictAttr.get(entries))
+    func.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
 
 
 def apply_script(module: ir.Module, script: str) -> None:
