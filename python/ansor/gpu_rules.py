@@ -235,12 +235,11 @@ def default_script(task: SearchTask) -> str:
     element per thread when possible, 8-deep shared-memory tiles)."""
     stage, why = gpu_stage_for(task)
     if stage is None:
-        from .gpu_reduction import default_values, render, row_stage_for
+        from .gpu_reduction import RowSketch, default_values, render, row_stage_for
 
         row, row_why = row_stage_for(task)
         if row is not None:
-            sk = next(s for s in generate_gpu_sketches(task) if s.name == "r0")
-            return render(row, sk.knobs, default_values(row), "default", "default")
+            return render(row, RowSketch("r0", row_why, row).knobs, default_values(row), "default", "default")
         from .lowering import LoweringError
 
         raise LoweringError("apply", f"no GPU schedule for {task.name}: {why}; {row_why}")

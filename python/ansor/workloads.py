@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -291,14 +291,14 @@ def conv2d_transpose_nhwc(
       Z[n, q + ih*s, q + iw*s, ci] = X[n,ih,iw,ci] (one strided `tensor.insert_slice`), then
       Y[n,h,w,co] = sum_{rh,rw,ci} Z[n, h+rh, w+rw, ci] * F[rh, rw, ci, co] (`linalg.generic`).
     """
-    if s == 2:
-        return _t2d_subpixel(n, h, w, ci, co, k, p)
     q = k - 1 - p
     if q < 0:
         raise ValueError(f"padding {p} larger than kernel-1 = {k - 1} is not supported")
     oh, ow = (h - 1) * s - 2 * p + k, (w - 1) * s - 2 * p + k
     if oh <= 0 or ow <= 0:
         raise ValueError("empty output")
+    if s == 2:
+        return _t2d_subpixel(n, h, w, ci, co, k, p, oh, ow)
     x, f, out = [n, h, w, ci], [k, k, ci, co], [n, oh, ow, co]
     z = [n, (h - 1) * s + 1 + 2 * q, (w - 1) * s + 1 + 2 * q, ci]
     body = (
@@ -315,20 +315,12 @@ def conv2d_transpose_nhwc(
     return _func("conv2d_transpose_nhwc", [("X", x), ("F", f)], out, body, "%out")
 
 
-
-
 def _t2d_phase(ph: int, p: int, taps: int) -> tuple[int, int]:
     """Stride-2 sub-pixel phase ph: (t, input row offset m - J + 1) (see `conv2d_transpose_nhwc`)."""
     return (ph + p) % 2, (ph + p) // 2 - taps + 1
 
 
-def _t2d_subpixel(n: int, h: int, w: int, ci: int, co: int, k: int, p: int) -> str:
-    q = k - 1 - p
-    if q < 0:
-        raise ValueError(f"padding {p} larger than kernel-1 = {k - 1} is not supported")
-    oh, ow = (h - 1) * 2 - 2 * p + k, (w - 1) * 2 - 2 * p + k
-    if oh <= 0 or ow <= 0:
-        raise ValueError("empty output")
+def _t2d_subpixel(n: int, h: int, w: int, ci: int, co: int, k: int, p: int, oh: int, ow: int) -> str:
     taps = -(-k // 2)
     a_n, b_n = -(-oh // 2), -(-ow // 2)
     off0 = _t2d_phase(0, p, taps)[1]
@@ -370,17 +362,25 @@ def _t2d_subpixel(n: int, h: int, w: int, ci: int, co: int, k: int, p: int) -> s
     return _func("conv2d_transpose_nhwc", [("X", x), ("F", fs)], out, body, res)
 
 
+def _t2d_taps(k: int, p: int) -> Iterator[tuple[tuple[int, int, int, int], tuple[int, int]]]:
+    """Stride-2 sub-pixel filter: ((ph, jh, pw, jw), (kh, kw)) for every phase-major position
+    that holds a real tap of W (the others are zero)."""
+    taps = -(-k // 2)
+    for ph, jh, pw, jw in itertools.product(range(2), range(taps), range(2), range(taps)):
+        kh = _t2d_phase(ph, p, taps)[0] + 2 * (taps - 1 - jh)
+        kw = _t2d_phase(pw, p, taps)[0] + 2 * (taps - 1 - jw)
+        if kh < k and kw < k:
+            yield (ph, jh, pw, jw), (kh, kw)
+
+
 def t2d_filter(weight: np.ndarray, k: int, s: int, p: int) -> np.ndarray:
     """The T2D workload's filter argument from W[kh, kw, ci, co] (= torch weight[ci, co, kh, kw])."""
     if s != 2:
         return np.ascontiguousarray(weight[::-1, ::-1])
     taps = -(-k // 2)
     out = np.zeros((2, taps, 2, taps, *weight.shape[2:]), weight.dtype)
-    for ph, jh, pw, jw in itertools.product(range(2), range(taps), range(2), range(taps)):
-        kh = _t2d_phase(ph, p, taps)[0] + 2 * (taps - 1 - jh)
-        kw = _t2d_phase(pw, p, taps)[0] + 2 * (taps - 1 - jw)
-        if kh < k and kw < k:
-            out[ph, jh, pw, jw] = weight[kh, kw]
+    for pos, tap in _t2d_taps(k, p):
+        out[pos] = weight[tap]
     return out
 
 
@@ -399,13 +399,9 @@ def t2d_torch_weight(filt: np.ndarray, k: int, s: int, p: int) -> np.ndarray:
     """W[kh, kw, ci, co] (= torch weight[ci, co, kh, kw]) from the T2D workload's filter argument."""
     if s != 2:
         return np.ascontiguousarray(filt[::-1, ::-1])
-    taps = -(-k // 2)
     out = np.zeros((k, k, *filt.shape[4:]), filt.dtype)
-    for ph, jh, pw, jw in itertools.product(range(2), range(taps), range(2), range(taps)):
-        kh = _t2d_phase(ph, p, taps)[0] + 2 * (taps - 1 - jh)
-        kw = _t2d_phase(pw, p, taps)[0] + 2 * (taps - 1 - jw)
-        if kh < k and kw < k:
-            out[kh, kw] = filt[ph, jh, pw, jw]
+    for pos, tap in _t2d_taps(k, p):
+        out[tap] = filt[pos]
     return out
 
 
