@@ -79,7 +79,9 @@ def main() -> int:
     p.add_argument("--trials", type=int, default=400)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--batch-size", type=int, default=64, help="upper bound of trials per round (Ansor's 64)")
-    p.add_argument("--strategies", default="gradient,round-robin")
+    p.add_argument("--strategies", default="gradient,round-robin",
+                   help="task schedulers to compare, each from scratch; a '-no-transfer' suffix "
+                        "(e.g. gradient-no-transfer) turns off transfer between tasks (ablation)")
     p.add_argument("--search", default="learned", choices=["learned", "random"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="keep existing logs (default: start fresh)")
@@ -119,9 +121,10 @@ def main() -> int:
             if log.exists() and not a.resume:
                 log.unlink()
             t0 = time.perf_counter()
-            res = TaskScheduler(net.tasks, strategy=strategy, seed=a.seed).tune(
+            base, transfer = strategy.removesuffix("-no-transfer"), not strategy.endswith("-no-transfer")
+            res = TaskScheduler(net.tasks, strategy=base, seed=a.seed).tune(
                 a.trials, batch_size=a.batch_size, log_path=log, measurer=measurer,
-                callback=SchedulerTable(table_every=1000), search=a.search,
+                callback=SchedulerTable(table_every=1000), search=a.search, transfer=transfer,
                 search_options={"population": a.population, "generations": a.generations})
             curves[strategy], logs[strategy] = res.history, log
             print(f"== {strategy}: {res.trials} trials in {time.perf_counter() - t0:.0f} s, "
@@ -160,6 +163,13 @@ def main() -> int:
         total = curves["round-robin"][-1][0]
         print(f"gradient reaches round-robin's final estimate ({target * 1e3:.3f} ms) at "
               + (f"{reach} trials = {reach / max(total, 1):.0%} of {total}" if reach else "never (within the budget)"))
+    for s, c in curves.items():
+        if s.endswith("-no-transfer") and s.removesuffix("-no-transfer") in curves:
+            on = curves[s.removesuffix("-no-transfer")]
+            reach = _reach(on, c[-1][1])
+            print(f"transfer: {s.removesuffix('-no-transfer')} {on[-1][1] * 1e3:.3f} ms vs {s} {c[-1][1] * 1e3:.3f} ms "
+                  f"estimated after {c[-1][0]} trials; with transfer it reaches the final estimate without at "
+                  + (f"{reach} trials ({reach / max(c[-1][0], 1):.0%})" if reach else "never"))
 
     if not curves:
         return 0

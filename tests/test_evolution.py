@@ -237,3 +237,43 @@ def test_features_are_cached_for_the_model_update(mm) -> None:
     )
     small_cache.next_batch(4)
     assert len(small_cache._feature_cache) == 10
+
+
+def test_adapt_keeps_absolute_tile_sizes_across_shapes() -> None:
+    """A schedule of one matmul transfers to another shape: every tile size the new extents allow
+    is kept, the rest shrink to the nearest size that still nests."""
+    a = create_task(workloads.get("matmul-256x128x512"), name="a")
+    b = create_task(workloads.get("matmul-96x128x384"), name="b")
+    sa, sb = generate_sketches(a), generate_sketches(b)
+    ia = _SketchInfo(next(s for s in sa if s.stages))
+    ib = _SketchInfo(next(s for s in sb if s.name == ia.sketch.name))
+    rng = random.Random(0)
+    kept = 0
+    for _ in range(50):
+        donor = ia.sample(rng)
+        mine = ib.adapt(donor.values(), rng)
+        assert mine is not None and ib.valid(mine.values())
+        dv, mv = donor.values(), mine.values()
+        for names, extent, _ in ib.chains:
+            for n in names:
+                assert mv[n] <= max(dv[n], 1) and extent % mv[n] == 0
+                if extent % dv[n] == 0 and all(dv[n] % mv[m] == 0 for m in names[names.index(n) + 1:]):
+                    kept += mv[n] == dv[n]
+        assert all(mv[k.name] == dv[k.name] for k in ib.non_tile if dv[k.name] in ib.options[k.name])
+    assert kept > 0
+    # the same shape: adapt is the identity
+    same = ia.sample(rng)
+    assert ia.adapt(same.values(), rng) == same
+
+
+def test_transferred_schedules_are_measured_first(mm) -> None:
+    task, sketches = mm
+    other = create_task(workloads.get("matmul-96x128x384"), name="other")
+    donor_info = _SketchInfo(next(s for s in generate_sketches(other) if s.stages))
+    donors = [donor_info.sample(random.Random(i)) for i in range(6)]
+    ev = small(sketches, Oracle(), eps_greedy=0.0)
+    assert ev.transfer(donors) > 0
+    adapted = set(ev.foreign)
+    batch = ev.next_batch(8)
+    assert sum(s in adapted for s in batch) == 2  # transfer_ratio 0.25 of 8
+    assert not (set(ev.foreign) & set(batch))  # measured ones leave the seeds

@@ -137,3 +137,33 @@ def test_early_stopping_ends_a_flat_run(two_tasks) -> None:
 def test_bad_strategy_is_a_clear_error(two_tasks) -> None:
     with pytest.raises(ValueError, match="unknown task scheduling strategy"):
         TaskScheduler(two_tasks, strategy="fastest-first")
+
+
+def test_transfer_hands_a_tasks_best_schedules_to_its_sibling(tmp_path) -> None:
+    """Two matmuls of different shapes: with transfer, the second task's first round measures
+    the first task's fastest schedules adapted to its shape; the ablation switch turns that off."""
+    import random
+
+    from ansor.evolution import _SketchInfo
+    from ansor.rules import generate_sketches
+
+    tasks = [_task("matmul#0", workloads.get("matmul-256x128x512")),
+             _task("matmul#1", workloads.get("matmul-96x128x384"))]
+    scale = {t.hash: 1e-3 for t in tasks}
+
+    def feats(schedules):
+        return [np.log2(np.maximum([v for _, v in s.knobs], 1)).astype(np.float32)[None, :] for s in schedules]
+
+    first_batch = {}
+    for transfer in (True, False):
+        log = tmp_path / f"{transfer}.jsonl"
+        TaskScheduler(tasks, strategy="round-robin", seed=0).tune(
+            24, batch_size=8, measurer=ScaledMeasurer(scale), log_path=log, cost_model="random",
+            features_fn=feats, search_options={"population": 64, "generations": 1}, transfer=transfer)
+        recs = [r for r in load_records(log) if r.schedule.sketch != "skip"]
+        t0 = sorted((r for r in recs if r.task.hash == tasks[0].hash), key=lambda r: r.latency)
+        info = {s.name: _SketchInfo(s) for s in generate_sketches(tasks[1]) if s.stages}
+        adapted = {info[r.schedule.sketch].adapt(r.schedule.values(), random.Random(0)) for r in t0[:4]}  # ties
+        first_batch[transfer] = [r.schedule for r in recs if r.task.hash == tasks[1].hash][:8]
+        hits = sum(s in adapted for s in first_batch[transfer])
+        assert (hits >= 2) if transfer else (hits == 0), (transfer, hits)

@@ -73,7 +73,8 @@ def _tune_network(args: argparse.Namespace, net, opts) -> int:
     sched = TaskScheduler(net.tasks, strategy=args.strategy, seed=args.seed,
                           early_stopping=args.early_stopping)
     res = sched.tune(args.trials, batch_size=args.batch_size, log_path=log_path, run_options=opts,
-                     callback=SchedulerTable(), search=args.search, crossover=args.crossover)
+                     callback=SchedulerTable(), search=args.search, crossover=args.crossover,
+                     transfer=args.transfer)
     untuned = sum(t.weight * r.baseline.latency for t, r in zip(net.tasks, res.results, strict=True)
                   if r.baseline.error is None)
     print(f"{net.name}: {len(net.tasks)} tasks, {res.trials} trials; estimated latency "
@@ -281,6 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "random: uniform random annotations (default learned)")
     t.add_argument("--no-crossover", dest="crossover", action="store_false",
                    help="evolutionary search without crossover (ablation)")
+    t.add_argument("--no-transfer", dest="transfer", action="store_false",
+                   help="for a model: no transfer of schedules between similar tasks (ablation)")
     t.add_argument("--json", action="store_true", help="JSON progress events instead of a table")
     t.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",
                    help="for a model: how the trials are spread over its tasks (default gradient, Ansor's)")

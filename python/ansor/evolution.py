@@ -178,6 +178,38 @@ class _SketchInfo:
             values[k.name] = rng.choice(k.options)
         return self.schedule(values)
 
+    def adapt(self, values: Mapping[str, int], rng: random.Random) -> Schedule | None:
+        """A valid schedule of this sketch as close as possible to `values`, knob values of
+        another task's schedule of a sketch with the same name (transfer between similar tasks).
+
+        Tile sizes keep their absolute sizes where they can: for each loop, from the innermost
+        level out, the largest size that divides the loop's extent, is a multiple of the next
+        inner level's and is at most the donor's (the register tile and cache tiles of a 3x3
+        convolution transfer to one of another shape). Other knobs keep the donor's value when
+        it is one of this sketch's options; knobs the donor lacks are drawn at random. None
+        when the result breaks the register-tile limit (or a GPU sketch's device limits)."""
+        if any(n not in values for n in self.names):
+            fill = self.sample(rng).values()
+        else:
+            fill = {}
+        new: dict[str, int] = {}
+        for names, extent, limit in self.chains:
+            donor = [int(values[n]) if n in values else int(fill[n]) for n in names]
+            sizes = [0] * len(names)
+            inner = 1
+            for lv in range(len(names) - 1, -1, -1):
+                cap = min(max(donor[lv], inner), extent, limit if lv == len(names) - 1 else extent)
+                size = max(d for d in range(inner, cap + 1, inner) if extent % d == 0)
+                sizes[lv] = inner = size
+            new.update(zip(names, sizes, strict=True))
+        for k in self.non_tile:
+            v = values.get(k.name)
+            new[k.name] = int(v) if v in self.options[k.name] else int(fill.get(k.name, k.options[0]))
+        for name in self.names:  # tile knobs of splits with one level only
+            new.setdefault(name, int(values[name]) if values.get(name) in self.options[name]
+                           else int(fill.get(name, min(self.options[name]))))
+        return self.schedule(new) if self.valid(new) else None
+
     def schedule(self, values: Mapping[str, int]) -> Schedule:
         """`Schedule.of(sketch name, values)` for int values of exactly this sketch's knobs."""
         return Schedule(
@@ -218,6 +250,12 @@ class EvolutionarySearch(SearchPolicy):
     matrices (None when a schedule cannot be lowered: it scores -inf); `features` caches them
     for the last `feature_cache_size` schedules. `history` gives
     (schedule, seconds) of schedules measured before (resuming); their keys are also `measured`.
+
+    Transfer between the tasks of a network (our addition; TVM shares only the cost model):
+    `transfer(schedules)` hands over the fastest schedules of similar tasks, adapted to this
+    task's shapes (`_SketchInfo.adapt`). They join the initial population, and up to
+    `transfer_ratio` of each batch is the unmeasured ones the model scores highest, so a task
+    starts from what its siblings already learned instead of from random samples.
     """
 
     def __init__(
@@ -234,6 +272,7 @@ class EvolutionarySearch(SearchPolicy):
         mutation_prob: float = 0.85,
         eps_greedy: float = 0.05,
         use_measured_ratio: float = 0.2,
+        transfer_ratio: float = 0.25,
         crossover: bool = True,
         mutation_weights: Mapping[str, float] = MUTATION_WEIGHTS,
         feature_cache_size: int = 16384,
@@ -251,6 +290,9 @@ class EvolutionarySearch(SearchPolicy):
         self.mutation_prob = mutation_prob
         self.eps_greedy = eps_greedy
         self.use_measured_ratio = use_measured_ratio
+        self.transfer_ratio = transfer_ratio
+        #: adapted schedules of similar tasks (`transfer`), best donor first
+        self.foreign: list[Schedule] = []
         self.crossover = crossover
         self.mutation_weights = dict(mutation_weights)
         self._mutation_kinds: dict[str, tuple[list[str], list[float]]] = {}
@@ -277,6 +319,7 @@ class EvolutionarySearch(SearchPolicy):
         pool = _Pool()
         pop = pool.add(self._initial_population())
         self._score(pool)
+        foreign = [pool.index[s] for s in self.foreign if s in pool.index]
         for _ in range(self.generations):
             children = pool.add(self._offspring(pool, pop))
             self._score(pool)
@@ -285,6 +328,15 @@ class EvolutionarySearch(SearchPolicy):
             pop = both[: self.population]
         n_random = int(self.eps_greedy * n)
         out: list[Schedule] = []
+        n_foreign = min(len(foreign), int(self.transfer_ratio * n + 0.5))
+        for i in sorted(foreign, key=pool.scores.__getitem__, reverse=True):
+            if len(out) >= n_foreign or pool.scores[i] == -math.inf:
+                break
+            key = pool.items[i].key()
+            if key not in self.measured:
+                self.measured.add(key)
+                out.append(pool.items[i])
+        self.foreign = [s for s in self.foreign if s.key() not in self.measured]
         order = sorted(range(len(pool.items)), key=pool.scores.__getitem__, reverse=True)
         for i in order:
             if len(out) == n - n_random or pool.scores[i] == -math.inf:
@@ -311,6 +363,20 @@ class EvolutionarySearch(SearchPolicy):
         )
         return out  # shorter than n when the space is exhausted
 
+    def transfer(self, schedules: Sequence[Schedule]) -> int:
+        """Replace the foreign seeds by `schedules` (other tasks' schedules, best first) adapted
+        to this task; those of sketches this task lacks are dropped. Returns how many were kept."""
+        out: dict[Schedule, None] = {}
+        for sch in schedules:
+            info = self.info.get(sch.sketch)
+            if info is None:
+                continue
+            mine = info.adapt(sch.values(), self.rng)
+            if mine is not None and mine.key() not in self.measured:
+                out.setdefault(mine)
+        self.foreign = list(out)
+        return len(self.foreign)
+
     def features(self, schedules: list[Schedule]) -> list[np.ndarray | None]:
         """`features_fn(schedules)`, remembering the last `feature_cache_size` schedules' features
         (the tuner asks again for those of the programs it measured, to train the model)."""
@@ -333,6 +399,8 @@ class EvolutionarySearch(SearchPolicy):
         n_meas = min(len(self.best_measured), int(self.use_measured_ratio * self.population))
         best = heapq.nsmallest(n_meas, self.best_measured, key=self.best_measured.__getitem__)
         out = dict.fromkeys(best)
+        for sch in self.foreign[: max(0, int(self.use_measured_ratio * self.population) - len(out))]:
+            out.setdefault(sch)
         want = self.population
         for _ in range(2 * self.population):
             if len(out) >= want:

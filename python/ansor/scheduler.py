@@ -21,6 +21,7 @@ valid record its g_i is its untuned latency.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import random
@@ -31,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from .cost_model import CostModel, create_cost_model
-from .evolution import FeaturesFn
+from .annotation import Schedule
+from .evolution import EvolutionarySearch, FeaturesFn
 from .measure import Measurer, MeasureResult, RunOptions, create_measurer
 from .records import Record, RecordWriter
 from .task import SearchTask
@@ -156,6 +158,20 @@ class TaskScheduler:
             return self.rng.choice(alive)
         return alive[int(np.argmin(grads))]
 
+    def _donors(self, tuners: Sequence[TaskTuner], i: int, per_task: int = 2) -> list[Schedule]:
+        """The `per_task` fastest measured schedules of every other task, tasks similar to task i
+        first (`_similarity_tag`), then by throughput: the seeds `transfer` adapts to task i."""
+        ranked = []
+        for j, tn in enumerate(tuners):
+            pol = tn.policy
+            if j == i or not isinstance(pol, EvolutionarySearch) or not pol.best_measured:
+                continue
+            best = heapq.nsmallest(per_task, pol.best_measured, key=pol.best_measured.__getitem__)
+            speed = tn.task.flops / pol.best_measured[best[0]]
+            ranked.append((self._tags[j] != self._tags[i], -speed, j, best))
+        ranked.sort(key=lambda r: r[:3])
+        return [s for *_, best in ranked for s in best]
+
     # -- the loop ---------------------------------------------------------------------------
 
     def tune(
@@ -172,9 +188,13 @@ class TaskScheduler:
         cost_model: str | CostModel = "xgb",
         features_fn: FeaturesFn | None = None,
         search_options: dict | None = None,
+        transfer: bool = True,
     ) -> NetworkTuneResult:
         """Measure up to `trials` candidates in total (this run), `min(batch_size, trials // tasks)`
-        per round. Records go to `log_path` (resumable: each task resumes from its records)."""
+        per round. Records go to `log_path` (resumable: each task resumes from its records).
+        `transfer` (learned search): before each round, the task's search gets the fastest
+        schedules of the other tasks, adapted to its shapes (`EvolutionarySearch.transfer`);
+        `transfer=False` is the ablation switch."""
         cb = callback or SchedulerCallback()
         n = len(self.tasks)
         per_round = max(1, min(batch_size, trials // n))
@@ -215,6 +235,8 @@ class TaskScheduler:
                 else:
                     i = self._pick(g, rounds, history, alive, turn)
                 turn += 1
+                if transfer and isinstance(tuners[i].policy, EvolutionarySearch):
+                    tuners[i].policy.transfer(self._donors(tuners, i))
                 before = tuners[i].best.latency if tuners[i].best else math.inf
                 batch = tuners[i].step(min(per_round, trials - spent))
                 spent += len(batch)
