@@ -6,15 +6,21 @@
 // PyTorch models arrive channels-first; the CPU sketches vectorize the innermost output dimension,
 // which channels-last makes the (long, contiguous) channel dimension. See Passes.td.
 //
+// ansor-propagate-nhwc: transpose_back(y) feeding element-wise ops, pads and transposes is moved
+// down (element-wise ops and pads run channels-last) until it meets the next convolution's input
+// transpose and both vanish. See Passes.td.
+//
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::ansor {
 #define GEN_PASS_DEF_CONVTONHWC
+#define GEN_PASS_DEF_PROPAGATENHWC
 #include "passes/Passes.h.inc"
 } // namespace mlir::ansor
 
@@ -84,6 +90,132 @@ struct ConvToNhwc : public mlir::ansor::impl::ConvToNhwcBase<ConvToNhwc> {
       op->getResult(0).replaceAllUsesWith(y);
       op->erase();
     }
+  }
+};
+
+// NHWC -> NCHW (what ansor-conv-to-nhwc puts after every convolution) and its inverse.
+constexpr std::array<int64_t, 4> kToNchw = {0, 3, 1, 2};
+constexpr std::array<int64_t, 4> kToNhwc = {0, 2, 3, 1};
+
+/// The NHWC source of `v` when `v` is `linalg.transpose(src) permutation = [0, 3, 1, 2]`.
+Value nhwcSource(Value v) {
+  auto t = v.getDefiningOp<linalg::TransposeOp>();
+  if (!t || !llvm::equal(t.getPermutation(), kToNchw) || !t.hasPureTensorSemantics())
+    return nullptr;
+  return t.getInput();
+}
+
+/// generic(..., transpose(x, [0,3,1,2]), ...) -> transpose(generic'(..., x, ...), [0,3,1,2]) with
+/// generic' iterating (n, h, w, c) instead of (n, c, h, w).
+struct SinkThroughElementwise : public OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp op, PatternRewriter &rewriter) const override {
+    if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 || op.getNumResults() != 1 ||
+        op.getNumLoops() != 4 || op.getNumParallelLoops() != 4 || op.hasIndexSemantics())
+      return rewriter.notifyMatchFailure(op, "not a rank-4 element-wise generic");
+    OpOperand *init = op.getDpsInitOperand(0);
+    auto outType = dyn_cast<RankedTensorType>(init->get().getType());
+    if (!outType || !outType.hasStaticShape() || !op.getMatchingIndexingMap(init).isIdentity())
+      return rewriter.notifyMatchFailure(op, "output is not the identity over a static tensor");
+    if (llvm::none_of(op.getDpsInputs(), [](Value v) { return nhwcSource(v) != nullptr; }))
+      return rewriter.notifyMatchFailure(op, "no input is an NHWC->NCHW transpose");
+    MLIRContext *ctx = op.getContext();
+    // New loops (n, h, w, c) = e0..e3; old loop d_i = sigma[i] of the new ones.
+    AffineMap sigma = AffineMap::get(4, 0,
+                                     {getAffineDimExpr(0, ctx), getAffineDimExpr(3, ctx),
+                                      getAffineDimExpr(1, ctx), getAffineDimExpr(2, ctx)},
+                                     ctx);
+    SmallVector<Value> inputs;
+    SmallVector<AffineMap> maps;
+    for (OpOperand *in : op.getDpsInputOperands()) {
+      AffineMap m = op.getMatchingIndexingMap(in);
+      if (Value src = nhwcSource(in->get())) {
+        // transpose(src)[r0, r1, r2, r3] == src[r0, r2, r3, r1]
+        SmallVector<AffineExpr> r(m.getResults());
+        m = AffineMap::get(m.getNumDims(), 0, {r[0], r[2], r[3], r[1]}, ctx);
+        inputs.push_back(src);
+      } else {
+        inputs.push_back(in->get());
+      }
+      maps.push_back(m.compose(sigma));
+    }
+    Location loc = op.getLoc();
+    SmallVector<int64_t> shape;
+    for (int64_t p : kToNhwc)
+      shape.push_back(outType.getDimSize(p));
+    Value out;
+    if (Value src = nhwcSource(init->get()))
+      out = src;
+    else if (init->get().getDefiningOp<tensor::EmptyOp>() || !op.payloadUsesValueFromOperand(init))
+      out = tensor::EmptyOp::create(rewriter, loc, shape, outType.getElementType());
+    else
+      out = transpose(rewriter, loc, init->get(), kToNhwc);
+    maps.push_back(rewriter.getMultiDimIdentityMap(4));
+    auto nhwc = linalg::GenericOp::create(rewriter, loc, TypeRange{out.getType()}, inputs, ValueRange{out},
+                                          maps, op.getIteratorTypesArray());
+    rewriter.inlineRegionBefore(op.getRegion(), nhwc.getRegion(), nhwc.getRegion().begin());
+    rewriter.replaceOp(op, transpose(rewriter, loc, nhwc->getResult(0), kToNchw));
+    return success();
+  }
+};
+
+/// pad(transpose(x, [0,3,1,2])) -> transpose(pad'(x), [0,3,1,2]), pad' padding the permuted dims.
+struct SinkThroughPad : public OpRewritePattern<tensor::PadOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tensor::PadOp op, PatternRewriter &rewriter) const override {
+    Value src = nhwcSource(op.getSource());
+    Value value = op.getConstantPaddingValue();
+    if (!src || !value || !op.getLow().empty() || !op.getHigh().empty() || op.getNofold())
+      return rewriter.notifyMatchFailure(op, "not a static constant pad of an NHWC->NCHW transpose");
+    ArrayRef<int64_t> low = op.getStaticLow(), high = op.getStaticHigh();
+    auto resType = op.getResultType();
+    SmallVector<OpFoldResult> nlow, nhigh;
+    SmallVector<int64_t> shape;
+    for (int64_t p : kToNhwc) {
+      nlow.push_back(rewriter.getIndexAttr(low[p]));
+      nhigh.push_back(rewriter.getIndexAttr(high[p]));
+      shape.push_back(resType.getDimSize(p));
+    }
+    auto type = RankedTensorType::get(shape, resType.getElementType());
+    auto pad = tensor::PadOp::create(rewriter, op.getLoc(), type, src, nlow, nhigh, value);
+    rewriter.replaceOp(op, transpose(rewriter, op.getLoc(), pad.getResult(), kToNchw));
+    return success();
+  }
+};
+
+/// transpose(transpose(x, p), q) -> transpose(x, p o q), or x when that is the identity.
+struct FoldTransposes : public OpRewritePattern<linalg::TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::TransposeOp op, PatternRewriter &rewriter) const override {
+    auto inner = op.getInput().getDefiningOp<linalg::TransposeOp>();
+    if (!inner || !op.hasPureTensorSemantics() || !inner.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(op, "input is not a transpose");
+    ArrayRef<int64_t> p = inner.getPermutation(), q = op.getPermutation();
+    SmallVector<int64_t> pq;
+    bool identity = true;
+    for (auto [i, qi] : llvm::enumerate(q)) {
+      pq.push_back(p[qi]);
+      identity &= pq.back() == static_cast<int64_t>(i);
+    }
+    if (identity)
+      rewriter.replaceOp(op, inner.getInput());
+    else
+      rewriter.replaceOp(op, transpose(rewriter, op.getLoc(), inner.getInput(), pq));
+    return success();
+  }
+};
+
+struct PropagateNhwc : public mlir::ansor::impl::PropagateNhwcBase<PropagateNhwc> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<SinkThroughElementwise, SinkThroughPad, FoldTransposes>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
   }
 };
 

@@ -247,4 +247,28 @@ def ConvToNhwc : Pass<"ansor-conv-to-nhwc"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
 }
 
+def PropagateNhwc : Pass<"ansor-propagate-nhwc"> {
+  let summary = "Move NHWC->NCHW transposes down through element-wise ops until they cancel";
+  let description = [{
+    After `ansor-conv-to-nhwc` every convolution of a channels-first model sits between an input
+    transpose to NHWC and an output transpose back to NCHW, so the activations between two
+    convolutions cross memory twice more than needed (an output transpose in one task, an input
+    transpose in the next). This pass keeps them channels-last:
+
+    - an all-parallel `linalg.generic` with an identity output map, rank 4, no `linalg.index`,
+      reading a `linalg.transpose` with permutation [0, 3, 1, 2] (NHWC -> NCHW) is rewritten to
+      iterate in NHWC order: it reads that transpose's source directly, its other inputs through
+      permuted indexing maps, and its result is transposed back after it;
+    - `tensor.pad` (constant value, static) of such a transpose becomes the transpose of a pad of
+      the source, with the low/high amounts permuted;
+    - `linalg.transpose` of a `linalg.transpose` becomes one transpose, or nothing when the two
+      permutations cancel.
+
+    Batch-norm/ReLU/residual-add chains between the convolutions of a ResNet then stay NHWC;
+    transposes remain only at the model's input and output and before ops that are not
+    element-wise (a global average pool written as a reduction).
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
+}
+
 #endif // ANSOR_PASSES_TD

@@ -101,8 +101,8 @@ class XGBModel(CostModel):
 
     Training rows are statements; all statements of a program share its label y (normalized
     throughput) and weight w = y. The loss of a program is w * (sum_i pred_i - y)^2, so every
-    statement i of it gets gradient 2 w (sum - y) and hessian 2 w (a custom xgboost objective);
-    the custom metric is the per-program RMSE ("p-rmse"), which early stopping watches on the
+    statement i of it gets gradient 2 w (sum - y) and hessian 2 w n_p, n_p the program's
+    statement count (a custom xgboost objective; TVM uses 2 w, see `fit`); the custom metric is the per-program RMSE ("p-rmse"), which early stopping watches on the
     training set. Defaults are those of TVM v0.19 `auto_scheduler/cost_model/xgb_model.py`:
     `max_depth=10`, `gamma=0.001`, `min_child_weight=0`, `eta=0.2`, up to 10000 boosting
     rounds stopped after 50 without improvement, random predictions until 100 programs
@@ -198,11 +198,16 @@ class XGBModel(CostModel):
         xgb = self._xgb
         dtrain = xgb.DMatrix(rows, label=y[ids], weight=y[ids])
         n_prog = len(feats)
+        # Hessian 2 w n_p (n_p: statements of the row's program), not TVM's 2 w: statements of one
+        # program that land in one leaf all move together, so with 2 w a leaf's Newton step moves
+        # their sum n_p times too far, and programs of more than ~1/eta statements (GPU row kernels)
+        # oscillate and diverge to inf (then NaN gradients). n_p 2 w bounds the true Hessian
+        # (Gershgorin) and is TVM's value for one-statement programs.
+        hess = 2.0 * y[ids] * np.bincount(ids, minlength=n_prog)[ids]
 
         def objective(preds: np.ndarray, _d: Any) -> tuple[np.ndarray, np.ndarray]:
             total = np.bincount(ids, weights=preds, minlength=n_prog)
-            w = y[ids]
-            return 2.0 * (total[ids] - y[ids]) * w, 2.0 * w
+            return 2.0 * (total[ids] - y[ids]) * y[ids], hess
 
         def p_rmse(preds: np.ndarray, _d: Any) -> tuple[str, float]:
             total = np.bincount(ids, weights=preds, minlength=n_prog)

@@ -1,9 +1,11 @@
 """Evolutionary search guided by a learned cost model (Ansor §5.1).
 
-    sketches --sample--> random population (+ best measured schedules)
+    sketches --sample--> random population (+ best measured schedules, + other tasks' best
+        adapted to this task when a task scheduler calls `transfer`)
         --features_fn--> features --CostModel.predict--> scores
         --select parents (proportional to score), mutate / crossover, keep the best--> x generations
-        --> top (1 - eps) n by predicted score, unmeasured  +  eps n random unmeasured  = next batch
+        --> top transferred (<= transfer_ratio n)  +  top by predicted score, unmeasured
+            +  eps n random unmeasured  = next batch
 
 A schedule is a sketch name and knob values, so the genetic operators act on knob values:
 

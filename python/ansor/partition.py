@@ -74,7 +74,10 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
     `layout="nhwc"` (default) first rewrites channels-first 2-D convolutions and pooling as
     channels-last ones between transposes (C++ `ansor-conv-to-nhwc`), folding the filter transposes into the weight
     constants: the CPU sketches vectorize over the channels then (measured on ResNet-18's 3x3
-    convolutions: ~3x the GFLOP/s of the NCHW form). `layout="keep"` leaves the model as it is."""
+    convolutions: ~3x the GFLOP/s of the NCHW form), then moves the transposes back to NCHW down
+    through element-wise ops and pads until they cancel against the next convolution's input
+    transpose (C++ `ansor-propagate-nhwc`), so the activations between convolutions stay
+    channels-last. `layout="keep"` leaves the model as it is."""
     if layout not in ("nhwc", "keep"):
         raise ValueError(f"unknown layout {layout!r} (expected 'nhwc' or 'keep')")
     _native.register_everything()
@@ -92,7 +95,7 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
             if layout == "nhwc" and ("linalg.conv_2d_nchw_fchw" in text or "linalg.pooling_nchw_" in text):
                 from .frontend import fold_weight_transposes
 
-                passmanager.PassManager.parse("builtin.module(func.func(ansor-conv-to-nhwc),canonicalize)").run(
+                passmanager.PassManager.parse("builtin.module(func.func(ansor-conv-to-nhwc,ansor-propagate-nhwc),canonicalize)").run(
                     module.operation)
                 fold_weight_transposes(module, text)
             passmanager.PassManager.parse("builtin.module(canonicalize,ansor-partition,symbol-dce)").run(

@@ -2,7 +2,8 @@
 
     Network.tasks --one TaskTuner each (shared measurer, log, cost model, feature workers)-->
         warm-up: one round per task (round-robin)
-        loop: pick a task (gradient or round-robin, ε-greedy) --TaskTuner.step(round)--> records
+        loop: pick a task (gradient or round-robin, ε-greedy)
+              --hand it the other tasks' fastest schedules (transfer)--TaskTuner.step(round)--> records
               --> per-task best latency g_i --> objective f(g) (default Σ weight_i · g_i)
         until the trial budget is spent, every task is dead, or the objective stops improving
 
