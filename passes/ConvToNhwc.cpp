@@ -106,7 +106,10 @@ Value nhwcSource(Value v) {
 }
 
 /// generic(..., transpose(x, [0,3,1,2]), ...) -> transpose(generic'(..., x, ...), [0,3,1,2]) with
-/// generic' iterating (n, h, w, c) instead of (n, c, h, w).
+/// generic' iterating (n, h, w, c) instead of (n, c, h, w). Only where the transpose is read
+/// through the identity map (the generic iterates (n, c, h, w)): a generic already rewritten
+/// iterates (n, h, w, c) and reads the inputs that became transposes later through permuted maps;
+/// those are folded by FoldTransposedInput instead of permuting its loops a second time.
 struct SinkThroughElementwise : public OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -118,8 +121,10 @@ struct SinkThroughElementwise : public OpRewritePattern<linalg::GenericOp> {
     auto outType = dyn_cast<RankedTensorType>(init->get().getType());
     if (!outType || !outType.hasStaticShape() || !op.getMatchingIndexingMap(init).isIdentity())
       return rewriter.notifyMatchFailure(op, "output is not the identity over a static tensor");
-    if (llvm::none_of(op.getDpsInputs(), [](Value v) { return nhwcSource(v) != nullptr; }))
-      return rewriter.notifyMatchFailure(op, "no input is an NHWC->NCHW transpose");
+    if (llvm::none_of(op.getDpsInputOperands(), [&](OpOperand *in) {
+          return nhwcSource(in->get()) && op.getMatchingIndexingMap(in).isIdentity();
+        }))
+      return rewriter.notifyMatchFailure(op, "no input is an NHWC->NCHW transpose read in NCHW order");
     MLIRContext *ctx = op.getContext();
     // New loops (n, h, w, c) = e0..e3; old loop d_i = sigma[i] of the new ones.
     AffineMap sigma = AffineMap::get(4, 0,
@@ -156,6 +161,40 @@ struct SinkThroughElementwise : public OpRewritePattern<linalg::GenericOp> {
                                           maps, op.getIteratorTypesArray());
     rewriter.inlineRegionBefore(op.getRegion(), nhwc.getRegion(), nhwc.getRegion().begin());
     rewriter.replaceOp(op, transpose(rewriter, loc, nhwc->getResult(0), kToNchw));
+    return success();
+  }
+};
+
+/// A generic reading transpose(x, p) through a non-identity map reads x instead, through the map
+/// with its results permuted (transpose(x, p)[r_0, ..., r_k] == x[r_{p^-1(0)}, ..., r_{p^-1(k)}]).
+struct FoldTransposedInput : public OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp op, PatternRewriter &rewriter) const override {
+    if (!op.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(op, "not on tensors");
+    SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+    bool changed = false;
+    rewriter.startOpModification(op);
+    for (OpOperand *in : op.getDpsInputOperands()) {
+      auto t = in->get().getDefiningOp<linalg::TransposeOp>();
+      AffineMap m = maps[in->getOperandNumber()];
+      if (!t || !t.hasPureTensorSemantics() || m.isIdentity())
+        continue;
+      ArrayRef<int64_t> p = t.getPermutation();
+      SmallVector<AffineExpr> r(m.getResults()), folded(p.size());
+      for (auto [i, pi] : llvm::enumerate(p))
+        folded[pi] = r[i];
+      maps[in->getOperandNumber()] = AffineMap::get(m.getNumDims(), 0, folded, op.getContext());
+      in->set(t.getInput());
+      changed = true;
+    }
+    if (!changed) {
+      rewriter.cancelOpModification(op);
+      return rewriter.notifyMatchFailure(op, "no transpose read through a permuted map");
+    }
+    op.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(maps));
+    rewriter.finalizeOpModification(op);
     return success();
   }
 };
@@ -213,7 +252,7 @@ struct PropagateNhwc : public mlir::ansor::impl::PropagateNhwcBase<PropagateNhwc
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<SinkThroughElementwise, SinkThroughPad, FoldTransposes>(&getContext());
+    patterns.add<SinkThroughElementwise, FoldTransposedInput, SinkThroughPad, FoldTransposes>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
