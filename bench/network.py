@@ -66,6 +66,14 @@ def _torch(name: str, inputs: list[np.ndarray], threads: int) -> tuple[np.ndarra
         return np.load(out), json.loads(res.stdout.strip().splitlines()[-1])["latency_s"]
 
 
+def _median_call(model, inputs: list[np.ndarray], repeat: int = 20) -> float:
+    """Median seconds of `repeat` single calls after 3 warm-up calls: the statistic
+    torch_network.py reports for PyTorch."""
+    for _ in range(3):
+        model(*inputs)
+    return float(np.median([model.time(*inputs, number=1) for _ in range(repeat)]))
+
+
 def _reach(curve: list[tuple[int, float]], target: float) -> int | None:
     for trials, est in curve:
         if est <= target * (1 + 1e-9):
@@ -88,6 +96,9 @@ def main() -> int:
     p.add_argument("--report-only", action="store_true",
                    help="no tuning: compile the best records of the existing logs (first strategy listed) and "
                         "time them against untuned MLIR and PyTorch (e.g. after a lowering change)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="alternating tuned / PyTorch timing rounds at the end (the host is shared: "
+                        "timings drift by tens of percent between minutes, so each ratio is taken within a round)")
     p.add_argument("--population", type=int, default=2048, help="evolutionary search population (Ansor: 2048)")
     p.add_argument("--generations", type=int, default=4, help="evolutionary search generations (Ansor: 4)")
     a = p.parse_args()
@@ -138,18 +149,27 @@ def main() -> int:
     tuned = compile_network(net, logs[best_strategy], threads=a.threads)
     untuned = compile_network(net, None, threads=a.threads)
     y_tuned, y_untuned = tuned(*inputs), untuned(*inputs)
-    rows = [("untuned MLIR", untuned.time(*inputs, number=1)),
-            (f"ansor tuned ({best_strategy})", min(tuned.time(*inputs, number=5) for _ in range(3)))]
+    t_tuned = [_median_call(tuned, inputs)]
+    rows = [("untuned MLIR", untuned.time(*inputs, number=1)), (f"ansor tuned ({best_strategy})", 0.0)]
     check = f"tuned vs untuned max |diff| {float(np.max(np.abs(y_tuned - y_untuned))):.2e}"
     if is_torch:
         y_torch, t_torch = _torch(a.name, inputs, a.threads)
-        rows.append((f"PyTorch {a.threads} threads", t_torch))
+        t_torchs = [t_torch]
+        for _ in range(a.rounds - 1):  # alternate: both sides see the same host load per round
+            t_tuned.append(_median_call(tuned, inputs))
+            t_torchs.append(_torch(a.name, inputs, a.threads)[1])
+        ratios = [tt / tu for tt, tu in zip(t_torchs, t_tuned, strict=True)]
+        print("rounds (tuned ms / PyTorch ms = speedup): " + ", ".join(
+            f"{tu * 1e3:.1f}/{tt * 1e3:.1f} = {r:.2f}x" for tu, tt, r in zip(t_tuned, t_torchs, ratios, strict=True)))
+        print(f"median speedup over PyTorch across rounds: {float(np.median(ratios)):.2f}x")
+        rows.append((f"PyTorch {a.threads} threads", float(np.median(t_torchs))))
         err = float(np.max(np.abs(y_tuned - y_torch)))
         scale = float(np.max(np.abs(y_torch)))
         check += f"; tuned vs PyTorch max |diff| {err:.2e} (max |y| {scale:.2f})"
         if err > 1e-3 * max(scale, 1.0):
             print(f"error: tuned {a.name} differs from PyTorch: {check}", file=sys.stderr)
             return 1
+    rows[1] = (rows[1][0], float(np.median(t_tuned)))
     print(check)
     t_ref = rows[1][1]
     n_trials = "records of the existing log" if a.report_only else f"{a.trials} trials per strategy"
