@@ -207,7 +207,7 @@ class _SketchInfo:
         for k in self.non_tile:
             v = values.get(k.name)
             new[k.name] = int(v) if v in self.options[k.name] else int(fill.get(k.name, k.options[0]))
-        for name in self.names:  # tile knobs of splits with one level only
+        for name in self.names:  # anything left (no CPU sketch has such knobs)
             new.setdefault(name, int(values[name]) if values.get(name) in self.options[name]
                            else int(fill.get(name, min(self.options[name]))))
         return self.schedule(new) if self.valid(new) else None
