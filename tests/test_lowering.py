@@ -109,3 +109,36 @@ def test_accumulating_into_an_argument_leaves_it_alone() -> None:
         (got,) = fn.run([a, b, c])
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(c, c_before)
+
+
+_ERF = _EXP.replace("math.exp", "math.erf")
+
+
+def test_erf_expanded_to_vector_arithmetic() -> None:
+    """`math.erf` (BERT's exact GELU) became one libm `erff` call per lane; it is arithmetic now
+    (and one exp, expanded in turn), close to libm in scalar and 16-lane vector programs, with
+    small inputs accurate relative to their size and erf(+-inf) = +-1, erf(nan) = nan."""
+    import math
+
+    from ansor.annotation import validate
+    from ansor.rules import generate_sketches
+
+    task = ansor.create_task(_ERF)
+    _native.register_everything()
+    with ir.Context(), ir.Location.unknown():
+        module = lowering.parse_payload(task)
+        lowering._run_passes(module, lowering._BUFFERIZE, "lower")
+        assert lowering.expand_erf(module) == 1
+        assert "math.erf" not in str(module) and "math.exp" in str(module)
+    x = np.concatenate([np.linspace(-6, 6, 300), np.geomspace(1e-6, 0.6, 100), -np.geomspace(1e-6, 0.6, 100),
+                        [np.inf, -np.inf, np.nan, 0.0, 0.4999, 0.5, 0.5001, -0.5, 1e-30, 3.0, -3.0, 10.0]])
+    x = x.astype(np.float32).reshape(4, 128)
+    ref = np.vectorize(math.erf)(x.astype(np.float64))
+    sk = next(s for s in generate_sketches(task) if s.stages)
+    values = {k.name: k.options[0] for k in sk.knobs} | {"op0.d1.t1": 128, "op0.d1.t2": 16}
+    assert validate(sk, values) is None
+    for script in (None, sk.script(values)):
+        out = lowering.compile_task(task, script).run([x])[0].astype(np.float64)
+        ok = ~np.isnan(x)
+        np.testing.assert_allclose(out[ok], ref[ok], rtol=2e-6, atol=3e-7)
+        assert np.isnan(out[~ok]).all()

@@ -211,6 +211,99 @@ _EXP_LN2_HI, _EXP_LN2_LO = 0.693359375, -2.12194440e-4
 _EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
 
 
+def _f32_ops(module: ir.Module, name: str) -> list[ir.Operation]:
+    """Every op `name` with an f32 (scalar or vector) result."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == name:
+            t = op.results[0].type
+            elem = ir.VectorType(t).element_type if t.typeid == ir.VectorType.static_typeid else t
+            if elem.typeid == ir.F32Type.static_typeid:
+                found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
+def _f32_builders(t: ir.Type):
+    """(i32 type of t's shape, float constant, int constant, mulf, addf) for f32 or vector<f32>
+    values of type `t`, at the current insertion point; the arithmetic allows FMA contraction."""
+    from mlir.dialects import arith
+
+    f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
+    fm = ir.Attribute.parse("#arith.fastmath<contract>")
+    if t.typeid == ir.VectorType.static_typeid:
+        it = ir.VectorType.get(ir.VectorType(t).shape, i32)
+
+        def fc(v: float) -> ir.Value:
+            return arith.constant(t, ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(f32, v)))
+
+        def ic(v: int) -> ir.Value:
+            return arith.constant(it, ir.DenseElementsAttr.get_splat(it, ir.IntegerAttr.get(i32, v)))
+    else:
+        it = i32
+
+        def fc(v: float) -> ir.Value:
+            return arith.constant(f32, ir.FloatAttr.get(f32, v))
+
+        def ic(v: int) -> ir.Value:
+            return arith.constant(i32, ir.IntegerAttr.get(i32, v))
+
+    def mul(a: ir.Value, b: ir.Value) -> ir.Value:
+        return arith.mulf(a, b, fastmath=fm)
+
+    def add(a: ir.Value, b: ir.Value) -> ir.Value:
+        return arith.addf(a, b, fastmath=fm)
+
+    return it, fc, ic, mul, add
+
+
+#: erf: Abramowitz & Stegun 7.1.26 for |x| >= 0.5 (absolute error <= 1.5e-7):
+#: 1 - t (a1 + t (a2 + ... a5)) exp(-x^2), t = 1 / (1 + p |x|); below 0.5 the Maclaurin series
+#: (2 / sqrt(pi)) (x - x^3/3 + x^5/10 - x^7/42 + x^9/216 - x^11/1320), which keeps small inputs'
+#: relative error small (the A&S form cancels there).
+_ERF_P = 0.3275911
+_ERF_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)  # a5 .. a1
+_ERF_TAYLOR = (-1.0 / 1320, 1.0 / 216, -1.0 / 42, 1.0 / 10, -1.0 / 3, 1.0)  # x^11 .. x^1
+
+
+def expand_erf(module: ir.Module) -> int:
+    """Rewrite every f32 `math.erf` (scalar or vector) as arithmetic and one `math.exp`; returns
+    how many. Run before `expand_exp`.
+
+    Upstream behaviour worked around here, as for exp: LLVM lowers `math.erf` to one libm `erff`
+    call per lane, so BERT's FFN matmul with its exact GELU, 0.5 x (1 + erf(x / sqrt 2)), spent
+    about as long in `erff` as in the matmul.
+    """
+    from mlir.dialects import arith
+    from mlir.dialects import math as math_d
+
+    found = _f32_ops(module, "math.erf")
+    for op in found:
+        x = op.operands[0]
+        t = x.type
+        with ir.InsertionPoint(op), op.location:
+            _, fc, _, mul, add = _f32_builders(t)
+            ax = math_d.absf(x)
+            tt = arith.divf(fc(1.0), add(mul(ax, fc(_ERF_P)), fc(1.0)))
+            p = fc(_ERF_A[0])
+            for coef in _ERF_A[1:]:
+                p = add(mul(p, tt), fc(coef))
+            e = math_d.exp(arith.negf(mul(ax, ax)))
+            big = math_d.copysign(add(fc(1.0), arith.negf(mul(mul(p, tt), e))), x)
+            x2 = mul(x, x)
+            q = fc(_ERF_TAYLOR[0])
+            for coef in _ERF_TAYLOR[1:]:
+                q = add(mul(q, x2), fc(coef))
+            small = mul(mul(q, x), fc(1.1283791670955126))
+            res = arith.select(arith.cmpf(arith.CmpFPredicate.OLT, ax, fc(0.5)), small, big)
+        op.results[0].replace_all_uses_with(res)
+        op.erase()
+    return len(found)
+
+
 def expand_exp(module: ir.Module) -> int:
     """Rewrite every f32 `math.exp` (scalar or vector) as arithmetic; returns how many.
 
@@ -224,47 +317,12 @@ def expand_exp(module: ir.Module) -> int:
     from mlir.dialects import arith
     from mlir.dialects import math as math_d
 
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "math.exp":
-            t = op.results[0].type
-            elem = ir.VectorType(t).element_type if t.typeid == ir.VectorType.static_typeid else t
-            if elem.typeid == ir.F32Type.static_typeid:
-                found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    fm = ir.Attribute.parse("#arith.fastmath<contract>")
+    found = _f32_ops(module, "math.exp")
     for op in found:
         x = op.operands[0]
         t = x.type
         with ir.InsertionPoint(op), op.location:
-            f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
-            if t.typeid == ir.VectorType.static_typeid:
-                shape = ir.VectorType(t).shape
-                it = ir.VectorType.get(shape, i32)
-
-                def fc(v: float, _t=t, _f32=f32) -> ir.Value:
-                    return arith.constant(_t, ir.DenseElementsAttr.get_splat(_t, ir.FloatAttr.get(_f32, v)))
-
-                def ic(v: int, _it=it, _i32=i32) -> ir.Value:
-                    return arith.constant(_it, ir.DenseElementsAttr.get_splat(_it, ir.IntegerAttr.get(_i32, v)))
-            else:
-                it = i32
-
-                def fc(v: float, _f32=f32) -> ir.Value:
-                    return arith.constant(_f32, ir.FloatAttr.get(_f32, v))
-
-                def ic(v: int, _i32=i32) -> ir.Value:
-                    return arith.constant(_i32, ir.IntegerAttr.get(_i32, v))
-
-            def mul(a: ir.Value, b: ir.Value) -> ir.Value:
-                return arith.mulf(a, b, fastmath=fm)
-
-            def add(a: ir.Value, b: ir.Value) -> ir.Value:
-                return arith.addf(a, b, fastmath=fm)
-
+            it, fc, ic, mul, add = _f32_builders(t)
             xc = arith.minimumf(arith.maximumf(x, fc(_EXP_LO)), fc(_EXP_HI))
             n = math_d.floor(add(mul(xc, fc(1.44269504088896341)), fc(0.5)))
             n = arith.minimumf(n, fc(127.0))
@@ -438,6 +496,7 @@ def _lower_and_jit(module: ir.Module, task: SearchTask, opt_level: int) -> Compi
     """Bufferize, add the timing loop, unroll, lower to LLVM and JIT (inside the caller's context)."""
     _run_passes(module, _BUFFERIZE, "lower")
     strided_copies_to_linalg(module)
+    expand_erf(module)
     expand_exp(module)
     _add_bench_wrapper(module, task.func_name)
     _run_passes(module, "ansor-auto-unroll,canonicalize", "lower")
