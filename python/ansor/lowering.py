@@ -227,6 +227,18 @@ def _f32_ops(module: ir.Module, name: str) -> list[ir.Operation]:
     return found
 
 
+def _replace_f32_ops(module: ir.Module, name: str, build) -> int:
+    """Replace every f32 op `name` by `build(operand, type)` (built at the op); returns how many."""
+    found = _f32_ops(module, name)
+    for op in found:
+        x = op.operands[0]
+        with ir.InsertionPoint(op), op.location:
+            res = build(x, x.type)
+        op.results[0].replace_all_uses_with(res)
+        op.erase()
+    return len(found)
+
+
 def _f32_builders(t: ir.Type):
     """(i32 type of t's shape, float constant, int constant, mulf, addf) for f32 or vector<f32>
     values of type `t`, at the current insertion point; the arithmetic allows FMA contraction."""
@@ -280,28 +292,23 @@ def expand_erf(module: ir.Module) -> int:
     from mlir.dialects import arith
     from mlir.dialects import math as math_d
 
-    found = _f32_ops(module, "math.erf")
-    for op in found:
-        x = op.operands[0]
-        t = x.type
-        with ir.InsertionPoint(op), op.location:
-            _, fc, _, mul, add = _f32_builders(t)
-            ax = math_d.absf(x)
-            tt = arith.divf(fc(1.0), add(mul(ax, fc(_ERF_P)), fc(1.0)))
-            p = fc(_ERF_A[0])
-            for coef in _ERF_A[1:]:
-                p = add(mul(p, tt), fc(coef))
-            e = math_d.exp(arith.negf(mul(ax, ax)))
-            big = math_d.copysign(add(fc(1.0), arith.negf(mul(mul(p, tt), e))), x)
-            x2 = mul(x, x)
-            q = fc(_ERF_TAYLOR[0])
-            for coef in _ERF_TAYLOR[1:]:
-                q = add(mul(q, x2), fc(coef))
-            small = mul(mul(q, x), fc(1.1283791670955126))
-            res = arith.select(arith.cmpf(arith.CmpFPredicate.OLT, ax, fc(0.5)), small, big)
-        op.results[0].replace_all_uses_with(res)
-        op.erase()
-    return len(found)
+    def build(x: ir.Value, t: ir.Type) -> ir.Value:
+        _, fc, _, mul, add = _f32_builders(t)
+        ax = math_d.absf(x)
+        tt = arith.divf(fc(1.0), add(mul(ax, fc(_ERF_P)), fc(1.0)))
+        p = fc(_ERF_A[0])
+        for coef in _ERF_A[1:]:
+            p = add(mul(p, tt), fc(coef))
+        e = math_d.exp(arith.negf(mul(ax, ax)))
+        big = math_d.copysign(add(fc(1.0), arith.negf(mul(mul(p, tt), e))), x)
+        x2 = mul(x, x)
+        q = fc(_ERF_TAYLOR[0])
+        for coef in _ERF_TAYLOR[1:]:
+            q = add(mul(q, x2), fc(coef))
+        small = mul(mul(q, x), fc(1.1283791670955126))
+        return arith.select(arith.cmpf(arith.CmpFPredicate.OLT, ax, fc(0.5)), small, big)
+
+    return _replace_f32_ops(module, "math.erf", build)
 
 
 def expand_exp(module: ir.Module) -> int:
@@ -317,29 +324,24 @@ def expand_exp(module: ir.Module) -> int:
     from mlir.dialects import arith
     from mlir.dialects import math as math_d
 
-    found = _f32_ops(module, "math.exp")
-    for op in found:
-        x = op.operands[0]
-        t = x.type
-        with ir.InsertionPoint(op), op.location:
-            it, fc, ic, mul, add = _f32_builders(t)
-            xc = arith.minimumf(arith.maximumf(x, fc(_EXP_LO)), fc(_EXP_HI))
-            n = math_d.floor(add(mul(xc, fc(1.44269504088896341)), fc(0.5)))
-            n = arith.minimumf(n, fc(127.0))
-            r = add(xc, mul(n, fc(-_EXP_LN2_HI)))
-            r = add(r, mul(n, fc(-_EXP_LN2_LO)))
-            p = fc(_EXP_POLY[0])
-            for coef in _EXP_POLY[1:]:
-                p = add(mul(p, r), fc(coef))
-            y = add(add(mul(p, mul(r, r)), r), fc(1.0))
-            ni = arith.fptosi(it, n)
-            scale = arith.bitcast(t, arith.shli(arith.addi(ni, ic(127)), ic(23)))
-            res = mul(y, scale)
-            res = arith.select(arith.cmpf(arith.CmpFPredicate.OLT, x, fc(_EXP_LO)), fc(0.0), res)
-            res = arith.select(arith.cmpf(arith.CmpFPredicate.OGT, x, fc(_EXP_HI)), fc(float("inf")), res)
-        op.results[0].replace_all_uses_with(res)
-        op.erase()
-    return len(found)
+    def build(x: ir.Value, t: ir.Type) -> ir.Value:
+        it, fc, ic, mul, add = _f32_builders(t)
+        xc = arith.minimumf(arith.maximumf(x, fc(_EXP_LO)), fc(_EXP_HI))
+        n = math_d.floor(add(mul(xc, fc(1.44269504088896341)), fc(0.5)))
+        n = arith.minimumf(n, fc(127.0))
+        r = add(xc, mul(n, fc(-_EXP_LN2_HI)))
+        r = add(r, mul(n, fc(-_EXP_LN2_LO)))
+        p = fc(_EXP_POLY[0])
+        for coef in _EXP_POLY[1:]:
+            p = add(mul(p, r), fc(coef))
+        y = add(add(mul(p, mul(r, r)), r), fc(1.0))
+        ni = arith.fptosi(it, n)
+        scale = arith.bitcast(t, arith.shli(arith.addi(ni, ic(127)), ic(23)))
+        res = mul(y, scale)
+        res = arith.select(arith.cmpf(arith.CmpFPredicate.OLT, x, fc(_EXP_LO)), fc(0.0), res)
+        return arith.select(arith.cmpf(arith.CmpFPredicate.OGT, x, fc(_EXP_HI)), fc(float("inf")), res)
+
+    return _replace_f32_ops(module, "math.exp", build)
 
 
 def _add_bench_wrapper(module: ir.Module, func_name: str) -> None:
