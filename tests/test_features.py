@@ -136,3 +136,33 @@ def test_worker_extractor_matches_in_process(matmul64: SearchTask) -> None:
         assert (a is None) == (b is None)
         if a is not None:
             assert np.array_equal(a, b)
+
+
+def test_script_cache_reuses_parsed_sketch_with_new_knob_values(matmul64: SearchTask) -> None:
+    """Scripts of one sketch parse once (`_ScriptCache`); each later one only sets knob values.
+    Its rows must equal those of the same script featurized alone, and of applying the whole
+    script (its own canonicalization + CSE included) without the cache."""
+    sk = next(s for s in rules.generate_sketches(matmul64) if s.stages)
+    rng = random.Random(3)
+    scripts = []
+    while len(scripts) < 4:
+        s = sk.script(annotation.sample(sk, rng).values(), lower_vectors=False)
+        if s not in scripts:
+            scripts.append(s)
+    parses = []
+    original = features._ScriptCache._parse
+    features._ScriptCache._parse = staticmethod(lambda s: parses.append(s) or original(s))  # type: ignore[method-assign]
+    try:
+        together = features.featurize(matmul64, scripts)
+    finally:
+        features._ScriptCache._parse = staticmethod(original)  # type: ignore[method-assign]
+    assert len(parses) < len(scripts)  # knob-only differences hit the cache
+    with ir.Context(), ir.Location.unknown():
+        payload = lowering.parse_payload(matmul64)
+        for script, rows in zip(scripts, together, strict=True):
+            assert rows is not None
+            assert np.array_equal(rows, features.featurize(matmul64, [script])[0])
+            module = features._clone(payload)
+            lowering.apply_script(module, script)
+            assert np.array_equal(rows, features.extract_from_module(module))
+    assert len({r.tobytes() for r in together if r is not None}) == len(scripts)

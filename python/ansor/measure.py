@@ -278,6 +278,9 @@ class _Worker:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "ansor._worker", str(req_r), str(resp_w), str(self.threads), str(self.memory_mb)],
                 pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                # Workers never call BLAS; OpenBLAS's idle threads would spin-wait on the cores
+                # the kernels and the other workers use.
+                env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
             )
         os.close(req_r)
         os.close(resp_w)
