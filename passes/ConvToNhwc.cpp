@@ -2,6 +2,8 @@
 //
 // linalg.conv_2d_nchw_fchw(x, w, init)
 //   --> transpose_back(linalg.conv_2d_nhwc_hwcf(transpose(x), transpose(w), transpose(init)))
+// linalg.depthwise_conv_2d_nchw_chw likewise --> depthwise_conv_2d_nhwc_hwc; pooling_nchw_{max,sum}
+//   --> pooling_nhwc_{max,sum}
 //
 // PyTorch models arrive channels-first; the CPU sketches vectorize the innermost output dimension,
 // which channels-last makes the (long, contiguous) channel dimension. See Passes.td.
@@ -75,6 +77,26 @@ struct ConvToNhwc : public mlir::ansor::impl::ConvToNhwcBase<ConvToNhwc> {
                                                 ValueRange{init}, sm.getStrides(), sm.getDilations());
       }
       Value y = transpose(b, loc, pool->getResult(0), {0, 3, 1, 2});
+      op->getResult(0).replaceAllUsesWith(y);
+      op->erase();
+    }
+    // Depthwise (torch's groups == channels): filter C x KH x KW -> KH x KW x C.
+    SmallVector<linalg::DepthwiseConv2DNchwChwOp> depthwise;
+    getOperation()->walk([&](linalg::DepthwiseConv2DNchwChwOp op) {
+      if (op.hasPureTensorSemantics() && llvm::all_of(op->getOperandTypes(), [](Type t) {
+            return cast<ShapedType>(t).hasStaticShape();
+          }))
+        depthwise.push_back(op);
+    });
+    for (linalg::DepthwiseConv2DNchwChwOp op : depthwise) {
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      Value x = transpose(b, loc, op.getInputs()[0], {0, 2, 3, 1});
+      Value w = transpose(b, loc, op.getInputs()[1], {1, 2, 0});
+      Value init = transpose(b, loc, op.getOutputs()[0], {0, 2, 3, 1});
+      auto conv = linalg::DepthwiseConv2DNhwcHwcOp::create(b, loc, TypeRange{init.getType()}, ValueRange{x, w},
+                                                           ValueRange{init}, op.getStrides(), op.getDilations());
+      Value y = transpose(b, loc, conv->getResult(0), {0, 3, 1, 2});
       op->getResult(0).replaceAllUsesWith(y);
       op->erase();
     }

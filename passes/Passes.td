@@ -228,7 +228,9 @@ def ConvToNhwc : Pass<"ansor-conv-to-nhwc"> {
     Every `linalg.conv_2d_nchw_fchw` on statically shaped tensors becomes a
     `linalg.conv_2d_nhwc_hwcf` (same strides and dilations) whose input, filter and init are
     `linalg.transpose`s of the originals and whose result is transposed back to NCHW;
-    `linalg.pooling_nchw_{max,sum}` likewise become `pooling_nhwc_{max,sum}`. The CPU
+    `linalg.pooling_nchw_{max,sum}` likewise become `pooling_nhwc_{max,sum}`, and
+    `linalg.depthwise_conv_2d_nchw_chw` (filter C x KH x KW) becomes `depthwise_conv_2d_nhwc_hwc`
+    (filter KH x KW x C). The CPU
     sketches vectorize the innermost output dimension: channels-last makes it the channel
     dimension (long, contiguous in the filter) instead of a short image row read with a stride.
     `canonicalize` folds the transpose of a `linalg.fill` init; a transpose of a constant filter

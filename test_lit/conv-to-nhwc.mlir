@@ -47,3 +47,23 @@ func.func @maxpool(%x: tensor<1x4x8x8xf32>) -> tensor<1x4x3x3xf32> {
       ins(%x, %w : tensor<1x4x8x8xf32>, tensor<3x3xf32>) outs(%z : tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
   return %y : tensor<1x4x3x3xf32>
 }
+
+// -----
+
+// Depthwise (torch's groups == channels): the C x KH x KW filter becomes KH x KW x C.
+// CHECK-LABEL: func.func @depthwise(
+// CHECK-SAME:      %[[X:.*]]: tensor<1x6x9x9xf32>, %[[W:.*]]: tensor<6x3x3xf32>)
+// CHECK:         %[[XT:.*]] = linalg.transpose ins(%[[X]] : tensor<1x6x9x9xf32>) outs(%{{.*}} : tensor<1x9x9x6xf32>) permutation = [0, 2, 3, 1]
+// CHECK:         %[[WT:.*]] = linalg.transpose ins(%[[W]] : tensor<6x3x3xf32>) outs(%{{.*}} : tensor<3x3x6xf32>) permutation = [1, 2, 0]
+// CHECK:         %[[Y:.*]] = linalg.depthwise_conv_2d_nhwc_hwc {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+// CHECK-SAME:      ins(%[[XT]], %[[WT]] : tensor<1x9x9x6xf32>, tensor<3x3x6xf32>) outs(%{{.*}} : tensor<1x4x4x6xf32>)
+// CHECK:         %[[R:.*]] = linalg.transpose ins(%[[Y]] : tensor<1x4x4x6xf32>) outs(%{{.*}} : tensor<1x6x4x4xf32>) permutation = [0, 3, 1, 2]
+// CHECK:         return %[[R]]
+func.func @depthwise(%x: tensor<1x6x9x9xf32>, %w: tensor<6x3x3xf32>) -> tensor<1x6x4x4xf32> {
+  %c0 = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x6x4x4xf32>
+  %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<1x6x4x4xf32>) -> tensor<1x6x4x4xf32>
+  %y = linalg.depthwise_conv_2d_nchw_chw {strides = dense<2> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
+      ins(%x, %w : tensor<1x6x9x9xf32>, tensor<6x3x3xf32>) outs(%z : tensor<1x6x4x4xf32>) -> tensor<1x6x4x4xf32>
+  return %y : tensor<1x6x4x4xf32>
+}
