@@ -117,7 +117,7 @@ func.func @cnn(%x: tensor<1x3x10x10xf32>) -> tensor<1x4x4x4xf32> {{
     x = rng.standard_normal((1, 3, 10, 10)).astype(np.float32)
     # numpy reference: direct convolution
     def conv(inp: np.ndarray, w: np.ndarray, s: int) -> np.ndarray:
-        f, c, kh, kw = w.shape
+        f, _c, kh, kw = w.shape
         oh = (inp.shape[2] - kh) // s + 1
         out = np.zeros((1, f, oh, oh), np.float32)
         for i in range(oh):
@@ -137,5 +137,48 @@ def test_channels_first_convs_run_channels_last_with_folded_weights() -> None:
     assert "linalg.conv_2d_nchw_fchw" not in net.ir
     kept = extract_tasks(text, layout="keep")
     assert {t.name.split("#")[0] for t in kept.tasks} == {"conv_2d_nchw_fchw"}
+    for n in (net, kept):
+        np.testing.assert_allclose(compile_network(n)(x), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_convs_run_channels_last() -> None:
+    """MobileNet's depthwise convolutions (torch's groups == channels) go channels-last too, with
+    the C x KH x KW filter folded to KH x KW x C, and compute the same as the NCHW program."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((6, 3, 3)).astype("<f4")
+    blob = "0x04000000" + w.tobytes().hex().upper()
+    text = f"""
+#id = affine_map<(n, c, h, w) -> (n, c, h, w)>
+func.func @dw(%x: tensor<1x6x9x9xf32>) -> tensor<1x6x4x4xf32> {{
+  %zero = arith.constant 0.0 : f32
+  %w = arith.constant dense_resource<w> : tensor<6x3x3xf32>
+  %e = tensor.empty() : tensor<1x6x4x4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x6x4x4xf32>) -> tensor<1x6x4x4xf32>
+  %c = linalg.depthwise_conv_2d_nchw_chw {{strides = dense<2> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}}
+      ins(%x, %w : tensor<1x6x9x9xf32>, tensor<6x3x3xf32>) outs(%z : tensor<1x6x4x4xf32>) -> tensor<1x6x4x4xf32>
+  %r = linalg.generic {{indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+      ins(%c : tensor<1x6x4x4xf32>) outs(%e : tensor<1x6x4x4xf32>) {{
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  }} -> tensor<1x6x4x4xf32>
+  return %r : tensor<1x6x4x4xf32>
+}}
+{{-#
+  dialect_resources: {{ builtin: {{ w: "{blob}" }} }}
+#-}}
+"""
+    x = rng.standard_normal((1, 6, 9, 9)).astype(np.float32)
+    ref = np.zeros((1, 6, 4, 4), np.float32)
+    for i in range(4):
+        for j in range(4):
+            ref[0, :, i, j] = np.sum(x[0, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3] * w, axis=(1, 2))
+    ref = np.maximum(ref, 0)
+    net = extract_tasks(text)
+    assert {t.name.split("#")[0] for t in net.tasks} == {"depthwise_conv_2d_nhwc_hwc"}
+    assert any(s.shape == (3, 3, 6) for t in net.tasks for s in t.inputs)  # KH x KW x C filter
+    assert "depthwise_conv_2d_nchw_chw" not in net.ir
+    kept = extract_tasks(text, layout="keep")
+    assert {t.name.split("#")[0] for t in kept.tasks} == {"depthwise_conv_2d_nchw_chw"}
     for n in (net, kept):
         np.testing.assert_allclose(compile_network(n)(x), ref, rtol=1e-4, atol=1e-4)

@@ -67,11 +67,15 @@ def _short(group: str) -> str:
     return group.split(".", 1)[-1]
 
 
+#: Ops `ansor-conv-to-nhwc` rewrites channels-last (their names as they appear in the text).
+_CHANNELS_FIRST = ("linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nchw_")
+
+
 def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, target: str = "cpu",
                   name: str | None = None, layout: str = "nhwc") -> Network:
     """Partition the model function in `source` into tasks (see the module docstring).
 
-    `layout="nhwc"` (default) first rewrites channels-first 2-D convolutions and pooling as
+    `layout="nhwc"` (default) first rewrites channels-first 2-D convolutions (depthwise too) and pooling as
     channels-last ones between transposes (C++ `ansor-conv-to-nhwc`), folding the filter transposes into the weight
     constants: the CPU sketches vectorize over the channels then (measured on ResNet-18's 3x3
     convolutions: ~3x the GFLOP/s of the NCHW form), then moves the transposes back to NCHW down
@@ -92,7 +96,7 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
             if o.name == "func.func" and o != fop and "sym_visibility" not in o.attributes and o.regions[0].blocks:
                 o.erase()
         try:
-            if layout == "nhwc" and ("linalg.conv_2d_nchw_fchw" in text or "linalg.pooling_nchw_" in text):
+            if layout == "nhwc" and any(op in text for op in _CHANNELS_FIRST):
                 from .frontend import fold_weight_transposes
 
                 passmanager.PassManager.parse("builtin.module(func.func(ansor-conv-to-nhwc,ansor-propagate-nhwc),canonicalize)").run(
