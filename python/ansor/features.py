@@ -126,11 +126,9 @@ class _ScriptCache:
             self.entries.move_to_end(key)
         tmod, seq, knobs, cleanup = entry
         for name, op in knobs.items():
-            op.attributes["selected"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), values[name])
-        try:
-            interpreter.apply_named_sequence(module.operation, seq, tmod, _OPTIONS)
-        except (ValueError, ir.MLIRError) as exc:
-            raise lowering.LoweringError("apply", f"transform failed: {lowering._diag_text(exc)}") from None
+            if name in values:  # a knob the pattern did not blank keeps its value in the key
+                op.attributes["selected"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), values[name])
+        lowering.apply_parsed_script(module, tmod, seq, _OPTIONS)
         if cleanup:
             self.cleanup.run(module.operation)
 
@@ -138,14 +136,7 @@ class _ScriptCache:
     def _parse(script: str) -> tuple[ir.Module, ir.Operation, dict[str, ir.Operation], bool]:
         from . import lowering
 
-        try:
-            tmod = ir.Module.parse(script)
-        except ir.MLIRError as exc:
-            raise lowering.LoweringError("apply", f"script does not parse: {lowering._diag_text(exc)}") from None
-        seq = next((op.operation for op in tmod.body.operations if op.operation.name == "transform.named_sequence"
-                    and ir.StringAttr(op.operation.attributes["sym_name"]).value == "__transform_main"), None)
-        if seq is None:
-            raise lowering.LoweringError("apply", "script has no @__transform_main named sequence")
+        tmod, seq = lowering.parse_script(script)
         ops = [op.operation for op in seq.regions[0].blocks[0].operations]
         knobs = {ir.StringAttr(op.attributes["name"]).value: op for op in ops if op.name == "transform.tune.knob"}
         cleanup = False

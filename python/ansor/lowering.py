@@ -140,23 +140,31 @@ def _read_only_arguments(func: ir.Operation) -> None:
     func.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
 
 
-def apply_script(module: ir.Module, script: str) -> None:
-    """Apply a transform-dialect script (a module with `@__transform_main`) to `module` in place."""
+def parse_script(script: str) -> tuple[ir.Module, ir.Operation]:
+    """Parse a transform script in the current context: (its module, its `@__transform_main`)."""
     try:
         tmod = ir.Module.parse(script)
     except ir.MLIRError as exc:
         raise LoweringError("apply", f"script does not parse: {_diag_text(exc)}") from None
-    entry = None
     for op in tmod.body.operations:
-        if op.operation.name == "transform.named_sequence":
-            if str(op.operation.attributes["sym_name"]).strip('"') == "__transform_main":
-                entry = op
-    if entry is None:
-        raise LoweringError("apply", "script has no @__transform_main named sequence")
+        if (op.operation.name == "transform.named_sequence"
+                and ir.StringAttr(op.operation.attributes["sym_name"]).value == "__transform_main"):
+            return tmod, op.operation
+    raise LoweringError("apply", "script has no @__transform_main named sequence")
+
+
+def apply_parsed_script(module: ir.Module, tmod: ir.Module, entry: ir.Operation,
+                        options: interpreter.TransformOptions | None = None) -> None:
+    """Apply `entry` of the parsed script `tmod` (see `parse_script`) to `module` in place."""
     try:
-        interpreter.apply_named_sequence(module.operation, entry, tmod)
+        interpreter.apply_named_sequence(module.operation, entry, tmod, options)
     except (ValueError, ir.MLIRError) as exc:
         raise LoweringError("apply", f"transform failed: {_diag_text(exc)}") from None
+
+
+def apply_script(module: ir.Module, script: str) -> None:
+    """Apply a transform-dialect script (a module with `@__transform_main`) to `module` in place."""
+    apply_parsed_script(module, *parse_script(script))
 
 
 def _run_passes(module: ir.Module, pipeline: str, stage: str) -> None:
