@@ -40,84 +40,54 @@ Value transpose(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> perm) {
   return linalg::TransposeOp::create(b, loc, v, empty, perm)->getResult(0);
 }
 
+// NHWC -> NCHW (what ansor-conv-to-nhwc puts after every convolution) and its inverse.
+constexpr std::array<int64_t, 4> kToNchw = {0, 3, 1, 2};
+constexpr std::array<int64_t, 4> kToNhwc = {0, 2, 3, 1};
+
+bool staticTensors(Operation *op) {
+  return cast<linalg::LinalgOp>(op).hasPureTensorSemantics() &&
+         llvm::all_of(op->getOperandTypes(), [](Type t) { return cast<ShapedType>(t).hasStaticShape(); });
+}
+
+/// op(x, w, init) -> transpose_back(NhwcOp(transpose(x), transpose(w, filterPerm), transpose(init))),
+/// same strides and dilations. An empty `filterPerm` keeps the second operand (a pool's window,
+/// which carries only its shape).
+template <typename NhwcOp, typename NchwOp>
+void toChannelsLast(NchwOp op, ArrayRef<int64_t> filterPerm) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Value x = transpose(b, loc, op.getInputs()[0], kToNhwc);
+  Value w = filterPerm.empty() ? op.getInputs()[1] : transpose(b, loc, op.getInputs()[1], filterPerm);
+  Value init = transpose(b, loc, op.getOutputs()[0], kToNhwc);
+  auto nhwc = NhwcOp::create(b, loc, TypeRange{init.getType()}, ValueRange{x, w}, ValueRange{init}, op.getStrides(),
+                             op.getDilations());
+  op->getResult(0).replaceAllUsesWith(transpose(b, loc, nhwc->getResult(0), kToNchw));
+  op->erase();
+}
+
 struct ConvToNhwc : public mlir::ansor::impl::ConvToNhwcBase<ConvToNhwc> {
   using Base::Base;
 
   void runOnOperation() override {
-    SmallVector<linalg::Conv2DNchwFchwOp> convs;
-    getOperation()->walk([&](linalg::Conv2DNchwFchwOp op) {
-      if (op.hasPureTensorSemantics() && llvm::all_of(op->getOperandTypes(), [](Type t) {
-            return cast<ShapedType>(t).hasStaticShape();
-          }))
-        convs.push_back(op);
-    });
-    // Pooling: same input/init/result transposes around the channels-last op (the window
-    // operand carries only its shape).
-    SmallVector<Operation *> pools;
+    SmallVector<Operation *> ops;
     getOperation()->walk([&](Operation *op) {
-      if (isa<linalg::PoolingNchwMaxOp, linalg::PoolingNchwSumOp>(op) &&
-          cast<linalg::LinalgOp>(op).hasPureTensorSemantics() &&
-          llvm::all_of(op->getOperandTypes(), [](Type t) { return cast<ShapedType>(t).hasStaticShape(); }))
-        pools.push_back(op);
+      if (isa<linalg::Conv2DNchwFchwOp, linalg::DepthwiseConv2DNchwChwOp, linalg::PoolingNchwMaxOp,
+              linalg::PoolingNchwSumOp>(op) &&
+          staticTensors(op))
+        ops.push_back(op);
     });
-    for (Operation *op : pools) {
-      OpBuilder b(op);
-      Location loc = op->getLoc();
-      auto lop = cast<linalg::LinalgOp>(op);
-      Value x = transpose(b, loc, lop.getDpsInputs()[0], {0, 2, 3, 1});
-      Value window = lop.getDpsInputs()[1];
-      Value init = transpose(b, loc, lop.getDpsInits()[0], {0, 2, 3, 1});
-      Operation *pool;
-      if (auto mx = dyn_cast<linalg::PoolingNchwMaxOp>(op))
-        pool = linalg::PoolingNhwcMaxOp::create(b, loc, TypeRange{init.getType()}, ValueRange{x, window},
-                                                ValueRange{init}, mx.getStrides(), mx.getDilations());
-      else {
-        auto sm = cast<linalg::PoolingNchwSumOp>(op);
-        pool = linalg::PoolingNhwcSumOp::create(b, loc, TypeRange{init.getType()}, ValueRange{x, window},
-                                                ValueRange{init}, sm.getStrides(), sm.getDilations());
-      }
-      Value y = transpose(b, loc, pool->getResult(0), {0, 3, 1, 2});
-      op->getResult(0).replaceAllUsesWith(y);
-      op->erase();
-    }
-    // Depthwise (torch's groups == channels): filter C x KH x KW -> KH x KW x C.
-    SmallVector<linalg::DepthwiseConv2DNchwChwOp> depthwise;
-    getOperation()->walk([&](linalg::DepthwiseConv2DNchwChwOp op) {
-      if (op.hasPureTensorSemantics() && llvm::all_of(op->getOperandTypes(), [](Type t) {
-            return cast<ShapedType>(t).hasStaticShape();
-          }))
-        depthwise.push_back(op);
-    });
-    for (linalg::DepthwiseConv2DNchwChwOp op : depthwise) {
-      OpBuilder b(op);
-      Location loc = op.getLoc();
-      Value x = transpose(b, loc, op.getInputs()[0], {0, 2, 3, 1});
-      Value w = transpose(b, loc, op.getInputs()[1], {1, 2, 0});
-      Value init = transpose(b, loc, op.getOutputs()[0], {0, 2, 3, 1});
-      auto conv = linalg::DepthwiseConv2DNhwcHwcOp::create(b, loc, TypeRange{init.getType()}, ValueRange{x, w},
-                                                           ValueRange{init}, op.getStrides(), op.getDilations());
-      Value y = transpose(b, loc, conv->getResult(0), {0, 3, 1, 2});
-      op->getResult(0).replaceAllUsesWith(y);
-      op->erase();
-    }
-    for (linalg::Conv2DNchwFchwOp op : convs) {
-      OpBuilder b(op);
-      Location loc = op.getLoc();
-      Value x = transpose(b, loc, op.getInputs()[0], {0, 2, 3, 1});
-      Value w = transpose(b, loc, op.getInputs()[1], {2, 3, 1, 0});
-      Value init = transpose(b, loc, op.getOutputs()[0], {0, 2, 3, 1});
-      auto conv = linalg::Conv2DNhwcHwcfOp::create(b, loc, TypeRange{init.getType()}, ValueRange{x, w},
-                                                   ValueRange{init}, op.getStrides(), op.getDilations());
-      Value y = transpose(b, loc, conv->getResult(0), {0, 3, 1, 2});
-      op->getResult(0).replaceAllUsesWith(y);
-      op->erase();
+    for (Operation *op : ops) {
+      if (auto conv = dyn_cast<linalg::Conv2DNchwFchwOp>(op))
+        toChannelsLast<linalg::Conv2DNhwcHwcfOp>(conv, {2, 3, 1, 0}); // F x C x KH x KW -> KH x KW x C x F
+      else if (auto dw = dyn_cast<linalg::DepthwiseConv2DNchwChwOp>(op))
+        toChannelsLast<linalg::DepthwiseConv2DNhwcHwcOp>(dw, {1, 2, 0}); // C x KH x KW -> KH x KW x C
+      else if (auto mx = dyn_cast<linalg::PoolingNchwMaxOp>(op))
+        toChannelsLast<linalg::PoolingNhwcMaxOp>(mx, {});
+      else
+        toChannelsLast<linalg::PoolingNhwcSumOp>(cast<linalg::PoolingNchwSumOp>(op), {});
     }
   }
 };
-
-// NHWC -> NCHW (what ansor-conv-to-nhwc puts after every convolution) and its inverse.
-constexpr std::array<int64_t, 4> kToNchw = {0, 3, 1, 2};
-constexpr std::array<int64_t, 4> kToNhwc = {0, 2, 3, 1};
 
 /// The NHWC source of `v` when `v` is `linalg.transpose(src) permutation = [0, 3, 1, 2]`.
 Value nhwcSource(Value v) {
