@@ -167,3 +167,33 @@ def test_transfer_hands_a_tasks_best_schedules_to_its_sibling(tmp_path) -> None:
         first_batch[transfer] = [r.schedule for r in recs if r.task.hash == tasks[1].hash][:8]
         hits = sum(s in adapted for s in first_batch[transfer])
         assert (hits >= 2) if transfer else (hits == 0), (transfer, hits)
+
+
+def test_resumed_gradient_run_skips_the_warmup_of_tuned_tasks(two_tasks, tmp_path) -> None:
+    """A resumed run rebuilds each task's rounds from the log instead of giving every task a
+    warm-up round again: the budget goes where the latency is from the first round."""
+    heavy, light = two_tasks[1], two_tasks[0]
+    scale = {heavy.hash: 1e-1, light.hash: 1e-3}
+    log = tmp_path / "net.jsonl"
+    TaskScheduler(two_tasks, strategy="gradient", seed=1).tune(48, batch_size=8, measurer=ScaledMeasurer(scale),
+                                                                log_path=log, search="random")
+    m = ScaledMeasurer(scale)
+    res = TaskScheduler(two_tasks, strategy="gradient", seed=1).tune(24, batch_size=8, measurer=m, log_path=log,
+                                                                      search="random")
+    assert res.trials == 24
+    assert m.count.get(heavy.hash, 0) == 24 and light.hash not in m.count  # no warm-up round for light
+
+
+def test_replayed_history_follows_the_log_in_rounds() -> None:
+    from ansor.evolution import Schedule
+    from ansor.measure import MeasureResult
+    from ansor.records import Record
+    from ansor.scheduler import _replayed_history
+
+    def rec(sketch: str, ms: float) -> Record:
+        return Record("k", None, Schedule.of(sketch, {}), None, MeasureResult(costs=(ms * 1e-3,)))  # type: ignore[arg-type]
+
+    prior = [rec("skip", 9.0)] + [rec("s0", ms) for ms in (8.0, 5.0, 6.0, 4.0, 7.0)]
+    assert _replayed_history(prior, 2, 4e-3) == pytest.approx([9e-3, 5e-3, 4e-3, 4e-3])
+    assert _replayed_history([rec("skip", 9.0)], 2, 9e-3) == [9e-3]
+    assert _replayed_history([], 2, 1.0) == [1.0]

@@ -1,7 +1,8 @@
 """Ansor's task scheduler: one measurement budget spread over the tasks of a network.
 
     Network.tasks --one TaskTuner each (shared measurer, log, cost model, feature workers)-->
-        warm-up: one round per task (round-robin)
+        warm-up: one round per task (round-robin); a resumed run skips it for the tasks the
+                 log has tuned, whose per-round history is replayed from their records
         loop: pick a task (gradient or round-robin, ε-greedy)
               --hand it the other tasks' fastest schedules (transfer)--TaskTuner.step(round)--> records
               --> per-task best latency g_i --> objective f(g) (default Σ weight_i · g_i)
@@ -73,6 +74,26 @@ def _cost(best: Record | None, baseline: MeasureResult | None) -> float:
     if baseline is not None and baseline.error is None:
         return baseline.latency
     return 1e10  # neither: the task cannot run (its error is in the log)
+
+
+def _replayed_history(prior: Sequence[Record], per_round: int, current: float) -> list[float]:
+    """A resumed task's latency before its first round and after each round of `per_round`
+    records, replayed from its log records (log order); `[current]` when it has no tuned records
+    (the untuned program alone). Ends at `current`, the task's latency now."""
+    tuned = [r for r in prior if r.schedule.sketch != "skip"]
+    if not tuned:
+        return [current]
+    base = [r.latency for r in prior if r.schedule.sketch == "skip" and r.error is None]
+    best = min(base) if base else math.inf
+    out = [best]
+    for k, r in enumerate(tuned, 1):
+        if r.error is None:
+            best = min(best, r.latency)
+        if k % per_round == 0 or k == len(tuned):
+            out.append(best)
+    out = [x if math.isfinite(x) else 1e10 for x in out]
+    out[-1] = current
+    return out
 
 
 def _similarity_tag(task: SearchTask) -> str:
@@ -219,8 +240,11 @@ class TaskScheduler:
                 tn.start(0)
             g = np.array([_cost(tn.best, tn.baseline) for tn in tuners])
             cb.on_start(self, tuners, self.objective(g))
-            rounds = [0] * n
-            history: list[list[float]] = [[float(x)] for x in g]
+            # Resuming: a task with tuned records in the log has had its rounds; rebuild its
+            # per-round history from them (for the backward gradient) and skip its warm-up.
+            history = [_replayed_history(tn.prior, per_round, float(g[i])) for i, tn in enumerate(tuners)]
+            rounds = [len(h) - 1 for h in history]
+            warmup = [i for i in range(n) if rounds[i] == 0]
             result = NetworkTuneResult(self.tasks, [], [(0, self.objective(g))])
             # the untuned programs logged by start() (once per log) are trials of this run too
             spent, turn = sum(tn.run_trials for tn in tuners), 0
@@ -228,8 +252,8 @@ class TaskScheduler:
             since_improved = [0] * n
             alive = list(range(n))
             while spent < trials and alive:
-                if turn < n:  # warm-up: every task once, in order
-                    i = turn
+                if turn < len(warmup):  # warm-up: every task without rounds once, in order
+                    i = warmup[turn]
                     if i not in alive:
                         turn += 1
                         continue
