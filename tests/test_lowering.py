@@ -46,29 +46,40 @@ _EXP = """func.func @e(%a: tensor<4x128xf32>) -> tensor<4x128xf32> {
 }"""
 
 
-def test_exp_expanded_to_vector_arithmetic() -> None:
-    """LLVM lowers a vector `llvm.intr.exp` to one libm `expf` call per lane (a vectorized softmax
-    spent ~90% of its time there), so `math.exp` on f32 becomes arithmetic before lowering; it
-    must match libm closely (also out of range: inf, 0, nan) in scalar and vector programs."""
-    from ansor.annotation import validate
-    from ansor.rules import generate_sketches
-
-    task = ansor.create_task(_EXP)
+def _expands_once(task, expand, op: str) -> str:
+    """Bufferize `task`'s payload, run `expand` (it must rewrite one op) and return the IR."""
     _native.register_everything()
     with ir.Context(), ir.Location.unknown():
         module = lowering.parse_payload(task)
         lowering._run_passes(module, lowering._BUFFERIZE, "lower")
-        assert lowering.expand_exp(module) == 1
-        assert "math.exp" not in str(module)
+        assert expand(module) == 1
+        text = str(module)
+    assert op not in text
+    return text
+
+
+def _scalar_and_vector_outputs(task, x: np.ndarray) -> list[np.ndarray]:
+    """`task` (one element-wise generic on 4x128) on `x`, untuned (scalar) and as 16-lane vectors."""
+    from ansor.annotation import validate
+    from ansor.rules import generate_sketches
+
+    sk = next(s for s in generate_sketches(task) if s.stages)
+    values = {k.name: k.options[0] for k in sk.knobs} | {"op0.d1.t1": 128, "op0.d1.t2": 16}
+    assert validate(sk, values) is None
+    return [lowering.compile_task(task, script).run([x])[0].astype(np.float64) for script in (None, sk.script(values))]
+
+
+def test_exp_expanded_to_vector_arithmetic() -> None:
+    """LLVM lowers a vector `llvm.intr.exp` to one libm `expf` call per lane (a vectorized softmax
+    spent ~90% of its time there), so `math.exp` on f32 becomes arithmetic before lowering; it
+    must match libm closely (also out of range: inf, 0, nan) in scalar and vector programs."""
+    task = ansor.create_task(_EXP)
+    _expands_once(task, lowering.expand_exp, "math.exp")
     x = np.concatenate([np.linspace(-100, 100, 300), np.linspace(-3, 3, 203),
                         [np.inf, -np.inf, np.nan, 88.5, 88.8, -87.0, 0.0, 1.0, -1.0]]).astype(np.float32)
     x = x.reshape(4, 128)
     ref = np.exp(x.astype(np.float64))
-    sk = next(s for s in generate_sketches(task) if s.stages)
-    values = {k.name: k.options[0] for k in sk.knobs} | {"op0.d1.t1": 128, "op0.d1.t2": 16}
-    assert validate(sk, values) is None
-    for script in (None, sk.script(values)):  # scalar (untuned) and 16-lane vectors
-        out = lowering.compile_task(task, script).run([x])[0].astype(np.float64)
+    for out in _scalar_and_vector_outputs(task, x):
         big = np.abs(ref) >= 1.2e-38
         with np.errstate(over="ignore", invalid="ignore"):
             np.testing.assert_allclose(out[big], ref.astype(np.float32)[big], rtol=3e-7)
@@ -120,25 +131,13 @@ def test_erf_expanded_to_vector_arithmetic() -> None:
     small inputs accurate relative to their size and erf(+-inf) = +-1, erf(nan) = nan."""
     import math
 
-    from ansor.annotation import validate
-    from ansor.rules import generate_sketches
-
     task = ansor.create_task(_ERF)
-    _native.register_everything()
-    with ir.Context(), ir.Location.unknown():
-        module = lowering.parse_payload(task)
-        lowering._run_passes(module, lowering._BUFFERIZE, "lower")
-        assert lowering.expand_erf(module) == 1
-        assert "math.erf" not in str(module) and "math.exp" in str(module)
+    assert "math.exp" in _expands_once(task, lowering.expand_erf, "math.erf")
     x = np.concatenate([np.linspace(-6, 6, 300), np.geomspace(1e-6, 0.6, 100), -np.geomspace(1e-6, 0.6, 100),
                         [np.inf, -np.inf, np.nan, 0.0, 0.4999, 0.5, 0.5001, -0.5, 1e-30, 3.0, -3.0, 10.0]])
     x = x.astype(np.float32).reshape(4, 128)
     ref = np.vectorize(math.erf)(x.astype(np.float64))
-    sk = next(s for s in generate_sketches(task) if s.stages)
-    values = {k.name: k.options[0] for k in sk.knobs} | {"op0.d1.t1": 128, "op0.d1.t2": 16}
-    assert validate(sk, values) is None
-    for script in (None, sk.script(values)):
-        out = lowering.compile_task(task, script).run([x])[0].astype(np.float64)
+    for out in _scalar_and_vector_outputs(task, x):
         ok = ~np.isnan(x)
         np.testing.assert_allclose(out[ok], ref[ok], rtol=2e-6, atol=3e-7)
         assert np.isnan(out[~ok]).all()

@@ -103,7 +103,8 @@ class XGBModel(CostModel):
     throughput) and weight w = y. The loss of a program is w * (sum_i pred_i - y)^2, so every
     statement i of it gets gradient 2 w (sum - y) and hessian 2 w n_p, n_p the program's
     statement count (a custom xgboost objective; TVM uses 2 w, see `fit`); the custom metric
-    is the per-program RMSE ("p-rmse"), which early stopping watches on the training set. Defaults are those of TVM v0.19 `auto_scheduler/cost_model/xgb_model.py`:
+    is the per-program RMSE ("p-rmse"), which early stopping watches on the training set.
+    Defaults are those of TVM v0.19 `auto_scheduler/cost_model/xgb_model.py`:
     `max_depth=10`, `gamma=0.001`, `min_child_weight=0`, `eta=0.2`, up to 10000 boosting
     rounds stopped after 50 without improvement, random predictions until 100 programs
     (`num_warmup_sample`), seed 43, half the cores. Departures: `base_score=0` (each tree

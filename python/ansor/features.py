@@ -24,7 +24,7 @@ import numpy as np
 from mlir import ir, passmanager
 from mlir.dialects.transform import interpreter
 
-from . import _native
+from . import _native, lowering
 from .task import SearchTask
 
 __all__ = ["N_FEATURES", "FeatureExtractor", "extract_from_module", "feature_names", "featurize"]
@@ -107,8 +107,6 @@ class _ScriptCache:
         self.cleanup = passmanager.PassManager.parse("builtin.module(canonicalize,cse)")
 
     def apply(self, module: ir.Module, script: str) -> None:
-        from . import lowering
-
         values: dict[str, int] = {}
 
         def blank(m: re.Match) -> str:
@@ -134,8 +132,6 @@ class _ScriptCache:
 
     @staticmethod
     def _parse(script: str) -> tuple[ir.Module, ir.Operation, dict[str, ir.Operation], bool]:
-        from . import lowering
-
         tmod, seq = lowering.parse_script(script)
         ops = [op.operation for op in seq.regions[0].blocks[0].operations]
         knobs = {ir.StringAttr(op.attributes["name"]).value: op for op in ops if op.name == "transform.tune.knob"}
@@ -160,8 +156,6 @@ def featurize(task: SearchTask, scripts: list[str | None]) -> list[np.ndarray | 
     structure (`_ScriptCache`); a script that fails to apply gives None. MLIR assertion
     failures abort the process: use `FeatureExtractor` on untrusted scripts.
     """
-    from . import lowering
-
     _native.register_everything()
     out: list[np.ndarray | None] = []
     with ir.Context(), ir.Location.unknown():
