@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import ansor
+from ansor import workloads
 from ansor.annotation import (
     Schedule,
     factorizations,
@@ -13,7 +15,7 @@ from ansor.annotation import (
     validate,
 )
 from ansor.rules import generate_sketches
-from ansor.sketch import MAX_INNERMOST, MAX_VECTOR
+from ansor.sketch import MAX_INNERMOST, MAX_VECTOR, is_ragged
 
 
 def test_factorizations_cover_all_ordered_splits() -> None:
@@ -36,6 +38,7 @@ def test_samples_are_valid_and_seeded(matmul_big) -> None:
     a = [sample(sk, random.Random(7)) for _ in range(1)] + [sample(sk, random.Random(7))]
     assert a[0] == a[1]
     rng = random.Random(0)
+    n_ragged = 0
     for _ in range(300):
         sch = sample(sk, rng)
         v = sch.values()
@@ -43,9 +46,30 @@ def test_samples_are_valid_and_seeded(matmul_big) -> None:
         for s in sk.splits:
             sizes = [v[n] for n in s.tile_knobs]
             chain = [s.extent, *sizes]
-            assert all(chain[i] % chain[i + 1] == 0 for i in range(len(chain) - 1))
+            exact = chain[:-1] if is_ragged(s, v) else chain  # a ragged register tile: below
+            assert all(exact[i] % exact[i + 1] == 0 for i in range(len(exact) - 1))
             assert sizes[-1] <= (MAX_VECTOR if s.vector else MAX_INNERMOST)
+            if is_ragged(s, v):
+                n_ragged += 1
+                assert s.ragged and not s.vector and 1 < sizes[-1] < sizes[-2]
         assert v["op1.unroll"] in (0, 16, 64, 512)
+    assert 15 <= n_ragged <= 150  # RAGGED_PROB of the draws of the one ragged-capable loop, less rejects
+
+
+def test_ragged_register_tiles_are_validated() -> None:
+    """A ragged register tile (not dividing the level above) is valid only on a ragged-capable
+    loop (a space loop other than the vector lanes), only below the level above, never at S0."""
+    task = ansor.create_task(workloads.matmul(197, 48, 32))
+    sk = generate_sketches(task)[0]
+    m, n = sk.stages[0].split(0), sk.stages[0].split(1)
+    assert m.ragged and not n.ragged and n.vector
+    good = sample(sk, random.Random(1)).values()
+    ragged = dict(good, **{"op1.d0.t1": 197, "op1.d0.t2": 197, "op1.d0.t3": 6})
+    assert validate(sk, ragged) is None and is_ragged(m, ragged)
+    assert validate(sk, dict(ragged, **{"op1.d0.t2": 1, "op1.d0.t3": 1})) is None  # exact again
+    assert "do not nest" in validate(sk, dict(ragged, **{"op1.d0.t2": 1}))  # larger than the level above
+    assert "not in its options" in validate(sk, dict(ragged, **{"op1.d0.t1": 6}))  # S0 tiles stay exact
+    assert "not in its options" in validate(sk, dict(good, **{"op1.d1.t3": 5}))  # the vector lanes too
 
 
 def test_validate_rejects_bad_values(matmul_big) -> None:

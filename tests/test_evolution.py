@@ -14,6 +14,7 @@ from ansor.evolution import EvolutionarySearch, _SketchInfo
 from ansor.measure import MeasureError, MeasureInput, MeasureResult
 from ansor.rules import generate_sketches
 from ansor.search import RandomSearch, SearchPolicy
+from ansor.sketch import is_ragged
 from ansor.task import create_task
 
 
@@ -125,8 +126,38 @@ def test_mutation_keeps_tiles_nested(mm) -> None:
         owners = {(s.op, s.dim) for s in sk.splits for n in s.tile_knobs if n in changed}
         assert len(owners) == 1 or (len(changed) == 1 and not changed & tile_names)
         for s in sk.splits:  # the same loop extent, split into the same number of levels
-            f = factors_from_sizes(s.extent, [child.values()[n] for n in s.tile_knobs])
-            assert math.prod(f) == s.extent and len(f) == s.levels
+            sizes = [child.values()[n] for n in s.tile_knobs]
+            if is_ragged(s, child.values()):  # exact above a ragged register tile
+                sizes = sizes[:-1]
+                assert 1 < child.values()[s.tile_knobs[-1]] < sizes[-1]
+            f = factors_from_sizes(s.extent, sizes)
+            assert math.prod(f) == s.extent and len(f) == len(sizes) + 1
+
+
+def test_mutation_moves_between_exact_and_ragged_tiles() -> None:
+    """Tile mutations of a ragged-capable loop reach ragged register tiles from exact ones and
+    back, and move factors above a ragged tile without breaking it."""
+    task = create_task(workloads.matmul(210, 48, 32))
+    sketches = generate_sketches(task)
+    ev = small(sketches, Oracle())
+    sk = sketches[0]
+    m = sk.stages[0].split(0)
+    rng = random.Random(1)
+    seen = {"to ragged": 0, "to exact": 0, "above ragged": 0}
+    for _ in range(400):
+        parent = ev.info[sk.name].sample(rng)
+        child = ev.mutate(parent)
+        assert child is not None and validate(sk, child.values()) is None
+        was, now = is_ragged(m, parent.values()), is_ragged(m, child.values())
+        if now and not was:
+            seen["to ragged"] += 1
+        elif was and not now:
+            seen["to exact"] += 1
+        elif was and now:
+            c, p = child.values(), parent.values()
+            if c["op1.d0.t3"] == p["op1.d0.t3"] and (c["op1.d0.t1"], c["op1.d0.t2"]) != (p["op1.d0.t1"], p["op1.d0.t2"]):
+                seen["above ragged"] += 1
+    assert all(v > 0 for v in seen.values()), seen
 
 
 def test_crossover_takes_each_stage_from_one_parent(tbs) -> None:
@@ -248,19 +279,24 @@ def test_adapt_keeps_absolute_tile_sizes_across_shapes() -> None:
     ia = _SketchInfo(next(s for s in sa if s.stages))
     ib = _SketchInfo(next(s for s in sb if s.name == ia.sketch.name))
     rng = random.Random(0)
-    kept = 0
+    kept = ragged_kept = 0
     for _ in range(50):
         donor = ia.sample(rng)
         mine = ib.adapt(donor.values(), rng)
         assert mine is not None and ib.valid(mine.values())
         dv, mv = donor.values(), mine.values()
-        for names, extent, _ in ib.chains:
+        for split in ib.tile_knob_splits:
+            names, extent = split.tile_knobs, split.extent
+            if is_ragged(split, mv):  # a ragged register tile is the donor's, above it exact sizes
+                assert mv[names[-1]] == dv[names[-1]]
+                names = names[:-1]
+                ragged_kept += 1
             for n in names:
                 assert mv[n] <= max(dv[n], 1) and extent % mv[n] == 0
                 if extent % dv[n] == 0 and all(dv[n] % mv[m] == 0 for m in names[names.index(n) + 1:]):
                     kept += mv[n] == dv[n]
         assert all(mv[k.name] == dv[k.name] for k in ib.non_tile if dv[k.name] in ib.options[k.name])
-    assert kept > 0
+    assert kept > 0 and ragged_kept > 0
     # the same shape: adapt is the identity
     same = ia.sample(rng)
     assert ia.adapt(same.values(), rng) == same

@@ -161,7 +161,9 @@ def test_transfer_hands_a_tasks_best_schedules_to_its_sibling(tmp_path) -> None:
             24, batch_size=8, measurer=ScaledMeasurer(scale), log_path=log, cost_model="random",
             features_fn=feats, search_options={"population": 64, "generations": 1}, transfer=transfer)
         recs = [r for r in load_records(log) if r.schedule.sketch != "skip"]
-        t0 = sorted((r for r in recs if r.task.hash == tasks[0].hash), key=lambda r: r.latency)
+        first1 = next(i for i, r in enumerate(recs) if r.task.hash == tasks[1].hash)
+        # the donors: what the first task had measured when the second one started
+        t0 = sorted((r for r in recs[:first1] if r.task.hash == tasks[0].hash), key=lambda r: r.latency)
         info = {s.name: _SketchInfo(s) for s in generate_sketches(tasks[1]) if s.stages}
         adapted = {info[r.schedule.sketch].adapt(r.schedule.values(), random.Random(0)) for r in t0[:4]}  # ties
         first_batch[transfer] = [r.schedule for r in recs if r.task.hash == tasks[1].hash][:8]

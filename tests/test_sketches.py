@@ -8,10 +8,11 @@ import random
 import ansor
 import pytest
 from ansor import workloads
-from ansor.annotation import sample
+from ansor.annotation import sample, validate
 from ansor.lowering import apply_script, parse_payload
 from ansor.measure import LocalMeasurer, MeasureError, MeasureInput, RunOptions
 from ansor.rules import generate_sketches
+from ansor.sketch import is_ragged
 
 FAMILIES = ["c1d-1x9x3x4x3x2x1", "c2d-1x9x9x3x4x3x2x1", "c2d-1x6x5x4x5x1x1x0", "dil-1x9x9x3x4x3x2x1",
             "dep-1x8x8x3x3x2x1", "convlayer-1x9x9x4x8x3x2x1", "gmm-2x4x5x6", "t2d-1x3x3x4x2x4x2x1",
@@ -106,3 +107,58 @@ def test_softmax_reduction_chain_is_one_fused_parallel_loop() -> None:
         foralls.append(text.count("scf.forall ("))
     # matmul + 4 softmax ops / matmul + the chain (a loop of one iteration may fold away)
     assert foralls[1] <= 2 < foralls[0], foralls
+
+
+RAGGED_FAMILIES = ["c2d-1x9x9x3x4x3x2x1", "convlayer-1x9x9x4x8x3x2x1", "dep-1x8x8x3x3x2x1", "gmm-2x4x5x6", "c3d-1x4x9x9x3x4x3x2x1",
+                   "cap-1x4x4x2x2x3x2x1", "tbs-1x16x2x8", "c1d-1x12x3x4x3x1x1"]
+
+
+def _ragged_samples(sk, rng: random.Random, n: int) -> list:
+    out = []
+    for _ in range(500):
+        s = sample(sk, rng)
+        if any(is_ragged(sp, s.values()) for sp in sk.splits) and s not in out:
+            out.append(s)
+            if len(out) == n:
+                break
+    return out
+
+
+@pytest.mark.parametrize("name", RAGGED_FAMILIES)
+def test_ragged_register_tiles_are_peeled_and_correct(name: str, measurer) -> None:
+    """Register tiles that leave a partial tile (fused consumers, decomposed convolutions,
+    windowed generics, batch matmuls): the partial tile is peeled, both parts build, and every
+    one computes the right answer."""
+    task = ansor.create_task(workloads.get(name), name=name)
+    rng = random.Random(11)
+    inputs = []
+    for sk in generate_sketches(task):
+        for s in _ragged_samples(sk, rng, 2):
+            script = sk.script(s.values())
+            assert "transform.loop.peel" in script
+            inputs.append(MeasureInput(task, s, script))
+    assert inputs, "no sketch of this workload offers a ragged register tile"
+    results = measurer.measure(inputs)
+    assert not [(i.schedule, r.error_msg[:300]) for i, r in zip(inputs, results, strict=True) if r.error]
+
+
+@pytest.mark.parametrize("shape", [(37, 16, 24), (7, 32, 8)])
+def test_ragged_matmul_tiles_vectorize_fully(shape: tuple[int, int, int]) -> None:
+    """Both the full register tiles and the peeled remainder become vector FMAs at static shapes:
+    no linalg op and no dynamically shaped value is left."""
+    from mlir import ir
+
+    task = ansor.create_task(workloads.matmul(*shape))
+    sk = generate_sketches(task)[0]
+    m = sk.stages[0].split(0)
+    values = dict(sample(sk, random.Random(0)).values(),
+                  **{"op1.d0.t1": shape[0], "op1.d0.t2": shape[0], "op1.d0.t3": 5 if shape[0] > 5 else 4})
+    assert validate(sk, values) is None and is_ragged(m, values)
+    with ir.Context(), ir.Location.unknown():
+        module = parse_payload(task)
+        apply_script(module, sk.script(values))
+        text = str(module)
+    assert "linalg.matmul" not in text and "linalg.generic" not in text
+    assert "?x" not in text and ("vector.fma" in text or "vector.outerproduct" in text)
+    assert "vector<5x" in text or "vector<4x" in text  # the full tiles
+    assert f"vector<{shape[0] % 5 if shape[0] > 5 else shape[0] % 4}x" in text  # the remainder

@@ -6,8 +6,9 @@ Tile sizes come from a uniformly chosen ordered factorization of each loop exten
 (`extent = f0 * f1 * ...`), innermost factor <= 64 (<= 16 on the vector lanes; half the time
 a vector loop's factorization is drawn among those filling whole vector registers), register/vector
 tile <= 256 elements per stage; the knob for level l is the product of the factors inside it.
-Pad locations and `auto_unroll_max_step` are uniform over their options. Invalid combinations
-are rejected here, before anything is built.
+A ragged-capable loop (see `sketch.py`) draws, with probability `RAGGED_PROB`, a register tile
+that leaves a partial tile instead. Pad locations and `auto_unroll_max_step` are uniform over
+their options. Invalid combinations are rejected here, before anything is built.
 """
 
 from __future__ import annotations
@@ -96,6 +97,51 @@ def choose_factors(split: LoopSplit, rng: random.Random) -> tuple[int, ...]:
     return rng.choice(_valid_factors(split))
 
 
+#: Probability that a ragged-capable split (`LoopSplit.ragged`) draws a register tile that does
+#: not divide the level above (its partial tile is peeled), rather than an exact factorization.
+RAGGED_PROB = 0.3
+
+
+def ragged_options(split: LoopSplit, outer: int) -> list[int]:
+    """Register-tile sizes of `split` that leave a partial tile inside a tile of `outer`."""
+    return [r for r in range(2, min(innermost_limit(split), outer - 1) + 1) if outer % r]
+
+
+@functools.cache
+def _ragged_prefixes(split: LoopSplit) -> tuple[tuple[int, ...], ...]:
+    """Exact tile sizes of the levels above a ragged register tile that leave room for one."""
+    out = []
+    for f in factorizations(split.extent, split.levels - 1):
+        sizes = sizes_from_factors(f)
+        if sizes and ragged_options(split, sizes[-1]):
+            out.append(tuple(sizes))
+    return tuple(out)
+
+
+def choose_sizes(split: LoopSplit, rng: random.Random, ragged_prob: float = RAGGED_PROB) -> list[int]:
+    """Random tile sizes (levels 1..) of `split`: from `choose_factors`, or for a ragged-capable
+    split with probability `ragged_prob` exact sizes above a ragged register tile (uniform over
+    the levels' factorizations that leave room for one, then over the ragged sizes)."""
+    if split.ragged and ragged_prob > 0 and rng.random() < ragged_prob:
+        prefixes = _ragged_prefixes(split)
+        if prefixes:
+            prefix = rng.choice(prefixes)
+            return [*prefix, rng.choice(ragged_options(split, prefix[-1]))]
+    return sizes_from_factors(choose_factors(split, rng))
+
+
+def sizes_nest(split: LoopSplit, sizes: list[int]) -> bool:
+    """Each size divides the level above (the extent first); a ragged-capable split's register
+    tile may instead be any size below the level above."""
+    chain = [split.extent, *sizes]
+    last = len(chain) - 2  # the register tile inside the level above (never the S0 tile)
+    for i in range(len(chain) - 1):
+        ragged_ok = split.ragged and i == last and last >= 1 and chain[i + 1] < chain[i]
+        if chain[i] % chain[i + 1] and not ragged_ok:
+            return False
+    return True
+
+
 def sizes_from_factors(factors: tuple[int, ...]) -> list[int]:
     """Tile size at levels 1.. (level l keeps the product of factors l..end)."""
     return [math.prod(factors[level:]) for level in range(1, len(factors))]
@@ -129,8 +175,7 @@ def validate(sketch: Sketch, values: Mapping[str, int]) -> str | None:
     for stage in sketch.stages:
         for s in stage.splits:
             sizes = [int(values[n]) for n in s.tile_knobs]
-            chain = [s.extent, *sizes]
-            if any(chain[i] % chain[i + 1] for i in range(len(chain) - 1)):
+            if not sizes_nest(s, sizes):
                 return f"op{s.op} loop d{s.dim}: tile sizes {sizes} do not nest in extent {s.extent}"
             if sizes and sizes[-1] > innermost_limit(s):
                 return f"op{s.op} loop d{s.dim}: innermost tile {sizes[-1]} too large"
@@ -151,8 +196,7 @@ def sample(sketch: Sketch, rng: random.Random, *, max_tries: int = 1000) -> Sche
         for s in sketch.splits:
             if not s.tile_knobs:
                 continue
-            factors = choose_factors(s, rng)
-            for name, size in zip(s.tile_knobs, sizes_from_factors(factors), strict=True):
+            for name, size in zip(s.tile_knobs, choose_sizes(s, rng), strict=True):
                 values[name] = size
         for k in sketch.knobs:
             if k.name not in values:

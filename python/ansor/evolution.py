@@ -11,7 +11,8 @@ A schedule is a sketch name and knob values, so the genetic operators act on kno
 
 - **mutation** (probability `mutation_prob` per child), one of (weights of TVM's CPU policy):
   tile size (0.90: move a prime factor of one loop's split between two of its levels, so the
-  tile sizes still nest), compute location (0.05: another value of a non-tile, non-unroll knob,
+  tile sizes still nest; for a loop whose register tile may be ragged, sometimes redraw that
+  tile instead), compute location (0.05: another value of a non-tile, non-unroll knob,
   e.g. a pad's location), auto-unroll (0.04: another `auto_unroll_max_step`), parallel
   granularity (0.01: move a prime factor between the S0 (parallel) and S1 levels of a space loop);
 - **crossover** (otherwise, when `crossover` is on and the sketch has several stages): two
@@ -37,16 +38,19 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from .annotation import (
+    RAGGED_PROB,
     Schedule,
-    choose_factors,
+    choose_sizes,
     factors_from_sizes,
     innermost_limit,
+    ragged_options,
     sizes_from_factors,
+    sizes_nest,
 )
 from .cost_model import CostModel
 from .measure import MeasureInput, MeasureResult
 from .search import SearchPolicy
-from .sketch import MAX_REGISTER_TILE, LoopSplit, Sketch
+from .sketch import MAX_REGISTER_TILE, LoopSplit, Sketch, is_ragged
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +89,9 @@ class _SketchInfo:
     rebuilding knob names on every call; `sample` rejects per stage instead of per sketch, which
     draws from the same distribution since the constraints are per stage)."""
 
-    def __init__(self, sketch: Sketch) -> None:
+    def __init__(self, sketch: Sketch, ragged_prob: float = RAGGED_PROB) -> None:
         self.sketch = sketch
+        self.ragged_prob = ragged_prob
         self.tile_splits: tuple[LoopSplit, ...] = tuple(
             s for s in sketch.splits if s.tile_knobs and s.extent > 1
         )
@@ -119,8 +124,12 @@ class _SketchInfo:
         self.names = tuple(sorted(k.name for k in sketch.knobs))
         self.options = {k.name: frozenset(k.options) for k in sketch.knobs}
         self.non_tile = tuple(k for k in sketch.knobs if k.name not in tile_names)
-        self.chains = tuple(
-            (s.tile_knobs, s.extent, innermost_limit(s)) for s in sketch.splits if s.tile_knobs
+        self.tile_knob_splits = tuple(s for s in sketch.splits if s.tile_knobs)
+        #: ragged-capable splits (`sketch.py`); `valid` checks the others as (knobs, extent,
+        #: innermost limit) chains
+        self.ragged_splits = tuple(s for s in self.tile_knob_splits if s.ragged)
+        self.exact_chains = tuple(
+            (s.tile_knobs, s.extent, innermost_limit(s)) for s in self.tile_knob_splits if not s.ragged
         )
         self.stage_splits = tuple(
             (
@@ -147,7 +156,7 @@ class _SketchInfo:
         for name, opts in self.options.items():
             if values.get(name) not in opts:
                 return False
-        for names, extent, limit in self.chains:
+        for names, extent, limit in self.exact_chains:
             outer = extent
             for n in names:
                 v = values[n]
@@ -155,6 +164,10 @@ class _SketchInfo:
                     return False
                 outer = v
             if outer > limit:
+                return False
+        for split in self.ragged_splits:
+            sizes = [values[n] for n in split.tile_knobs]
+            if not sizes_nest(split, sizes) or sizes[-1] > innermost_limit(split):
                 return False
         for _, reg in self.stage_splits:
             if math.prod(values[n] for n in reg) > MAX_REGISTER_TILE:
@@ -169,7 +182,7 @@ class _SketchInfo:
         for splits, reg in self.stage_splits:
             for _ in range(max_tries):
                 for names, split in splits:
-                    values.update(zip(names, sizes_from_factors(choose_factors(split, rng)), strict=True))
+                    values.update(zip(names, choose_sizes(split, rng, self.ragged_prob), strict=True))
                 if math.prod(values[n] for n in reg) <= MAX_REGISTER_TILE:
                     break
             else:
@@ -187,7 +200,8 @@ class _SketchInfo:
         Tile sizes keep their absolute sizes where they can: for each loop, from the innermost
         level out, the largest size that divides the loop's extent, is a multiple of the next
         inner level's and is at most the donor's (the register tile and cache tiles of a 3x3
-        convolution transfer to one of another shape). Other knobs keep the donor's value when
+        convolution transfer to one of another shape). On a ragged-capable loop the donor's
+        register tile is kept as it is when it fits below the level above it. Other knobs keep the donor's value when
         it is one of this sketch's options; knobs the donor lacks are drawn at random. None
         when the result breaks the register-tile limit (or a GPU sketch's device limits)."""
         if any(n not in values for n in self.names):
@@ -195,14 +209,26 @@ class _SketchInfo:
         else:
             fill = {}
         new: dict[str, int] = {}
-        for names, extent, limit in self.chains:
-            donor = [int(values[n]) if n in values else int(fill[n]) for n in names]
-            sizes = [0] * len(names)
+
+        def nest(donor: list[int], extent: int, limit: int) -> list[int]:
+            sizes = [0] * len(donor)
             inner = 1
-            for lv in range(len(names) - 1, -1, -1):
-                cap = min(max(donor[lv], inner), extent, limit if lv == len(names) - 1 else extent)
+            for lv in range(len(donor) - 1, -1, -1):
+                cap = min(max(donor[lv], inner), extent, limit if lv == len(donor) - 1 else extent)
                 size = max(d for d in range(inner, cap + 1, inner) if extent % d == 0)
                 sizes[lv] = inner = size
+            return sizes
+
+        ragged = set(self.ragged_splits)
+        for split in self.tile_knob_splits:
+            names, extent, limit = split.tile_knobs, split.extent, innermost_limit(split)
+            donor = [int(values[n]) if n in values else int(fill[n]) for n in names]
+            sizes = nest(donor, extent, limit)
+            if split in ragged and len(names) >= 2 and donor[-1] != sizes[-1]:
+                # keep the donor's register tile, ragged here, above exact levels of its own
+                above = nest(donor[:-1], extent, extent)
+                if 1 < donor[-1] <= limit and donor[-1] < above[-1]:
+                    sizes = [*above, donor[-1]]
             new.update(zip(names, sizes, strict=True))
         for k in self.non_tile:
             v = values.get(k.name)
@@ -252,6 +278,9 @@ class EvolutionarySearch(SearchPolicy):
     matrices (None when a schedule cannot be lowered: it scores -inf); `features` caches them
     for the last `feature_cache_size` schedules. `history` gives
     (schedule, seconds) of schedules measured before (resuming); their keys are also `measured`.
+    `ragged_prob` (ours, `annotation.RAGGED_PROB`): how often sampling and tile mutations give a
+    ragged-capable loop a register tile that leaves a partial tile; 0 keeps Ansor's exact splits
+    (the ablation of `bench/ragged_tiles.py`).
 
     Transfer between the tasks of a network (our addition; TVM shares only the cost model):
     `transfer(schedules)` hands over the fastest schedules of similar tasks, adapted to this
@@ -278,9 +307,10 @@ class EvolutionarySearch(SearchPolicy):
         crossover: bool = True,
         mutation_weights: Mapping[str, float] = MUTATION_WEIGHTS,
         feature_cache_size: int = 16384,
+        ragged_prob: float = RAGGED_PROB,
     ) -> None:
         self.sketches = [s for s in sketches if s.stages] or list(sketches)
-        self.info = {s.name: _SketchInfo(s) for s in self.sketches}
+        self.info = {s.name: _SketchInfo(s, ragged_prob) for s in self.sketches}
         self.model = model
         self.features_fn = features_fn
         self.rng = random.Random(seed)
@@ -494,7 +524,25 @@ class EvolutionarySearch(SearchPolicy):
             if kind in ("tile", "parallel"):
                 split = rng.choice(info.tile_splits if kind == "tile" else info.parallel_splits)
                 names = split.tile_knobs
-                factors = list(factors_from_sizes(split.extent, [new[n] for n in names]))
+                sizes = [new[n] for n in names]
+                # A ragged register tile (see `sketch.py`) sits outside the factor chain: the
+                # factor moves act on the levels above it, and a tile mutation of a ragged-capable
+                # loop may instead redraw it (another ragged size, or a divisor).
+                tail = sizes[-1:] if is_ragged(split, new) else []
+                if (kind == "tile" and split.ragged and len(sizes) >= 2
+                        and rng.random() < (0.5 if tail else info.ragged_prob)):
+                    options = [v for v in ragged_options(split, sizes[-2]) if v != sizes[-1]]
+                    if tail:
+                        limit = innermost_limit(split)
+                        options += [d for d in range(1, min(limit, sizes[-2]) + 1) if sizes[-2] % d == 0]
+                    if not options:
+                        continue
+                    new[names[-1]] = rng.choice(options)
+                    if math.prod(new[n] for n in info.split_reg.get(split, ())) > MAX_REGISTER_TILE:
+                        continue
+                    return info.schedule(new)
+                names = names[: len(names) - len(tail)]
+                factors = list(factors_from_sizes(split.extent, sizes[: len(names)]))
                 if kind == "tile":
                     src = rng.choice([lv for lv, f in enumerate(factors) if f > 1])
                     dst = rng.choice([lv for lv in range(len(factors)) if lv != src])
@@ -507,9 +555,11 @@ class EvolutionarySearch(SearchPolicy):
                 p = rng.choice(_prime_factors(factors[src]))
                 factors[src] //= p
                 factors[dst] *= p
-                if factors[-1] > innermost_limit(split):
+                if not tail and factors[-1] > innermost_limit(split):
                     continue
                 new.update(zip(names, sizes_from_factors(tuple(factors)), strict=True))
+                if tail and not sizes_nest(split, [new[n] for n in split.tile_knobs]):
+                    continue  # the level above the ragged tile must stay larger than it
                 # the sizes nest by construction; only the stage's register tile may break
                 if math.prod(new[n] for n in info.split_reg.get(split, ())) > MAX_REGISTER_TILE:
                     continue

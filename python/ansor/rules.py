@@ -62,7 +62,9 @@ def _folds_units(op: OpLoops) -> bool:
     return op.name not in _DECOMPOSE and not all(op.plain_inputs)
 
 
-def _splits(op: OpLoops, kind: str) -> tuple[LoopSplit, ...]:
+def _splits(op: OpLoops, kind: str, *, ragged: bool = False) -> tuple[LoopSplit, ...]:
+    """The op's loop splits for a stage of `kind`; `ragged`: the register tile of space loops
+    other than the vector lanes (and other than a decomposed window's rows) may be ragged."""
     vec = op.innermost_output_dim()
     if kind != "mlt":
         rows: tuple[int, ...] = ()
@@ -72,7 +74,9 @@ def _splits(op: OpLoops, kind: str) -> tuple[LoopSplit, ...]:
         rows = op.window_dims
     out = []
     for d, (k, e) in enumerate(zip(op.kinds, op.extents, strict=True)):
-        out.append(LoopSplit(op.index, d, k, e, d == vec and k == "S", LEVELS[kind][k], 1 if d in rows else 0))
+        vector = d == vec and k == "S"
+        out.append(LoopSplit(op.index, d, k, e, vector, LEVELS[kind][k], 1 if d in rows else 0,
+                             ragged=ragged and k == "S" and not vector and d not in rows and e > 2))
     return tuple(out)
 
 
@@ -210,11 +214,11 @@ def _variants(op: OpLoops, by_index: dict[int, OpLoops], inits: dict[int, list[O
             cons, mapping = fc
             return [
                 (f"multi_level_tiling_with_fusion(op{op.index}<-op{cons.index}@{level})",
-                 [Stage(op.index, op.name, "mlt", _splits(op, "mlt"), my_inits, my_pads, cons.index, mapping, level,
+                 [Stage(op.index, op.name, "mlt", _splits(op, "mlt", ragged=True), my_inits, my_pads, cons.index, mapping, level,
                         n_inputs=len(op.input_dims), decompose=decompose, fold_units=fold)])
                 for level in (1, 2)
             ]
-        plain = Stage(op.index, op.name, "mlt", _splits(op, "mlt"), my_inits, my_pads, n_inputs=len(op.input_dims),
+        plain = Stage(op.index, op.name, "mlt", _splits(op, "mlt", ragged=True), my_inits, my_pads, n_inputs=len(op.input_dims),
                       decompose=decompose, fold_units=fold)
         out = [(f"multi_level_tiling(op{op.index})", [plain])]
         # (packing turns the op into a linalg.generic, which cannot be decomposed and vectorized)

@@ -23,6 +23,13 @@ Initialisers (`linalg.fill`) are fused into their consumer's parallel loop; `ten
 producers get a compute location knob (at the root, or inside the consumer's `S0` loop); every
 stage carries Ansor's `auto_unroll_max_step` pragma as a knob. Knob values are tile *sizes*
 (products of inner split factors); `annotation.py` samples them as factorizations.
+
+Tile sizes nest exactly (each divides the level above), as in Ansor, with one extension: an
+`mlt` stage's register tile on a space loop other than the vector lanes may be **ragged**, any
+size up to `MAX_INNERMOST`; the loop's partial last tile is peeled (`transform.loop.peel`) and
+the full tiles and the remainder are vectorized separately. Divisor-only tiles leave a prime
+extent (197 tokens, a 7x7 feature map) one- or whole-extent register tiles; a 6-row tile of a
+1024-row matmul (170 x 6 + 4) is another point the exact splits cannot reach.
 """
 
 from __future__ import annotations
@@ -71,6 +78,9 @@ class LoopSplit:
     vector: bool  # the innermost output loop: the vector lanes
     levels: int
     inner_limit: int = 0  # > 0: the innermost tile may be at most this (1 for a decomposed conv's rows)
+    # The innermost (register) tile need not divide the level above it: the loop's last, partial
+    # tile is peeled off and both parts are vectorized at static shapes (see `_Renderer.peel_partial_tiles`).
+    ragged: bool = False
 
     @property
     def tile_knobs(self) -> tuple[str, ...]:
@@ -159,8 +169,25 @@ class Sketch:
         return _Renderer(self, values, lower_vectors=lower_vectors).render()
 
 
+def tile_options(split: LoopSplit) -> list[tuple[str, tuple[int, ...]]]:
+    """(knob, options) of each tile knob of `split`: divisors of the extent, and for a ragged
+    split's innermost knob every size up to `MAX_INNERMOST` as well."""
+    out = [(name, divisors(split.extent)) for name in split.tile_knobs]
+    if split.ragged and out:
+        name, opts = out[-1]
+        out[-1] = (name, tuple(sorted(set(opts) | set(range(1, min(MAX_INNERMOST, split.extent) + 1)))))
+    return out
+
+
+def is_ragged(split: LoopSplit, values: Mapping[str, int]) -> bool:
+    """Whether `values` give `split` an innermost tile that leaves a partial tile to peel."""
+    if not split.ragged or len(split.tile_knobs) < 2:
+        return False
+    return int(values[split.tile_knobs[-2]]) % int(values[split.tile_knobs[-1]]) != 0
+
+
 def stage_knobs(stage: Stage) -> list[Knob]:
-    knobs = [Knob(name, divisors(s.extent)) for s in stage.splits for name in s.tile_knobs]
+    knobs = [Knob(name, opts) for s in stage.splits for name, opts in tile_options(s)]
     knobs += [Knob(f"pad{p}.loc", PAD_LOCATIONS) for p in stage.pads]
     knobs.append(Knob(stage.unroll_knob, UNROLL_OPTIONS))
     return knobs
@@ -294,6 +321,37 @@ class _Renderer:
         self.emit("  transform.apply_patterns.linalg.fold_unit_extent_dims_via_slices")
         self.emit(f"}} : {_ANY}")
 
+    def peel_partial_tiles(self, stage: Stage, tile: str, loops: list[str]) -> str:
+        """Peel the partial last tile off each register-tile loop (`loops`, one per space dim of
+        the stage's op, outermost first) whose tile size does not divide the level above, so the
+        full tiles and the remainder both have static shapes and vectorize. Returns a handle to
+        every copy of the register tile.
+
+        Inner loops are peeled first (peeling an outer loop clones the inner ones, which stay
+        whole: each clone covers the remainder rows/columns). Peeling consumes the loop handle
+        and every handle nested in it; canonicalizing the enclosing loop folds the peeled
+        bounds (the remainder runs once) into static slices, replacing the tile ops, so the
+        copies are matched again by their op number."""
+        space = [s for s in stage.op_splits(stage.op) if s.kind == "S"]
+        if self.values is None:
+            if any(s.ragged for s in space):
+                self.emit("// register-tile loops whose tile does not divide the level above are peeled here")
+            return tile
+        ragged = [i for i, s in enumerate(space) if is_ragged(s, self.values)]
+        if not ragged:
+            return tile
+        parent = self.fresh("par")
+        self.emit(f"{parent} = transform.get_parent_op {loops[0]} : ({_ANY}) -> {_ANY}")
+        for i in reversed(ragged):
+            loop, main, rest = self.fresh("pl"), self.fresh("main"), self.fresh("rest")
+            self.emit(f'{loop} = transform.cast {loops[i]} : {_ANY} to !transform.op<"scf.for">')
+            self.emit(f'{main}, {rest} = transform.loop.peel {loop} : (!transform.op<"scf.for">) -> ({_ANY}, {_ANY})')
+        self.emit(f"transform.apply_patterns to {parent} {{ transform.apply_patterns.canonicalization }} : {_ANY}")
+        tiles = self.fresh("tiles")
+        self.emit(f"{tiles} = transform.structured.match attributes{{{OP_ATTR} = {stage.op} : i64}} in {parent}"
+                  f" : ({_ANY}) -> {_ANY}")
+        return tiles
+
     def register_levels(self, stage: Stage, target: str, first_space_level: int) -> None:
         """Tile from R0 inward: R0 (reduce tiles), S at `first_space_level`.., R1 (step 1), register tile."""
         nd = len(stage.splits)
@@ -304,7 +362,8 @@ class _Renderer:
                 cur, _ = self.tile_for(cur, self.sizes(stage, 2, "S", nd))
             if any(s.kind == "R" for s in stage.splits):
                 cur, _ = self.tile_for(cur, self.sizes(stage, 1, "R", nd))
-            cur, _ = self.tile_for(cur, self.sizes(stage, levels["S"] - 1, "S", nd))
+            cur, loops = self.tile_for(cur, self.sizes(stage, levels["S"] - 1, "S", nd))
+            cur = self.peel_partial_tiles(stage, cur, loops)
             for d in [s.dim for s in stage.splits if s.kind == "R"]:
                 cur, loops = self.tile_for(cur, ["1" if dd == d else "0" for dd in range(nd)])
                 tag = len(self.r1_loops)
