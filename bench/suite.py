@@ -5,19 +5,19 @@ untuned MLIR and PyTorch CPU (eager, same threads).
 
 Per workload: tune (log in OUT/NAME.jsonl, resumable), compile the best schedule, check it
 against the untuned program's output (the tuner already verified every candidate) and against
-PyTorch's, time tuned and PyTorch in this process (best of 5 timings), and take the untuned
-latency measured by the tuner. Writes OUT/suite.md (a table) and prints it; the last line is the
+PyTorch's, time tuned here and PyTorch in its own process (`torch_ops.py`; best of 5 timings
+each), and take the untuned latency measured by the tuner. Writes OUT/suite.md (a table) and prints it; the last line is the
 geometric-mean speedup over PyTorch.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import math
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 from search_args import add_search_args, tune_kwargs
@@ -56,13 +56,10 @@ def main() -> None:
 
     import ansor
     import numpy as np
-    import torch
     from ansor import workloads
     from ansor.measure import RunOptions, check_outputs, make_inputs
     from ansor.progress import TableProgress
-    from torch_ops import prepare
-
-    torch.set_num_threads(args.threads)
+    from torch_ops import time_in_subprocess
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     names = workloads.suite()
@@ -71,7 +68,7 @@ def main() -> None:
         names = [n for n in names if n in keys or n.split("-")[0] in keys]
     cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")), "?")
     header = (f"machine: {platform.node()} | {cpu} | {os.cpu_count()} cores | threads: {args.threads} | "
-              f"torch {torch.__version__} | trials per workload: {args.trials}")
+              f"torch {importlib.metadata.version('torch')} | trials per workload: {args.trials}")
     print(header, flush=True)
     rows = []
     for name in names:
@@ -87,23 +84,11 @@ def main() -> None:
                       for _ in range(5))
         t_untuned = res.baseline.latency if res.baseline.error is None else math.nan
         t_torch, agree = math.nan, "-"
-        prep = prepare(name, inputs)
-        if prep is not None:
-            run, back = prep
-            with torch.no_grad():
-                ty = back(run())
-                bad = check_outputs([np.asarray(y)], [ty.astype(np.float32)], 1e-3, 1e-3)
-                agree = "yes" if bad is None else f"NO ({bad})"
-                t0 = time.perf_counter()
-                run()
-                number = max(1, int(0.2 / max(time.perf_counter() - t0, 1e-6)))
-                ts = []
-                for _ in range(5):  # best of 5 loops of `number` calls (~0.2 s each), as for ours
-                    t0 = time.perf_counter()
-                    for _ in range(number):
-                        run()
-                    ts.append((time.perf_counter() - t0) / number)
-                t_torch = min(ts)
+        timed = time_in_subprocess(name, inputs, args.threads, out / "tmp")
+        if timed is not None:
+            t_torch, ty = timed
+            bad = check_outputs([np.asarray(y)], [ty], 1e-3, 1e-3)
+            agree = "yes" if bad is None else f"NO ({bad})"
         rows.append((name, task.flops, t_tuned, t_untuned, t_torch, agree))
         print(f"{name}: tuned {t_tuned * 1e3:.3f} ms, untuned {t_untuned * 1e3:.3f} ms, torch {t_torch * 1e3:.3f} ms",
               flush=True)

@@ -9,7 +9,11 @@ can check that both compute the same thing before comparing times.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -93,3 +97,59 @@ def prepare(name: str, inputs: list[np.ndarray]) -> tuple[Callable[[], object], 
 
         return tbs, (lambda y: y.contiguous().numpy())
     return None
+
+
+def time_in_subprocess(name: str, inputs: list[np.ndarray], threads: int, tmp: Path) -> tuple[float, np.ndarray] | None:
+    """(seconds per call, output in the workload's layout) of workload `name` in PyTorch, timed by
+    `main` in a child process (torch is never imported here); None when PyTorch has no equivalent."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    paths = [str(tmp / f"in{i}.npy") for i in range(len(inputs))]
+    for path, arr in zip(paths, inputs, strict=True):
+        np.save(path, arr)
+    res = subprocess.run([sys.executable, str(Path(__file__).resolve()), name, "--threads", str(threads),
+                          "--inputs", *paths, "--out", str(tmp / "torch.npy")],
+                         capture_output=True, text=True, check=True)
+    lat = json.loads(res.stdout.strip().splitlines()[-1])["latency_s"]
+    return None if lat is None else (float(lat), np.load(tmp / "torch.npy"))
+
+
+def main() -> None:
+    """`python bench/torch_ops.py NAME --threads T --inputs a0.npy ... --out y.npy`: time workload
+    NAME in PyTorch in its own process (torch never shares a process with our MLIR: two OpenMP
+    runtimes spinning in one process slowed both sides 1.3-1.7x); saves the output in the
+    workload's layout and prints {"latency_s": best of `--repeats` loops of ~`--seconds` s}."""
+    import argparse
+    import time
+
+    import torch
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("name")
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--inputs", nargs="+", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seconds", type=float, default=0.1)
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    prep = prepare(a.name, [np.load(p) for p in a.inputs])
+    if prep is None:
+        print(json.dumps({"latency_s": None}))
+        return
+    run, back = prep
+    with torch.no_grad():
+        np.save(a.out, back(run()).astype(np.float32))
+        t0 = time.perf_counter()
+        run()
+        number = max(1, int(a.seconds / max(time.perf_counter() - t0, 1e-6)))
+        best = float("inf")
+        for _ in range(a.repeats):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                run()
+            best = min(best, (time.perf_counter() - t0) / number)
+    print(json.dumps({"latency_s": best}))
+
+
+if __name__ == "__main__":
+    main()

@@ -109,8 +109,27 @@ def test_softmax_reduction_chain_is_one_fused_parallel_loop() -> None:
     assert foralls[1] <= 2 < foralls[0], foralls
 
 
-RAGGED_FAMILIES = ["c2d-1x9x9x3x4x3x2x1", "convlayer-1x9x9x4x8x3x2x1", "dep-1x8x8x3x3x2x1", "gmm-2x4x5x6", "c3d-1x4x9x9x3x4x3x2x1",
-                   "cap-1x4x4x2x2x3x2x1", "tbs-1x16x2x8", "c1d-1x12x3x4x3x1x1"]
+ELEMENTWISE_37 = """func.func @bias_relu(%x: tensor<6x37xf32>, %b: tensor<37xf32>) -> tensor<6x37xf32> {
+  %e = tensor.empty() : tensor<6x37xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>,
+                                        affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x, %b : tensor<6x37xf32>, tensor<37xf32>) outs(%e : tensor<6x37xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %s = arith.addf %a, %c : f32
+    %z = arith.constant 0.0 : f32
+    %r = arith.maximumf %s, %z : f32
+    linalg.yield %r : f32
+  } -> tensor<6x37xf32>
+  return %y : tensor<6x37xf32>
+}
+"""
+
+# Ragged register tiles on rows (11 output columns, 13 tokens) and on vector lanes (gmm's 13,
+# convlayer's fused consumer over 7 lanes, an element-wise `tile` stage over 37 lanes, 3-4 lanes).
+RAGGED_FAMILIES = ["c2d-1x11x11x3x4x3x1x1", "convlayer-1x9x9x4x7x3x2x1", "dep-1x8x8x3x3x2x1", "gmm-2x4x13x6",
+                   "c3d-1x4x9x9x3x4x3x2x1", "cap-1x4x4x2x3x3x2x1", "tbs-1x13x2x8", "c1d-1x12x3x4x3x1x1",
+                   "bias-relu-6x37"]
 
 
 def _ragged_samples(sk, rng: random.Random, n: int) -> list:
@@ -129,7 +148,7 @@ def test_ragged_register_tiles_are_peeled_and_correct(name: str, measurer) -> No
     """Register tiles that leave a partial tile (fused consumers, decomposed convolutions,
     windowed generics, batch matmuls): the partial tile is peeled, both parts build, and every
     one computes the right answer."""
-    task = ansor.create_task(workloads.get(name), name=name)
+    task = ansor.create_task(ELEMENTWISE_37 if name == "bias-relu-6x37" else workloads.get(name), name=name)
     rng = random.Random(11)
     inputs = []
     for sk in generate_sketches(task):
@@ -142,23 +161,28 @@ def test_ragged_register_tiles_are_peeled_and_correct(name: str, measurer) -> No
     assert not [(i.schedule, r.error_msg[:300]) for i, r in zip(inputs, results, strict=True) if r.error]
 
 
-@pytest.mark.parametrize("shape", [(37, 16, 24), (7, 32, 8)])
-def test_ragged_matmul_tiles_vectorize_fully(shape: tuple[int, int, int]) -> None:
-    """Both the full register tiles and the peeled remainder become vector FMAs at static shapes:
-    no linalg op and no dynamically shaped value is left."""
+@pytest.mark.parametrize(("shape", "dim", "tile"), [((37, 16, 24), 0, 5), ((11, 32, 8), 0, 4), ((8, 37, 16), 1, 8),
+                                                    ((6, 13, 8), 1, 5)])
+def test_ragged_matmul_tiles_vectorize_fully(shape: tuple[int, int, int], dim: int, tile: int) -> None:
+    """Both the full register tiles and the peeled remainder become vector FMAs at static shapes,
+    rows (dim 0) or vector lanes (dim 1): no linalg op and no dynamically shaped value is left,
+    and the fused initialiser's rows take a width that divides their tile."""
     from mlir import ir
 
     task = ansor.create_task(workloads.matmul(*shape))
     sk = generate_sketches(task)[0]
-    m = sk.stages[0].split(0)
+    split = sk.stages[0].split(dim)
+    extent = shape[dim]
     values = dict(sample(sk, random.Random(0)).values(),
-                  **{"op1.d0.t1": shape[0], "op1.d0.t2": shape[0], "op1.d0.t3": 5 if shape[0] > 5 else 4})
-    assert validate(sk, values) is None and is_ragged(m, values)
+                  **{f"op1.d{dim}.t1": extent, f"op1.d{dim}.t2": extent, f"op1.d{dim}.t3": tile})
+    values.update({f"op1.d{1 - dim}.t1": shape[1 - dim], f"op1.d{1 - dim}.t2": shape[1 - dim],
+                   f"op1.d{1 - dim}.t3": 1 if dim else 4 if shape[1] % 8 else 8})
+    assert validate(sk, values) is None and is_ragged(split, values)
     with ir.Context(), ir.Location.unknown():
         module = parse_payload(task)
         apply_script(module, sk.script(values))
         text = str(module)
-    assert "linalg.matmul" not in text and "linalg.generic" not in text
-    assert "?x" not in text and ("vector.fma" in text or "vector.outerproduct" in text)
-    assert "vector<5x" in text or "vector<4x" in text  # the full tiles
-    assert f"vector<{shape[0] % 5 if shape[0] > 5 else shape[0] % 4}x" in text  # the remainder
+    assert "linalg." not in text and "?x" not in text
+    assert "vector.fma" in text or "vector.outerproduct" in text
+    full, rest = (f"vector<{tile}xf32>", f"vector<{extent % tile}xf32>") if dim else (f"vector<{tile}x", f"vector<{extent % tile}x")
+    assert full in text and rest in text

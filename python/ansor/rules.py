@@ -62,9 +62,23 @@ def _folds_units(op: OpLoops) -> bool:
     return op.name not in _DECOMPOSE and not all(op.plain_inputs)
 
 
+#: Lanes of one f32 AVX2 vector register.
+_LANES = MAX_VECTOR // 2
+
+
+def _exact_tiles_suffice(extent: int, vector: bool) -> bool:
+    """Whether exact splits of `extent` already give a good register tile: whole vector registers
+    on the vector lanes, 4-8 rows on another loop. Only loops without one get ragged tiles: on
+    the others they would only thin out the search (and sampling stays as it was)."""
+    if vector:
+        return extent % _LANES == 0
+    return any(extent % d == 0 for d in range(4, 9))
+
+
 def _splits(op: OpLoops, kind: str, *, ragged: bool = False) -> tuple[LoopSplit, ...]:
-    """The op's loop splits for a stage of `kind`; `ragged`: the register tile of space loops
-    other than the vector lanes (and other than a decomposed window's rows) may be ragged."""
+    """The op's loop splits for a stage of `kind`; `ragged`: the register (or vector) tile of
+    space loops other than a window's rows may be ragged (`sketch.py`) where exact splits of the
+    extent have no good register tile (`_exact_tiles_suffice`)."""
     vec = op.innermost_output_dim()
     if kind != "mlt":
         rows: tuple[int, ...] = ()
@@ -76,7 +90,8 @@ def _splits(op: OpLoops, kind: str, *, ragged: bool = False) -> tuple[LoopSplit,
     for d, (k, e) in enumerate(zip(op.kinds, op.extents, strict=True)):
         vector = d == vec and k == "S"
         out.append(LoopSplit(op.index, d, k, e, vector, LEVELS[kind][k], 1 if d in rows else 0,
-                             ragged=ragged and k == "S" and not vector and d not in rows and e > 2))
+                             ragged=(ragged and k == "S" and d not in rows and e > 2
+                                     and not _exact_tiles_suffice(e, vector))))
     return tuple(out)
 
 
@@ -228,7 +243,7 @@ def _variants(op: OpLoops, by_index: dict[int, OpLoops], inits: dict[int, list[O
                            n_inputs=len(op.input_dims), fold_units=fold)
             out.append((f"multi_level_tiling_packed(op{op.index})", [packed]))
         return out
-    tile = (f"tile(op{op.index})", [Stage(op.index, op.name, "tile", _splits(op, "tile"), my_inits, my_pads)])
+    tile = (f"tile(op{op.index})", [Stage(op.index, op.name, "tile", _splits(op, "tile", ragged=True), my_inits, my_pads)])
     if _needs_rfactor(op):
         rf = (f"rfactor(op{op.index})", [Stage(op.index, op.name, "rfactor", _splits(op, "rfactor"), my_inits)])
         return [rf, tile]

@@ -24,12 +24,16 @@ producers get a compute location knob (at the root, or inside the consumer's `S0
 stage carries Ansor's `auto_unroll_max_step` pragma as a knob. Knob values are tile *sizes*
 (products of inner split factors); `annotation.py` samples them as factorizations.
 
-Tile sizes nest exactly (each divides the level above), as in Ansor, with one extension: an
-`mlt` stage's register tile on a space loop other than the vector lanes may be **ragged**, any
-size up to `MAX_INNERMOST`; the loop's partial last tile is peeled (`transform.loop.peel`) and
-the full tiles and the remainder are vectorized separately. Divisor-only tiles leave a prime
-extent (197 tokens, a 7x7 feature map) one- or whole-extent register tiles; a 6-row tile of a
-1024-row matmul (170 x 6 + 4) is another point the exact splits cannot reach.
+Tile sizes nest exactly (each divides the level above), as in Ansor, with one extension: where
+exact splits of a space loop have no good register tile (no divisor of 4-8 rows; on the vector
+lanes, no multiple of a vector register: `rules._exact_tiles_suffice`), the register tile of an
+`mlt` stage's loop (the vector tile of a `tile` stage's) may be **ragged**, any size up to
+`MAX_INNERMOST` (`MAX_VECTOR` on the lanes) that does not divide the level above. The loop's
+partial last tile is peeled (`transform.loop.peel`) and the full tiles and the remainder are
+vectorized separately (a fused initialiser's or consumer's rows take the widest vector that
+divides their tile instead). Exact splits leave a prime extent (197 tokens, a 17x17 feature map)
+only one- or whole-extent register tiles. A window's rows (register tile 1) and packed stages
+keep exact tiles.
 """
 
 from __future__ import annotations
@@ -78,8 +82,9 @@ class LoopSplit:
     vector: bool  # the innermost output loop: the vector lanes
     levels: int
     inner_limit: int = 0  # > 0: the innermost tile may be at most this (1 for a decomposed conv's rows)
-    # The innermost (register) tile need not divide the level above it: the loop's last, partial
-    # tile is peeled off and both parts are vectorized at static shapes (see `_Renderer.peel_partial_tiles`).
+    # The innermost (register/vector) tile need not divide the level above it: the loop's last,
+    # partial tile is peeled off and both parts are vectorized at static shapes
+    # (`_Renderer.peel_partial_tiles`).
     ragged: bool = False
 
     @property
@@ -171,11 +176,13 @@ class Sketch:
 
 def tile_options(split: LoopSplit) -> list[tuple[str, tuple[int, ...]]]:
     """(knob, options) of each tile knob of `split`: divisors of the extent, and for a ragged
-    split's innermost knob every size up to `MAX_INNERMOST` as well."""
+    split's innermost knob every size up to `MAX_INNERMOST` (`MAX_VECTOR` on the vector lanes)
+    as well."""
     out = [(name, divisors(split.extent)) for name in split.tile_knobs]
     if split.ragged and out:
         name, opts = out[-1]
-        out[-1] = (name, tuple(sorted(set(opts) | set(range(1, min(MAX_INNERMOST, split.extent) + 1)))))
+        limit = min(MAX_VECTOR if split.vector else MAX_INNERMOST, split.extent)
+        out[-1] = (name, tuple(sorted(set(opts) | set(range(1, limit + 1)))))
     return out
 
 
@@ -289,15 +296,27 @@ class _Renderer:
             out.append(_ssa(s.tile_knobs[level - 1]) if s.kind == kind else "0")
         return out
 
-    def fuse_inits(self, stage: Stage, container: str) -> str:
+    def row_width(self, stage: Stage, level: int) -> str:
+        """Vector width of an element-wise row (a fused initialiser's or consumer's) inside a
+        tile of the stage's vector loop at `level`: the register tile's width, or where a ragged
+        register tile does not divide that tile, the widest vector (<= `MAX_VECTOR`) that does
+        (the row then needs no peeling)."""
         vec = stage.vector_dim
+        if vec is None:
+            return "1"
+        knobs = stage.split(vec).tile_knobs
+        if self.values is None or int(self.values[knobs[level - 1]]) % int(self.values[knobs[-1]]) == 0:
+            return _ssa(knobs[-1])
+        outer = int(self.values[knobs[level - 1]])
+        return str(max(d for d in range(1, MAX_VECTOR + 1) if outer % d == 0))
+
+    def fuse_inits(self, stage: Stage, container: str) -> str:
         for op, rank in stage.inits:
             init = self.match(OP_ATTR, op)
             fused, container = self.fuse_into(init, container)
-            last = stage.split(vec).tile_knobs[-1] if vec is not None else None
             # One vector row at a time: vectorizing the whole S0 tile of an initialiser would
             # materialize one huge vector.
-            row, _ = self.tile_for(fused, ["1"] * (rank - 1) + [_ssa(last) if last else "1"])
+            row, _ = self.tile_for(fused, ["1"] * (rank - 1) + [self.row_width(stage, 1)])
             self.to_vectorize.append(row)
         return container
 
@@ -378,7 +397,8 @@ class _Renderer:
         else:  # tile: R0 loop over reduce tiles, then the S2 x R1 vector tile
             if any(s.kind == "R" for s in stage.splits):
                 cur, _ = self.tile_for(cur, self.sizes(stage, 1, "R", nd))
-            cur, _ = self.tile_for(cur, self.sizes(stage, 2, "S", nd))
+            cur, loops = self.tile_for(cur, self.sizes(stage, 2, "S", nd))
+            cur = self.peel_partial_tiles(stage, cur, loops)
         self.to_vectorize.append(cur)
 
     def stage_mlt_or_tile(self, stage: Stage) -> None:
@@ -397,9 +417,7 @@ class _Renderer:
                 ctile, loops = self.tile_for(ctile, [_ssa(stage.split(d).tile_knobs[1]) for d in stage.consumer_dims])
                 if loops:
                     fused, _ = self.fuse_into(fused, loops[0])
-            vec = stage.vector_dim
-            crow = ["1"] * (len(stage.consumer_dims) - 1)
-            crow.append(_ssa(stage.split(vec).tile_knobs[-1]) if vec is not None else "1")
+            crow = ["1"] * (len(stage.consumer_dims) - 1) + [self.row_width(stage, stage.fuse_level)]
             crow_tile, _ = self.tile_for(ctile, crow)
             self.to_vectorize.append(crow_tile)
             # Annotate last: fusing producers may rebuild the loop (dropping its attributes).
