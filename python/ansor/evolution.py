@@ -200,10 +200,11 @@ class _SketchInfo:
         Tile sizes keep their absolute sizes where they can: for each loop, from the innermost
         level out, the largest size that divides the loop's extent, is a multiple of the next
         inner level's and is at most the donor's (the register tile and cache tiles of a 3x3
-        convolution transfer to one of another shape). On a ragged-capable loop the donor's
-        register tile is kept as it is when it fits below the level above it. Other knobs keep the donor's value when
-        it is one of this sketch's options; knobs the donor lacks are drawn at random. None
-        when the result breaks the register-tile limit (or a GPU sketch's device limits)."""
+        convolution transfer to one of another shape). On a ragged-capable loop (unless
+        `ragged_prob` is 0) the donor's register tile is kept as it is when it fits below the
+        level above it. Other knobs keep the donor's value when it is one of this sketch's
+        options; knobs the donor lacks are drawn at random. None when the result breaks the
+        register-tile limit (or a GPU sketch's device limits)."""
         if any(n not in values for n in self.names):
             fill = self.sample(rng).values()
         else:
@@ -219,7 +220,7 @@ class _SketchInfo:
                 sizes[lv] = inner = size
             return sizes
 
-        ragged = set(self.ragged_splits)
+        ragged = set(self.ragged_splits) if self.ragged_prob > 0 else set()
         for split in self.tile_knob_splits:
             names, extent, limit = split.tile_knobs, split.extent, innermost_limit(split)
             donor = [int(values[n]) if n in values else int(fill[n]) for n in names]

@@ -28,6 +28,7 @@ import logging
 import math
 import os
 
+from .annotation import VECTOR_LANES
 from .loops import OpLoops, PadInfo, analyze_graph
 from .sketch import LEVELS, MAX_VECTOR, LoopSplit, Sketch, Stage, stage_knobs
 from .task import SearchTask
@@ -62,16 +63,12 @@ def _folds_units(op: OpLoops) -> bool:
     return op.name not in _DECOMPOSE and not all(op.plain_inputs)
 
 
-#: Lanes of one f32 AVX2 vector register.
-_LANES = MAX_VECTOR // 2
-
-
 def _exact_tiles_suffice(extent: int, vector: bool) -> bool:
     """Whether exact splits of `extent` already give a good register tile: whole vector registers
     on the vector lanes, 4-8 rows on another loop. Only loops without one get ragged tiles: on
     the others they would only thin out the search (and sampling stays as it was)."""
     if vector:
-        return extent % _LANES == 0
+        return extent % VECTOR_LANES == 0
     return any(extent % d == 0 for d in range(4, 9))
 
 
