@@ -21,7 +21,14 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .sketch import MAX_INNERMOST, MAX_REGISTER_TILE, MAX_VECTOR, LoopSplit, Sketch, Stage
+from .sketch import (
+    MAX_REGISTER_TILE,
+    MAX_VECTOR,
+    LoopSplit,
+    Sketch,
+    Stage,
+    innermost_limit,
+)
 
 
 @dataclass(frozen=True)
@@ -60,11 +67,6 @@ def factorizations(n: int, parts: int) -> tuple[tuple[int, ...], ...]:
             for rest in factorizations(n // d, parts - 1):
                 out.append((d, *rest))
     return tuple(out)
-
-
-def innermost_limit(split: LoopSplit) -> int:
-    limit = MAX_VECTOR if split.vector else MAX_INNERMOST
-    return min(limit, split.inner_limit) if split.inner_limit else limit
 
 
 @functools.cache

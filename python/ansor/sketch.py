@@ -174,6 +174,12 @@ class Sketch:
         return _Renderer(self, values, lower_vectors=lower_vectors).render()
 
 
+def innermost_limit(split: LoopSplit) -> int:
+    """The largest innermost (register/vector) tile of `split`."""
+    limit = MAX_VECTOR if split.vector else MAX_INNERMOST
+    return min(limit, split.inner_limit) if split.inner_limit else limit
+
+
 def tile_options(split: LoopSplit) -> list[tuple[str, tuple[int, ...]]]:
     """(knob, options) of each tile knob of `split`: divisors of the extent, and for a ragged
     split's innermost knob every size up to `MAX_INNERMOST` (`MAX_VECTOR` on the vector lanes)
@@ -181,7 +187,7 @@ def tile_options(split: LoopSplit) -> list[tuple[str, tuple[int, ...]]]:
     out = [(name, divisors(split.extent)) for name in split.tile_knobs]
     if split.ragged and out:
         name, opts = out[-1]
-        limit = min(MAX_VECTOR if split.vector else MAX_INNERMOST, split.extent)
+        limit = min(innermost_limit(split), split.extent)
         out[-1] = (name, tuple(sorted(set(opts) | set(range(1, limit + 1)))))
     return out
 
