@@ -96,6 +96,9 @@ def prepare(name: str, inputs: list[np.ndarray]) -> tuple[Callable[[], object], 
             return torch.softmax(scores, dim=-1)
 
         return tbs, (lambda y: y.contiguous().numpy())
+    if fam == "softmax":
+        (x,) = t
+        return (lambda: torch.softmax(x, dim=-1)), (lambda y: y.numpy())
     return None
 
 

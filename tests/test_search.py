@@ -106,3 +106,28 @@ def test_untuned_program_competes(tmp_path, matmul_big, make_fake) -> None:
     recs = load_records(tmp_path / "u.jsonl")
     assert len(recs) == 24 and sum(r.schedule.sketch == "skip" for r in recs) == 1
     assert res2.best.schedule.sketch == "skip"
+
+
+def test_resume_ignores_records_that_are_not_schedules_of_their_sketch(tmp_path, matmul_big, make_fake,
+                                                                       caplog) -> None:
+    """A rule change may give a sketch's name to another sketch (a dropped packed sketch renumbers
+    the rest): a record whose knobs do not validate against today's sketch of its name is not
+    counted, even from the current generator version."""
+    import dataclasses
+    import logging
+
+    from ansor.annotation import Schedule
+    from ansor.records import RecordWriter
+
+    log = tmp_path / "r.jsonl"
+    tune(matmul_big, trials=8, log_path=log, seed=5, batch_size=8, search="random", measurer=make_fake())
+    recs = load_records(log)
+    good = next(r for r in recs if r.schedule.sketch != "skip")
+    foreign = dataclasses.replace(good, schedule=Schedule.of(good.schedule.sketch,
+                                                             {**good.schedule.values(), "op9.d0.t1": 1}), key="foreign")
+    with RecordWriter(log) as w:
+        w.append(foreign)
+    with caplog.at_level(logging.WARNING):
+        res = tune(matmul_big, trials=12, log_path=log, seed=5, batch_size=8, search="random", measurer=make_fake())
+    assert "not a valid schedule of sketch" in caplog.text
+    assert res.trials == 12 - 8  # the 8 valid records count, the foreign one does not

@@ -8,11 +8,11 @@ import random
 import ansor
 import pytest
 from ansor import workloads
-from ansor.annotation import sample, validate
+from ansor.annotation import Schedule, sample, validate
 from ansor.lowering import apply_script, parse_payload
 from ansor.measure import LocalMeasurer, MeasureError, MeasureInput, RunOptions
 from ansor.rules import generate_sketches
-from ansor.sketch import is_ragged
+from ansor.sketch import innermost_limit, is_ragged
 
 FAMILIES = ["c1d-1x9x3x4x3x2x1", "c2d-1x9x9x3x4x3x2x1", "c2d-1x6x5x4x5x1x1x0", "dil-1x9x9x3x4x3x2x1",
             "dep-1x8x8x3x3x2x1", "convlayer-1x9x9x4x8x3x2x1", "gmm-2x4x5x6", "t2d-1x3x3x4x2x4x2x1",
@@ -107,6 +107,43 @@ def test_softmax_reduction_chain_is_one_fused_parallel_loop() -> None:
         foralls.append(text.count("scf.forall ("))
     # matmul + 4 softmax ops / matmul + the chain (a loop of one iteration may fold away)
     assert foralls[1] <= 2 < foralls[0], foralls
+
+
+def test_softmax_over_a_prime_row_takes_whole_row_vectors(measurer) -> None:
+    """A softmax over 37 lanes (ViT's 197 tokens, scaled down): no divisor of 4..16 lanes, so the
+    chain's vector knobs may take the whole row, and sampling favours it; such a program has no
+    scalar `math.exp` left and is correct."""
+    from mlir import ir
+
+    task = ansor.create_task(workloads.get("softmax-24x37"), name="softmax-24x37")
+    sk = next(s for s in generate_sketches(task) if any(r.startswith("reduction_chain") for r in s.rules))
+    st = sk.stages[0]
+    vec = [sp for sp in st.splits if sp.vector]
+    assert len(vec) == 4 and all(innermost_limit(sp) == 37 for sp in vec)  # exact options: 1 or 37
+    rng = random.Random(0)
+    draws = [sample(sk, rng).values() for _ in range(200)]
+    whole = sum(all(v[sp.tile_knobs[0]] == 37 for sp in vec) for v in draws)
+    assert whole > 200 // 16 * 2  # uniform over {1, 37} would give every row whole 1/16 of the time
+    values = next(v for v in draws if all(v[sp.tile_knobs[0]] == 37 for sp in vec))
+    with ir.Context(), ir.Location.unknown():
+        module = parse_payload(task)
+        apply_script(module, sk.script(values))
+        text = str(module)
+    assert "math.exp %" in text and ": vector<" in text.split("math.exp %", 1)[1].split("\n", 1)[0]
+    assert "linalg.generic" not in text
+    res = measurer.measure([MeasureInput(task, Schedule(sk.name, tuple(sorted(values.items()))),
+                                         sk.script(values))])[0]
+    assert res.error is None, res.error_msg
+
+
+def test_packed_sketch_needs_an_exact_vector_on_its_lanes() -> None:
+    """Packed panels take exact vector tiles only: on 19 lanes (a prime over 16) the packed sketch could
+    only hold 1-lane programs, so it is not offered; ragged tiles of the plain sketch cover them."""
+    def rules(name: str) -> list[tuple[str, ...]]:
+        return [s.rules for s in generate_sketches(ansor.create_task(workloads.get(name)))]
+
+    assert rules("gmm-2x4x19x6") == [("multi_level_tiling(op1)",), ("skip",)]
+    assert ("multi_level_tiling_packed(op1)",) in rules("gmm-2x4x12x6")  # 4, 6 or 12 lanes
 
 
 ELEMENTWISE_37 = """func.func @bias_relu(%x: tensor<6x37xf32>, %b: tensor<37xf32>) -> tensor<6x37xf32> {

@@ -106,6 +106,8 @@ def _reference(name: str, args: list[np.ndarray]) -> np.ndarray:
     if fam == "tbs":
         q, k = a[0].transpose(0, 2, 1, 3), a[1].transpose(0, 2, 3, 1)  # [B,H,S,D], [B,H,D,S]
         return _softmax(q @ k)
+    if fam == "softmax":
+        return _softmax(a[0])
     raise AssertionError(name)
 
 
@@ -136,6 +138,7 @@ SMALL = [
     "nrm-2x5x7",
     "convlayer-1x7x7x3x4x3x2x1",
     "tbs-2x5x3x4",
+    "softmax-6x37",
 ]
 
 

@@ -87,7 +87,9 @@ FULL_VECTOR_PROB = 0.5
 
 @functools.cache
 def _full_vector_factors(split: LoopSplit) -> tuple[tuple[int, ...], ...]:
-    return tuple(f for f in _valid_factors(split) if f[-1] % VECTOR_LANES == 0)
+    # (a whole row wider than `MAX_VECTOR`, allowed by `innermost_limit`, fills registers too)
+    return tuple(f for f in _valid_factors(split)
+                 if f[-1] % VECTOR_LANES == 0 or f[-1] == split.extent > MAX_VECTOR)
 
 
 def choose_factors(split: LoopSplit, rng: random.Random) -> tuple[int, ...]:
@@ -174,6 +176,9 @@ def validate(sketch: Sketch, values: Mapping[str, int]) -> str | None:
             return f"missing knob {k.name}"
         if int(values[k.name]) not in k.options:
             return f"knob {k.name}={values[k.name]} not in its options"
+    if len(values) != len(sketch.knobs):  # (a record of another sketch under this name)
+        unknown = sorted(set(values) - {k.name for k in sketch.knobs})
+        return f"knobs {', '.join(unknown)} are not knobs of sketch {sketch.name}"
     for stage in sketch.stages:
         for s in stage.splits:
             sizes = [int(values[n]) for n in s.tile_knobs]

@@ -30,8 +30,8 @@ log = logging.getLogger(__name__)
 #: Version of the record format; readers refuse records of another major version.
 LOG_VERSION = 1
 #: Version of the sketch generator (rules, preprocessing, script shape). Records of another
-#: version are not applied by `ansor.compile` (their scripts may address ops differently) and are
-#: re-validated against the current sketches before a resumed run counts them.
+#: version are not applied by `ansor.compile` (their scripts may address ops differently). A
+#: resumed run counts only records that validate against the current sketch of their name.
 SKETCH_VERSION = 2
 
 

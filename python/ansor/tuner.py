@@ -26,7 +26,6 @@ from .evolution import EvolutionarySearch, FeaturesFn
 from .measure import MeasureInput, Measurer, MeasureResult, RunOptions, create_measurer
 from .progress import ProgressCallback
 from .records import (
-    SKETCH_VERSION,
     LogError,
     Record,
     RecordWriter,
@@ -71,11 +70,12 @@ def _prior_records(log_path: Path | None, task: SearchTask, sketches: list[Sketc
                            f"not '{task.target}': give another --log")
         if r.task.hash != task.hash:
             continue
-        if r.sketch_version != SKETCH_VERSION:
-            sk = names.get(r.schedule.sketch)
-            if sk is None or (sk.stages and validate(sk, r.schedule.values()) is not None):
-                log.warning("%s: ignoring record %s from sketch generator v%d", log_path, r.key, r.sketch_version)
-                continue
+        # (every record is re-validated: a rule change may give a sketch name to other knobs)
+        sk = names.get(r.schedule.sketch)
+        if sk is None or (sk.stages and validate(sk, r.schedule.values()) is not None):
+            log.warning("%s: ignoring record %s: it is not a valid schedule of sketch %s (generator v%d)",
+                        log_path, r.key, r.schedule.sketch, r.sketch_version)
+            continue
         out.append(r)
     return out
 

@@ -492,23 +492,57 @@ def conv2d_bn_relu(n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1,
     )
 
 
+_NINF = "  %ninf = arith.constant 0xFF800000 : f32\n"
+
+
+def _softmax_rows(src: str, shape: list[int], result: str = "%out") -> str:
+    """`result` = softmax of `src` (a tensor of `shape`) over its last dim: the row max, exp(x -
+    max), the row sum, the division -- four `linalg.generic`s, as torch-mlir exports softmax
+    (needs `%zero` and `%ninf`, the `_NINF` constant, in scope)."""
+    idx = ", ".join(f"d{i}" for i in range(len(shape)))
+    full = f"affine_map<({idx}) -> ({idx})>"
+    row = f"affine_map<({idx}) -> ({idx.rsplit(', ', 1)[0] if len(shape) > 1 else ''})>"
+    red, its, red_its = shape[:-1], "p" * len(shape), "p" * (len(shape) - 1) + "r"
+    return (
+        f"  %max_e = tensor.empty() : {_t(red)}\n"
+        f"  %max_init = linalg.fill ins(%ninf : f32) outs(%max_e : {_t(red)}) -> {_t(red)}\n"
+        + _generic([full, row], red_its, [(src, shape)], ("%max_init", red), """    ^bb0(%x: f32, %acc: f32):
+      %m = arith.maximumf %acc, %x : f32
+      linalg.yield %m : f32
+""", "%max")
+        + f"  %exp_e = tensor.empty() : {_t(shape)}\n"
+        + _generic([full, row, full], its, [(src, shape), ("%max", red)], ("%exp_e", shape), """    ^bb0(%x: f32, %m: f32, %o: f32):
+      %d = arith.subf %x, %m : f32
+      %e = math.exp %d : f32
+      linalg.yield %e : f32
+""", "%exp")
+        + _zeros("sum_init", red)
+        + _generic([full, row], red_its, [("%exp", shape)], ("%sum_init", red), """    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %acc, %x : f32
+      linalg.yield %s : f32
+""", "%sum")
+        + f"  %res = tensor.empty() : {_t(shape)}\n"
+        + _generic([full, row, full], its, [("%exp", shape), ("%sum", red)], ("%res", shape), """    ^bb0(%x: f32, %s: f32, %o: f32):
+      %r = arith.divf %x, %s : f32
+      linalg.yield %r : f32
+""", result)
+    )
+
+
+def softmax(m: int, n: int) -> str:
+    """Softmax over the last dim of X [M,N] (ViT-B's attention: M = 12 heads x 197 tokens, N = 197)."""
+    return _func("softmax", [("X", [m, n])], [m, n], _NINF + _softmax_rows("%X", [m, n]), "%out")
+
+
 def transpose_batch_matmul_softmax(b: int, seq: int, heads: int, dim: int) -> str:
     """Ansor TBS subgraph: Q, K [B,S,H,D] -> Qt = transpose [B,H,S,D], Kt = transpose [B,H,D,S]
     (`linalg.transpose`) -> scores[b,h,i,j] = sum_d Qt[b,h,i,d] * Kt[b,h,d,j] (4-D batched
     contraction, `linalg.generic`) -> softmax over j (max, exp(x - max), sum, divide: four
     `linalg.generic`s) -> [B,H,S,S]."""
-    x, qt, kt, sc, red = (
-        [b, seq, heads, dim],
-        [b, heads, seq, dim],
-        [b, heads, dim, seq],
-        [b, heads, seq, seq],
-        [b, heads, seq],
-    )
-    d4 = "(b, h, i, j)"
-    full, row = f"affine_map<{d4} -> (b, h, i, j)>", f"affine_map<{d4} -> (b, h, i)>"
+    x, qt, kt, sc = [b, seq, heads, dim], [b, heads, seq, dim], [b, heads, dim, seq], [b, heads, seq, seq]
     body = (
-        f"  %ninf = arith.constant 0xFF800000 : f32\n"
-        f"  %qt_e = tensor.empty() : {_t(qt)}\n"
+        _NINF
+        + f"  %qt_e = tensor.empty() : {_t(qt)}\n"
         f"  %qt = linalg.transpose ins(%Q : {_t(x)}) outs(%qt_e : {_t(qt)}) permutation = [0, 2, 1, 3]\n"
         f"  %kt_e = tensor.empty() : {_t(kt)}\n"
         f"  %kt = linalg.transpose ins(%K : {_t(x)}) outs(%kt_e : {_t(kt)}) permutation = [0, 2, 3, 1]\n"
@@ -525,55 +559,7 @@ def transpose_batch_matmul_softmax(b: int, seq: int, heads: int, dim: int) -> st
             _MAC,
             "%scores",
         )
-        + f"  %max_e = tensor.empty() : {_t(red)}\n"
-        f"  %max_init = linalg.fill ins(%ninf : f32) outs(%max_e : {_t(red)}) -> {_t(red)}\n"
-        + _generic(
-            [full, row],
-            "pppr",
-            [("%scores", sc)],
-            ("%max_init", red),
-            """    ^bb0(%x: f32, %acc: f32):
-      %m = arith.maximumf %acc, %x : f32
-      linalg.yield %m : f32
-""",
-            "%max",
-        )
-        + f"  %exp_e = tensor.empty() : {_t(sc)}\n"
-        + _generic(
-            [full, row, full],
-            "pppp",
-            [("%scores", sc), ("%max", red)],
-            ("%exp_e", sc),
-            """    ^bb0(%x: f32, %m: f32, %o: f32):
-      %d = arith.subf %x, %m : f32
-      %e = math.exp %d : f32
-      linalg.yield %e : f32
-""",
-            "%exp",
-        )
-        + _zeros("sum_init", red)
-        + _generic(
-            [full, row],
-            "pppr",
-            [("%exp", sc)],
-            ("%sum_init", red),
-            """    ^bb0(%x: f32, %acc: f32):
-      %s = arith.addf %acc, %x : f32
-      linalg.yield %s : f32
-""",
-            "%sum",
-        )
-        + f"  %res = tensor.empty() : {_t(sc)}\n"
-        + _generic(
-            [full, row, full],
-            "pppp",
-            [("%exp", sc), ("%sum", red)],
-            ("%res", sc),
-            """    ^bb0(%x: f32, %s: f32, %o: f32):
-      %r = arith.divf %x, %s : f32
-      linalg.yield %r : f32
-""",
-        )
+        + _softmax_rows("%scores", sc)
     )
     return _func("transpose_batch_matmul_softmax", [("Q", x), ("K", x)], sc, body, "%out")
 
@@ -707,6 +693,7 @@ _FAMILIES: dict[str, tuple[Callable[[str, str], str], str]] = {
         lambda s, n: transpose_batch_matmul_softmax(*_dims(s, 4, n)),
         "tbs-BxSxHxD: transpose + batch_matmul + softmax",
     ),
+    "softmax": (lambda s, n: softmax(*_dims(s, 2, n)), "softmax-MxN: softmax over N (max, exp, sum, divide)"),
     "lngelu": (
         lambda s, n: layernorm_gelu(*_dims(s, 2, n)),
         "lngelu-MxN: LayerNorm over N (gamma, beta, eps 1e-5) + GELU (tanh approximation)",
