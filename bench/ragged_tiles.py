@@ -21,53 +21,15 @@ matmul-1024 as a power-of-two control.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+from retime import ratio, retime_in_child
 from search_args import add_search_args, tune_kwargs
 
 DEFAULT = "matmul-197x768x768,c2d-1x7x7x512x512x3x1x1,c2d-1x14x14x256x256x3x1x1,matmul-1024"
-
-
-def calls_for(fn, seconds: float = 0.1) -> int:
-    t0 = time.perf_counter()
-    fn()
-    return max(1, int(seconds / max(time.perf_counter() - t0, 1e-6)))
-
-
-def time_variants(name: str, out: Path, rounds: int, threads: int) -> dict:
-    """(In a fresh process: `--time NAME`.) Compile both variants' best programs, check them, and
-    time exact, ragged (here, native loops) and PyTorch (its own process) in alternating rounds."""
-    import ansor
-    import numpy as np
-    from ansor import workloads
-    from ansor.measure import check_outputs, make_inputs
-    from torch_ops import time_in_subprocess
-
-    text = workloads.get(name)
-    task = ansor.create_task(text, name=name)
-    fns = {v: ansor.compile(text, log=out / f"{name}.{v}.jsonl", threads=threads) for v in ("exact", "ragged")}
-    inputs = workloads.valid_inputs(name, make_inputs(task))
-    ye, yr = (np.asarray(fns[v](*inputs)) for v in ("exact", "ragged"))
-    bad = check_outputs([yr], [ye], 1e-3, 1e-3)
-    number = {v: calls_for(lambda f=fns[v], a=inputs: f(*a)) for v in ("exact", "ragged")}
-    times: dict[str, list[float]] = {"exact": [], "ragged": [], "torch": []}
-    for _ in range(rounds):
-        for v in ("exact", "ragged"):  # in their native timing loop, as the tuner times them
-            times[v].append(min(fns[v].time(*inputs, number=number[v]) for _ in range(5)))
-        timed = time_in_subprocess(name, inputs, threads, out / "tmp")
-        if timed is None:
-            times.pop("torch")
-            break
-        times["torch"].append(timed[0])
-        bad = bad or check_outputs([yr], [timed[1]], 1e-3, 1e-3)
-    return {"times": times, "agree": bad or "yes"}
 
 
 def main() -> None:
@@ -78,14 +40,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", default="bench/out/ragged")
-    ap.add_argument("--time", metavar="NAME", help=argparse.SUPPRESS)  # the timing child process
     add_search_args(ap)
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     out = Path(args.out)
-    if args.time:
-        print(json.dumps(time_variants(args.time, out, args.rounds, args.threads)))
-        return
 
     import ansor
     from ansor import workloads
@@ -123,15 +81,11 @@ def main() -> None:
         best = min(recs, key=lambda r: r.latency)
         # Timing in a fresh process: this one has run the tuner (XGBoost's OpenMP runtime beside
         # ours, feature workers), and re-timings here read up to 1.7x slow, unevenly.
-        child = subprocess.run([sys.executable, __file__, "--time", name, "--out", str(out), "--rounds",
-                                str(args.rounds), "--threads", str(args.threads)],
-                               capture_output=True, text=True, check=True)
-        timed = json.loads(child.stdout.strip().splitlines()[-1])
+        timed = retime_in_child(name, {v: [out / f"{name}.{v}.jsonl"] for v in ("exact", "ragged")},
+                                args.rounds, args.threads, out / "tmp")
         times = timed["times"]
         med = {v: statistics.median(t) for v, t in times.items()}
-        gain = statistics.median(e / r for e, r in zip(times["exact"], times["ragged"], strict=True))
-        vs_torch = (statistics.median(t / r for t, r in zip(times["torch"], times["ragged"], strict=True))
-                    if "torch" in times else float("nan"))
+        gain, vs_torch = ratio(times, "exact", "ragged"), ratio(times, "torch", "ragged")
         rows.append((name, best_tuned["exact"], best_tuned["ragged"], med["exact"], med["ragged"], gain,
                      med.get("torch", float("nan")), vs_torch, f"{n_ragged}/{len(recs)}",
                      "yes" if ragged(best) else "no", timed["agree"]))
