@@ -141,3 +141,55 @@ def test_erf_expanded_to_vector_arithmetic() -> None:
         ok = ~np.isnan(x)
         np.testing.assert_allclose(out[ok], ref[ok], rtol=2e-6, atol=3e-7)
         assert np.isnan(out[~ok]).all()
+
+
+I8_GUARD = """func.func @guard(%x: tensor<4x5xf32>) -> tensor<4xi8> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %one = arith.constant 1 : i8
+  %e = tensor.empty() : tensor<4x5xi8>
+  %m = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x5xf32>) outs(%e : tensor<4x5xi8>) {
+  ^bb0(%a: f32, %o: i8):
+    %c = arith.cmpf oeq, %a, %ninf : f32
+    %w = arith.extui %c : i1 to i8
+    linalg.yield %w : i8
+  } -> tensor<4x5xi8>
+  %r0 = tensor.empty() : tensor<4xi8>
+  %r1 = linalg.fill ins(%one : i8) outs(%r0 : tensor<4xi8>) -> tensor<4xi8>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                       iterator_types = ["parallel", "reduction"]}
+      ins(%m : tensor<4x5xi8>) outs(%r1 : tensor<4xi8>) {
+  ^bb0(%a: i8, %acc: i8):
+    %b = arith.andi %a, %acc : i8
+    linalg.yield %b : i8
+  } -> tensor<4xi8>
+  return %r : tensor<4xi8>
+}
+"""
+
+
+def test_i8_tensors_are_task_arguments_and_results() -> None:
+    """torch-mlir's booleans arrive widened to i8 (SDPA's all-masked-row guard in a ViT block):
+    a task may take and return i8 tensors, and tuned candidates of it are measured and checked."""
+    import random
+
+    from ansor.annotation import sample
+    from ansor.measure import LocalMeasurer, MeasureInput, RunOptions
+    from ansor.rules import generate_sketches
+
+    task = ansor.create_task(I8_GUARD)
+    assert task.outputs[0].dtype == "i8" and task.outputs[0].numpy_dtype() == "int8"
+    x = np.zeros((4, 5), dtype=np.float32)
+    x[1, :] = -np.inf
+    x[3, :4] = -np.inf
+    y = ansor.compile(I8_GUARD)(x)
+    assert y.dtype == np.int8 and y.tolist() == [0, 1, 0, 0]
+    sk = next(s for s in generate_sketches(task) if s.stages)
+    s = sample(sk, random.Random(0))
+    m = LocalMeasurer(RunOptions(threads=1, repeat=1, min_repeat_ms=0))
+    try:
+        res = m.measure([MeasureInput(task, s, sk.script(s.values()))])[0]
+    finally:
+        m.close()
+    assert res.error is None, res.error_msg

@@ -23,7 +23,8 @@ from mlir import ir, passmanager
 from . import _native
 
 #: Element types the pipeline can generate inputs for and verify.
-SUPPORTED_ELEMENT_TYPES = ("f32", "f64", "i32", "i64", "f16")
+#: (i8: torch-mlir's booleans after `frontend` widens i1, e.g. SDPA's all-masked-row guard)
+SUPPORTED_ELEMENT_TYPES = ("f32", "f64", "i32", "i64", "f16", "i16", "i8")
 
 
 class TaskError(ValueError):
@@ -38,9 +39,8 @@ class TensorSpec:
     dtype: str  # MLIR element type spelling: "f32", "i64", ...
 
     def numpy_dtype(self) -> str:
-        return {"f32": "float32", "f64": "float64", "f16": "float16", "i32": "int32", "i64": "int64"}[
-            self.dtype
-        ]
+        return {"f32": "float32", "f64": "float64", "f16": "float16", "i32": "int32", "i64": "int64",
+                "i16": "int16", "i8": "int8"}[self.dtype]
 
     def mlir_type(self) -> str:
         dims = "x".join(str(d) for d in self.shape)
