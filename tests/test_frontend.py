@@ -193,6 +193,25 @@ def test_import_torch_bool_masks_widened() -> None:
 
 
 @needs_torch_mlir
+def test_attention_block_partitions_with_i8_tasks() -> None:
+    """`nn.MultiheadAttention` exports scaled dot-product attention with a guard for fully masked
+    rows (an i8 mask reduced per row): the partitioned model has tasks taking or returning i8
+    tensors, and the whole model, untuned, equals PyTorch."""
+    torch = pytest.importorskip("torch")
+    from ansor.compile import compile_network
+    from ansor.models import vit_block
+    from ansor.partition import extract_tasks
+
+    model = vit_block(dim=16, heads=2, mlp=32)
+    x = torch.randn(1, 7, 16, generator=torch.Generator().manual_seed(2))
+    text = frontend.import_torch(model, (x,))
+    net = extract_tasks(text)
+    assert any(s.dtype == "i8" for t in net.tasks for s in t.inputs + t.outputs)
+    out = compile_network(net)(x.numpy())
+    np.testing.assert_allclose(out, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+@needs_torch_mlir
 def test_import_file_conv_net_matches_pytorch(tmp_path: Path) -> None:
     (tmp_path / "convnet.py").write_text(textwrap.dedent("""
         import torch
@@ -257,7 +276,7 @@ def test_networks_build_deterministically() -> None:
     from ansor.models import NETWORKS
 
     expected = {"mlp": (4, 10), "small-cnn": (1, 10), "resnet18": (1, 1000), "mobilenet-v2": (1, 1000),
-                "bert-layer": (1, 128, 768)}
+                "bert-layer": (1, 128, 768), "vit-block": (1, 197, 192)}
     assert set(expected) <= set(NETWORKS)
     for name, (factory, shapes) in NETWORKS.items():
         xs = [torch.randn(*s, generator=torch.Generator().manual_seed(0)) for s in shapes]

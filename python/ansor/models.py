@@ -193,6 +193,32 @@ def bert_layer(hidden: int = 768, heads: int = 12, ffn: int = 3072) -> nn.Module
     return EncoderLayer().eval()
 
 
+def vit_block(dim: int = 192, heads: int = 3, mlp: int = 768) -> nn.Module:
+    """One ViT encoder block (pre-LN, ViT-Tiny sizes): `nn.MultiheadAttention` over 197 tokens, GELU MLP.
+
+    PyTorch's attention here (scaled dot-product) exports with a guard for fully masked rows:
+    an i8 mask reduced over each row, so a task of the model takes and returns i8 tensors; 197
+    tokens is a prime extent (whole-row vectors, ragged register tiles)."""
+    import torch
+
+    nn = _nn()
+    torch.manual_seed(SEED)
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.n1, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+            self.mlp = nn.Sequential(nn.Linear(dim, mlp), nn.GELU(), nn.Linear(mlp, dim))
+
+        def forward(self, x):
+            h = self.n1(x)
+            x = x + self.attn(h, h, h, need_weights=False)[0]
+            return x + self.mlp(self.n2(x))
+
+    return Block().eval()
+
+
 #: name -> (factory, input shapes). Every input is float32.
 NETWORKS: dict[str, tuple[Callable[[], nn.Module], list[tuple[int, ...]]]] = {
     "mlp": (mlp, [(4, 64)]),
@@ -200,6 +226,7 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], list[tuple[int, ...]]]] = {
     "resnet18": (resnet18, [(1, 3, 224, 224)]),
     "mobilenet-v2": (mobilenet_v2, [(1, 3, 224, 224)]),
     "bert-layer": (bert_layer, [(1, 128, 768)]),
+    "vit-block": (vit_block, [(1, 197, 192)]),
 }
 
 
