@@ -105,6 +105,9 @@ def main() -> None:
         print(json.dumps(time_alternating(args.child[0], logs, args.rounds, args.threads, Path(args.tmp))))
         return
 
+    import ansor
+    from ansor import workloads
+
     work: dict[str, list[Path]] = {}
     for pair in args.pairs:
         name, _, paths = pair.partition("=")
@@ -112,17 +115,12 @@ def main() -> None:
             ap.error(f"{pair!r}: expected NAME=LOG[,LOG...]")
         work[name] = [Path(p) for p in paths.split(",")]
     if args.suite:
-        from ansor import workloads
-
         for name in workloads.suite():
             found = [Path(d) / f"{name}.jsonl" for d in args.suite.split(",") if (Path(d) / f"{name}.jsonl").exists()]
             if found:
                 work.setdefault(name, found)
     if not work:
         ap.error("nothing to re-time: give NAME=LOG pairs or --suite DIR")
-    import ansor
-    from ansor import workloads
-
     for name, paths in work.items():
         try:
             workloads.get(name)

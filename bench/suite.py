@@ -3,10 +3,10 @@ untuned MLIR and PyTorch CPU (eager, same threads).
 
     python bench/suite.py [--trials 200] [--only c2d,t2d] [--threads N] [--out bench/out/suite]
 
-Per workload: tune (log in OUT/NAME.jsonl, resumable), compile the best schedule, check it
-against the untuned program's output (the tuner already verified every candidate) and against
-PyTorch's, time tuned here and PyTorch in its own process (`torch_ops.py`; best of 5 timings
-each), and take the untuned latency measured by the tuner. Writes OUT/suite.md (a table) and prints it; the last line is the
+Per workload: tune (log in OUT/NAME.jsonl, resumable; the tuner verified every candidate
+against the untuned program), then `retime.py` compiles the best schedule in a fresh process,
+checks it against PyTorch's output and times both in 3 alternating rounds (PyTorch in its own
+process, `torch_ops.py`; medians reported); the untuned latency is the one the tuner measured. Writes OUT/suite.md (a table) and prints it; the last line is the
 geometric-mean speedup over PyTorch.
 """
 
@@ -17,6 +17,7 @@ import importlib.metadata
 import math
 import os
 import platform
+import statistics
 import sys
 from pathlib import Path
 
@@ -55,11 +56,10 @@ def main() -> None:
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
 
     import ansor
-    import numpy as np
     from ansor import workloads
-    from ansor.measure import RunOptions, check_outputs, make_inputs
+    from ansor.measure import RunOptions
     from ansor.progress import TableProgress
-    from torch_ops import time_in_subprocess
+    from retime import retime_in_child
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     names = workloads.suite()
@@ -77,18 +77,13 @@ def main() -> None:
         res = ansor.tune(task, trials=args.trials, log_path=out / f"{name}.jsonl", seed=args.seed,
                          run_options=RunOptions(threads=args.threads), callback=TableProgress(),
                          **tune_kwargs(args, args.seed))
-        fn = ansor.compile(text, log=out / f"{name}.jsonl", threads=args.threads)
-        inputs = workloads.valid_inputs(name, make_inputs(task))
-        y = fn(*inputs)
-        t_tuned = min(fn.time(*inputs, number=max(1, int(0.2 / max(res.best.latency if res.best else 1, 1e-6))))
-                      for _ in range(5))
+        # re-timed in a fresh process, PyTorch in its own: this one ran the tuner (XGBoost's OpenMP
+        # runtime beside ours), which slows timings here 1.3-1.7x, unevenly
+        timed = retime_in_child(name, {"tuned": [out / f"{name}.jsonl"]}, 3, args.threads, out / "tmp")
+        t_tuned = statistics.median(timed["times"]["tuned"])
         t_untuned = res.baseline.latency if res.baseline.error is None else math.nan
-        t_torch, agree = math.nan, "-"
-        timed = time_in_subprocess(name, inputs, args.threads, out / "tmp")
-        if timed is not None:
-            t_torch, ty = timed
-            bad = check_outputs([np.asarray(y)], [ty], 1e-3, 1e-3)
-            agree = "yes" if bad is None else f"NO ({bad})"
+        t_torch = statistics.median(timed["times"]["torch"]) if "torch" in timed["times"] else math.nan
+        agree = timed["agree"] if "torch" in timed["times"] else "-"
         rows.append((name, task.flops, t_tuned, t_untuned, t_torch, agree))
         print(f"{name}: tuned {t_tuned * 1e3:.3f} ms, untuned {t_untuned * 1e3:.3f} ms, torch {t_torch * 1e3:.3f} ms",
               flush=True)
