@@ -131,11 +131,77 @@ struct LinExpr {
   bool isConst() const { return terms.empty(); }
 };
 
-double tripOf(OpFoldResult lb, OpFoldResult ub, OpFoldResult step) {
+/// Static trip count of one loop dimension; nullopt when a bound or the step is not constant.
+std::optional<double> staticTrip(OpFoldResult lb, OpFoldResult ub, OpFoldResult step) {
   auto l = getConstantIntValue(lb), u = getConstantIntValue(ub), s = getConstantIntValue(step);
   if (!l || !u || !s || *s <= 0)
-    return 1;
+    return std::nullopt;
   return *u > *l ? double((*u - *l + *s - 1) / *s) : 0;
+}
+
+double tripOf(OpFoldResult lb, OpFoldResult ub, OpFoldResult step) {
+  return staticTrip(lb, ub, step).value_or(1);
+}
+
+/// Size of dimension `d` of a ranked tensor `v`; a dynamic size is taken from a `tensor.cast` of
+/// `v` to a static size (what canonicalization folds into `v`'s type), else ShapedType::kDynamic.
+int64_t staticDim(Value v, unsigned d) {
+  auto t = cast<ShapedType>(v.getType());
+  if (!t.isDynamicDim(d))
+    return t.getDimSize(d);
+  for (Operation *u : v.getUsers())
+    if (auto c = dyn_cast<tensor::CastOp>(u))
+      if (auto ct = dyn_cast<RankedTensorType>(c.getType()); ct && !ct.isDynamicDim(d))
+        return ct.getDimSize(d);
+  // A slice whose size is a constant SSA value (folding would make the type static).
+  if (auto ex = v.getDefiningOp<tensor::ExtractSliceOp>()) {
+    llvm::SmallBitVector dropped = ex.getDroppedDims();
+    auto sizes = ex.getMixedSizes();
+    for (unsigned i = 0, j = 0; i < sizes.size(); ++i) {
+      if (dropped[i])
+        continue;
+      if (j++ == d)
+        return getConstantIntValue(sizes[i]).value_or(ShapedType::kDynamic);
+    }
+  }
+  return ShapedType::kDynamic;
+}
+
+/// Static loop ranges of a linalg op, dynamic ones resolved through `staticDim` of its operands.
+SmallVector<int64_t> loopRanges(linalg::LinalgOp op) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::none_of(ranges, ShapedType::isDynamic))
+    return ranges;
+  SmallVector<int64_t> flat; // operand dims in the order of LinalgOp::getStaticShape
+  for (OpOperand &o : op->getOpOperands())
+    if (auto t = dyn_cast<ShapedType>(o.get().getType()); t && t.hasRank())
+      for (unsigned d = 0; d < unsigned(t.getRank()); ++d)
+        flat.push_back(staticDim(o.get(), d));
+  AffineMap m = op.getShapesToLoopsMap();
+  if (!m || m.getNumResults() != ranges.size())
+    return ranges;
+  for (auto [i, e] : llvm::enumerate(m.getResults()))
+    if (auto de = dyn_cast<AffineDimExpr>(e); de && ShapedType::isDynamic(ranges[i]) &&
+                                                de.getPosition() < flat.size())
+      ranges[i] = flat[de.getPosition()];
+  return ranges;
+}
+
+/// Whether `op` is a loop that runs its body exactly once: canonicalization inlines its body and
+/// its attributes (an unroll pragma) are lost, so features treat it as absent.
+bool singleIteration(Operation *op) {
+  if (auto f = dyn_cast<scf::ForOp>(op)) {
+    std::optional<APInt> t = f.getStaticTripCount();
+    return t && *t == 1;
+  }
+  if (auto f = dyn_cast<scf::ForallOp>(op)) {
+    auto lbs = f.getMixedLowerBound(), ubs = f.getMixedUpperBound(), st = f.getMixedStep();
+    for (unsigned i = 0; i < f.getRank(); ++i)
+      if (staticTrip(lbs[i], ubs[i], st[i]) != 1.0)
+        return false;
+    return true;
+  }
+  return false;
 }
 
 /// Everything computed once per extraction root.
@@ -211,11 +277,15 @@ Chain Extractor::chainOf(Operation *op) {
       break;
   }
   Chain chain;
+  // A loop (dimension) with exactly one iteration is no loop: skipping it here gives the
+  // features canonicalization would (it folds such loops away), without running it.
   for (Operation *p : llvm::reverse(loops)) {
     if (auto f = dyn_cast<scf::ForOp>(p)) {
+      std::optional<APInt> t = f.getStaticTripCount();
+      if (t && *t == 1)
+        continue;
       LoopEntry e;
       e.key = {f.getInductionVar().getAsOpaquePointer(), 0};
-      std::optional<APInt> t = f.getStaticTripCount();
       e.trip = t && t->getActiveBits() <= 62 ? double(t->getZExtValue()) : 1;
       e.step = double(getConstantIntValue(f.getStep()).value_or(1));
       e.forOp = f;
@@ -223,6 +293,8 @@ Chain Extractor::chainOf(Operation *op) {
     } else if (auto f = dyn_cast<scf::ForallOp>(p)) {
       auto lbs = f.getMixedLowerBound(), ubs = f.getMixedUpperBound(), st = f.getMixedStep();
       for (auto [i, iv] : llvm::enumerate(f.getInductionVars())) {
+        if (staticTrip(lbs[i], ubs[i], st[i]) == 1.0)
+          continue;
         LoopEntry e;
         e.key = {iv.getAsOpaquePointer(), 0};
         e.trip = tripOf(lbs[i], ubs[i], st[i]);
@@ -232,6 +304,8 @@ Chain Extractor::chainOf(Operation *op) {
       }
     } else if (auto f = dyn_cast<scf::ParallelOp>(p)) {
       for (auto [i, iv] : llvm::enumerate(f.getInductionVars())) {
+        if (staticTrip(f.getLowerBound()[i], f.getUpperBound()[i], f.getStep()[i]) == 1.0)
+          continue;
         LoopEntry e;
         e.key = {iv.getAsOpaquePointer(), 0};
         e.trip = tripOf(f.getLowerBound()[i], f.getUpperBound()[i], f.getStep()[i]);
@@ -255,12 +329,22 @@ const LinExpr &Extractor::eval(Value v) {
     r.c = *c;
   } else if (auto ba = dyn_cast<BlockArgument>(v)) {
     Operation *owner = ba.getOwner()->getParentOp();
+    // The variable of a single-iteration loop (not in the chain, see chainOf) is its lower bound.
     if (auto f = dyn_cast_or_null<scf::ForOp>(owner)) {
-      if (v == f.getInductionVar())
+      std::optional<APInt> t = f.getStaticTripCount();
+      if (v == f.getInductionVar() && t && *t == 1)
+        r = eval(f.getLowerBound());
+      else if (v == f.getInductionVar())
         r.terms.push_back({{v.getAsOpaquePointer(), 0}, 1});
     } else if (auto f = dyn_cast_or_null<scf::ForallOp>(owner)) {
-      if (ba.getArgNumber() < f.getRank())
-        r.terms.push_back({{v.getAsOpaquePointer(), 0}, 1});
+      unsigned i = ba.getArgNumber();
+      if (i < f.getRank()) {
+        OpFoldResult lb = f.getMixedLowerBound()[i];
+        if (staticTrip(lb, f.getMixedUpperBound()[i], f.getMixedStep()[i]) == 1.0)
+          r.c = *getConstantIntValue(lb);
+        else
+          r.terms.push_back({{v.getAsOpaquePointer(), 0}, 1});
+      }
     } else if (isa_and_nonnull<scf::ParallelOp>(owner)) {
       r.terms.push_back({{v.getAsOpaquePointer(), 0}, 1});
     }
@@ -277,9 +361,22 @@ const LinExpr &Extractor::eval(Value v) {
       r = evalAffine(m.getResult(0), ArrayRef(vals).take_front(m.getNumDims()),
                      ArrayRef(vals).drop_front(m.getNumDims()));
     } else if (isa<affine::AffineMinOp, affine::AffineMaxOp>(op)) {
+      // Exact when every result is constant; otherwise the tightest constant result (a tile
+      // size bounding a remainder), else the first. Independent of the order of the results,
+      // which canonicalization may change.
       auto m = op->getAttrOfType<AffineMapAttr>("map").getValue();
       auto vals = operandExprs(op->getOperands());
-      if (m.getNumResults() > 0)
+      bool isMin = isa<affine::AffineMinOp>(op);
+      std::optional<int64_t> best;
+      for (AffineExpr res : m.getResults()) {
+        LinExpr x = evalAffine(res, ArrayRef(vals).take_front(m.getNumDims()),
+                               ArrayRef(vals).drop_front(m.getNumDims()));
+        if (x.isConst())
+          best = !best ? x.c : isMin ? std::min(*best, x.c) : std::max(*best, x.c);
+      }
+      if (best)
+        r.c = *best;
+      else if (m.getNumResults() > 0)
         r = evalAffine(m.getResult(0), ArrayRef(vals).take_front(m.getNumDims()),
                        ArrayRef(vals).drop_front(m.getNumDims()));
     } else if (isa<arith::AddIOp, arith::SubIOp>(op)) {
@@ -414,8 +511,10 @@ void Extractor::addAccess(Stmt &s, Operation *op, Value tensor, bool read,
   a.depth = depth;
   if (auto st = dyn_cast<ShapedType>(a.root.getType())) {
     if (st.hasRank())
-      for (int64_t d : st.getShape())
+      for (unsigned i = 0; i < unsigned(st.getRank()); ++i) {
+        int64_t d = staticDim(a.root, i);
         a.shape.push_back(ShapedType::isDynamic(d) ? int64_t(1) << 40 : d);
+      }
     unsigned bits = st.getElementType().isIntOrFloat() ? st.getElementTypeBitWidth() : 32;
     a.elemBytes = std::max<int64_t>(1, bits / 8);
   }
@@ -591,8 +690,10 @@ void Extractor::copyStmt(Operation *op, Value src, Value dest, Stmt &s) {
   for (OpFoldResult o : ofs.getMixedOffsets())
     off.push_back(ofr(o));
   SmallVector<int64_t, 4> box;
-  for (OpFoldResult z : ofs.getMixedSizes())
-    box.push_back(getConstantIntValue(z).value_or(1));
+  for (OpFoldResult z : ofs.getMixedSizes()) {
+    LinExpr size = ofr(z); // constant after folding, e.g. an affine.min of constants
+    box.push_back(size.isConst() ? size.c : 1);
+  }
   double exec = execOf(s.chain);
   addAccess(s, op, src, true, SmallVector<LinExpr, 4>(srcType.getRank()),
             SmallVector<int64_t, 4>(srcType.getShape()), exec, s.chain.size());
@@ -603,7 +704,7 @@ void Extractor::copyStmt(Operation *op, Value src, Value dest, Stmt &s) {
 void Extractor::linalgStmt(linalg::LinalgOp op, Stmt &s) {
   s.chain = chainOf(op);
   s.storeDepth = s.chain.size();
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  SmallVector<int64_t> ranges = loopRanges(op);
   SmallVector<LinExpr, 8> dims;
   for (auto [i, r] : llvm::enumerate(ranges)) {
     LoopEntry e;
@@ -637,9 +738,10 @@ void Extractor::padStmt(tensor::PadOp op, Stmt &s) {
   s.chain = chainOf(op);
   s.storeDepth = s.chain.size();
   SmallVector<LinExpr, 4> off;
-  for (auto [i, r] : llvm::enumerate(op.getResultType().getShape())) {
+  for (unsigned i = 0; i < unsigned(op.getResultType().getRank()); ++i) {
+    int64_t r = staticDim(op.getResult(), i);
     LoopEntry e;
-    e.key = {op.getOperation(), unsigned(i) + 1};
+    e.key = {op.getOperation(), i + 1};
     e.trip = ShapedType::isDynamic(r) ? 1 : double(r);
     s.chain.push_back(e);
     LinExpr x;
@@ -694,7 +796,7 @@ void Extractor::featurize(Stmt &s, std::array<float, kNumFeatures> &row) {
   Operation *anchor = s.store;
   Operation *annotated = nullptr;
   for (Operation *p = anchor; p; p = p->getParentOp()) {
-    if (p->hasAttr(AnsorDialect::kAutoUnrollAttrName)) {
+    if (p->hasAttr(AnsorDialect::kAutoUnrollAttrName) && !singleIteration(p)) {
       annotated = p;
       break;
     }

@@ -3,6 +3,7 @@
 #define ANSOR_PASSES_PASSES_H
 
 #include "dialects/AnsorDialect.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

@@ -166,3 +166,39 @@ def test_script_cache_reuses_parsed_sketch_with_new_knob_values(matmul64: Search
             lowering.apply_script(module, script)
             assert np.array_equal(rows, features.extract_from_module(module))
     assert len({r.tobytes() for r in together if r is not None}) == len(scripts)
+
+
+@pytest.mark.parametrize(
+    "workload",
+    ["grp-1x56x56x64x64x1x1x0", "t2d-1x4x4x512x256x4x2x1", "nrm-1x256x256", "softmax-6x37",
+     "c2d-1x7x7x512x512x3x1x1", "convlayer-1x56x56x64x128x3x2x1"],
+)
+def test_feature_cleanup_gives_canonicalized_features(workload: str) -> None:
+    """`featurize` replaces full canonicalization with `ansor-feature-cleanup` (cheaper); the
+    extractor skips single-iteration loops and reads sizes through casts and constant slice
+    sizes, so the rows equal those read after `canonicalize,cse` (each sketch, several
+    candidates; unit loops, fused pads, leftover transposes, reduction chains)."""
+    task = create_task(workloads.get(workload))
+    scripts = [s for s in _scripts(task, 8, seed=5) if s is not None]
+    fast = features.featurize(task, scripts)
+    full = passmanager_rows(task, scripts)
+    for a, b in zip(fast, full, strict=True):
+        assert a is not None and b is not None
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def passmanager_rows(task: SearchTask, scripts: list[str]) -> list[np.ndarray]:
+    """Rows after applying each script whole and running full `canonicalize,cse`."""
+    from mlir import passmanager
+
+    out = []
+    with ir.Context(), ir.Location.unknown():
+        payload = lowering.parse_payload(task)
+        pm = passmanager.PassManager.parse("builtin.module(canonicalize,cse)")
+        for script in scripts:
+            module = features._clone(payload)
+            lowering.apply_script(module, script)
+            pm.run(module.operation)
+            out.append(features.extract_from_module(module))
+    return out

@@ -1,6 +1,6 @@
 """Program features: Ansor's per-statement feature rows of a scheduled program, for the cost model.
 
-    SearchTask.ir --parse once--> payload --clone, apply script, canonicalize+cse-->
+    SearchTask.ir --parse once--> payload --clone, apply script, ansor-feature-cleanup+cse-->
       scheduled scf/vector IR --ansor-extract-features (C++, via ctypes)--> float32 [rows, N_FEATURES]
 
 One row per storing statement (vector.transfer_write, copying insert_slice, leftover linalg op),
@@ -86,6 +86,9 @@ def _clone(payload: ir.Module) -> ir.Module:
     return module
 
 
+#: What runs between a candidate's transform script and feature extraction (see passes/Passes.td).
+CLEANUP = "builtin.module(ansor-feature-cleanup,cse)"
+
 _KNOB = re.compile(r'(transform\.tune\.knob<"([^"]+)"> = )(-?\d+)( : i64 from)')
 
 
@@ -94,17 +97,18 @@ class _ScriptCache:
 
     Candidates of one sketch differ mostly in knob values (`transform.tune.knob ... = V`), so a
     script is parsed once and later candidates only set each knob's `selected` attribute. The
-    trailing `apply_patterns.canonicalization` + `apply_cse` of a cached script is dropped and run
-    instead as one reused `canonicalize,cse` pass manager: the transform op rebuilds the whole
-    canonicalization pattern set on every application (about half of the per-candidate time on
-    a matmul), the pass builds it once. The IR that features are read from is the same up to the
-    order of folding, and training and prediction both read it this way.
+    trailing `apply_patterns.canonicalization` + `apply_cse` of a cached script is dropped and
+    replaced by one reused `ansor-feature-cleanup,cse` pass manager (`CLEANUP`): full
+    canonicalization, whether as the transform op or as the pass, was half of the time per
+    candidate and more; the targeted pass does the folds that change features at well under
+    half of that cost. Features are the same as after full canonicalization on all but rare
+    candidates (tests/test_features.py), and training and prediction both read them this way.
     """
 
     def __init__(self, capacity: int = 256) -> None:
         self.capacity = capacity
         self.entries: OrderedDict[str, tuple[ir.Module, ir.Operation, dict[str, ir.Operation], bool]] = OrderedDict()
-        self.cleanup = passmanager.PassManager.parse("builtin.module(canonicalize,cse)")
+        self.cleanup = passmanager.PassManager.parse(CLEANUP)
 
     def apply(self, module: ir.Module, script: str) -> None:
         values: dict[str, int] = {}
