@@ -7,7 +7,9 @@
 Run: ``.venv/bin/python bench/features_throughput.py [--n 500] [--workers 0]`` (0: all cores).
 Prints one JSON line per mode: all candidates in-process, each sketch's alone (a sketch's
 scripts are parsed once and differ only in knob values, see `features._ScriptCache`), the
-parse+apply/extract split of applying each script whole, and worker processes.
+parse+apply/extract split of applying each script whole, an A/B of the cleanup before
+extraction (full canonicalization vs `ansor-feature-cleanup`, alternating rounds), and worker
+processes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import time
 
 from ansor import _native, annotation, features, lowering, rules, workloads
@@ -28,6 +31,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=500, help="candidates")
     ap.add_argument("--workers", type=int, default=0, help="worker processes (0: all cores)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of the cleanup A/B")
     args = ap.parse_args()
 
     task = create_task(workloads.matmul(1024, 1024, 1024))
@@ -86,6 +90,25 @@ def main() -> None:
             }
         )
     )
+
+    # A/B of the cleanup between script and extraction, same scripts, alternating rounds:
+    # full `canonicalize,cse` (what ran before ansor-feature-cleanup) vs `features.CLEANUP`.
+    variants = {"canonicalize,cse": "builtin.module(canonicalize,cse)", "feature-cleanup": features.CLEANUP}
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    default = features.CLEANUP
+    try:
+        for _ in range(args.rounds):
+            for name, pipeline in variants.items():
+                features.CLEANUP = pipeline
+                t0 = time.perf_counter()
+                features.featurize(task, scripts)
+                times[name].append(time.perf_counter() - t0)
+    finally:
+        features.CLEANUP = default
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(json.dumps({"mode": "cleanup A/B (in-process, median of rounds)", "rounds": args.rounds,
+                      **{f"{k} candidates_per_s": round(len(scripts) / v, 1) for k, v in med.items()},
+                      "speedup": round(med["canonicalize,cse"] / med["feature-cleanup"], 3)}))
 
     n_workers = args.workers or os.cpu_count() or 1
     with features.FeatureExtractor(n_workers) as fx:
