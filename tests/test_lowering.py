@@ -193,3 +193,52 @@ def test_i8_tensors_are_task_arguments_and_results() -> None:
     finally:
         m.close()
     assert res.error is None, res.error_msg
+
+
+# An embedding lookup as torch-mlir exports it: token ids (i64) index the table's rows, behind
+# asserts that abort on an id outside [0, 10).
+EMBEDDING = """func.func @embed(%table: tensor<10x4xf32>, %ids: tensor<1x6xi64>) -> tensor<1x6x4xf32> {
+  %c10 = arith.constant 10 : index
+  %c0 = arith.constant 0 : i64
+  %e = tensor.empty() : tensor<1x6x4xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(b, s, d) -> (b, s)>, affine_map<(b, s, d) -> (b, s, d)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%ids : tensor<1x6xi64>) outs(%e : tensor<1x6x4xf32>) {
+  ^bb0(%id: i64, %o: f32):
+    %i = arith.index_cast %id : i64 to index
+    %d = linalg.index 2 : index
+    %lt = arith.cmpi slt, %i, %c10 : index
+    cf.assert %lt, "index must be smaller than dim size"
+    %ge = arith.cmpi sge, %id, %c0 : i64
+    cf.assert %ge, "index must be larger or equal to 0"
+    %v = tensor.extract %table[%i, %d] : tensor<10x4xf32>
+    linalg.yield %v : f32
+  } -> tensor<1x6x4xf32>
+  return %r : tensor<1x6x4xf32>
+}
+"""
+
+
+def test_index_inputs_get_valid_random_values() -> None:
+    """Random inputs for an embedding's ids stay inside the table (negative ids used to trip
+    torch-mlir's asserts: the untuned program aborted and the task could never be tuned)."""
+    import random
+
+    from ansor.annotation import sample
+    from ansor.measure import LocalMeasurer, MeasureInput, RunOptions, index_bounds, make_inputs
+    from ansor.rules import generate_sketches
+
+    task = ansor.create_task(EMBEDDING)
+    assert index_bounds(task) == {1: 10}
+    ids = make_inputs(task)[1]
+    assert ids.dtype == np.int64 and ids.min() >= 0 and ids.max() < 10
+    assert index_bounds(ansor.create_task(I8_GUARD)) == {}  # integers that index nothing
+    sk = next(s for s in generate_sketches(task) if s.stages)
+    s = sample(sk, random.Random(0))
+    m = LocalMeasurer(RunOptions(threads=1, repeat=1, min_repeat_ms=0))
+    try:
+        assert m.baseline(task).error is None
+        res = m.measure([MeasureInput(task, s, sk.script(s.values()))])[0]
+    finally:
+        m.close()
+    assert res.error is None, res.error_msg

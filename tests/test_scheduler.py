@@ -199,3 +199,25 @@ def test_replayed_history_follows_the_log_in_rounds() -> None:
     assert _replayed_history(prior, 2, 4e-3) == pytest.approx([9e-3, 5e-3, 4e-3, 4e-3])
     assert _replayed_history([rec("skip", 9.0)], 2, 9e-3) == [9e-3]
     assert _replayed_history([], 2, 1.0) == [1.0]
+
+
+def test_task_whose_untuned_program_fails_gets_no_trials(two_tasks) -> None:
+    """Candidates are checked against the untuned program's outputs: a task whose untuned
+    program fails can never be measured, so the budget goes to the others, and the estimate is
+    unknown (inf, the task named) instead of a made-up number."""
+    from ansor.measure import MeasureError
+
+    broken = two_tasks[0]
+
+    class Broken(ScaledMeasurer):
+        def baseline(self, task):
+            if task.hash == broken.hash:
+                return MeasureResult(error=MeasureError.RUNTIME, error_msg="worker aborted")
+            return super().baseline(task)
+
+    m = Broken({t.hash: 1e-3 for t in two_tasks})
+    res = TaskScheduler(two_tasks, strategy="gradient").tune(40, batch_size=8, measurer=m, search="random")
+    assert m.count.get(broken.hash, 0) == 0
+    assert res.trials == 40 and m.count[two_tasks[1].hash] == 39  # + its untuned program
+    assert res.failed_tasks() == [broken.name]
+    assert res.estimated_latency() == math.inf

@@ -77,8 +77,11 @@ def _tune_network(args: argparse.Namespace, net, opts) -> int:
                      transfer=args.transfer)
     untuned = sum(t.weight * r.baseline.latency for t, r in zip(net.tasks, res.results, strict=True)
                   if r.baseline.error is None)
-    print(f"{net.name}: {len(net.tasks)} tasks, {res.trials} trials; estimated latency "
-          f"{res.estimated_latency() * 1e3:.3f} ms (untuned {untuned * 1e3:.3f} ms)")
+    failed = res.failed_tasks()
+    estimate = (f"{res.estimated_latency() * 1e3:.3f} ms" if not failed else
+                f"unknown: {len(failed)} task(s) cannot run ({', '.join(failed)}; errors in the log)")
+    print(f"{net.name}: {len(net.tasks)} tasks, {res.trials} trials; estimated latency {estimate} "
+          f"(untuned {untuned * 1e3:.3f} ms)")
     print(f"log: {log_path}")
     return 0
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 import ctypes
 import enum
+import functools
 import math
 import os
 import signal
@@ -122,15 +123,72 @@ class Measurer(abc.ABC):
 
 
 def make_inputs(task: SearchTask) -> list[np.ndarray]:
-    """Seeded random inputs for `task` (the same in every process)."""
+    """Seeded random inputs for `task` (the same in every process). An integer input used as an
+    index (an embedding's token ids, a gather's positions) takes values in [0, size) of every
+    dimension it indexes (`index_bounds`); other integers take values in [-8, 8)."""
     rng = np.random.default_rng(int(task.hash[:8], 16) if task.hash else 0)
+    bounds = index_bounds(task) if any(not s.dtype.startswith("f") for s in task.inputs) else {}
     out = []
-    for s in task.inputs:
+    for i, s in enumerate(task.inputs):
         if s.dtype.startswith("f"):
             out.append(rng.uniform(-1.0, 1.0, size=s.shape).astype(s.numpy_dtype()))
+        elif i in bounds:
+            out.append(rng.integers(0, bounds[i], size=s.shape).astype(s.numpy_dtype()))
         else:
             out.append(rng.integers(-8, 8, size=s.shape).astype(s.numpy_dtype()))
     return out
+
+
+#: Ops through which an integer keeps its value (as far as indexing goes).
+_VALUE_PRESERVING = {"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci",
+                     "tensor.extract_slice", "tensor.collapse_shape", "tensor.expand_shape", "tensor.cast"}
+
+
+@functools.cache
+def _index_bounds(ir_text: str, func_name: str) -> dict[int, int]:
+    from mlir import ir
+
+    from . import _native
+
+    _native.register_everything()
+    bounds: dict[int, int] = {}
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(ir_text)
+        func = next(op.operation for op in module.body.operations if op.operation.name == "func.func"
+                    and ir.StringAttr(op.operation.attributes["sym_name"]).value == func_name)
+        for i, arg in enumerate(func.regions[0].blocks[0].arguments):
+            seen: set = set()
+            work = [arg]
+            while work:
+                v = work.pop()
+                if v in seen or len(seen) > 256:
+                    continue
+                seen.add(v)
+                for use in v.uses:
+                    user, k = use.owner, use.operand_number
+                    name = user.name
+                    if name.startswith("linalg.") and user.regions and user.regions[0].blocks:
+                        block = user.regions[0].blocks[0]  # operand k <-> block argument k
+                        if k < len(block.arguments):
+                            work.append(block.arguments[k])
+                    elif name in _VALUE_PRESERVING or (name == "tensor.extract" and k == 0):
+                        work.extend(user.results)
+                    elif name == "tensor.extract" and k > 0:
+                        dim = ir.RankedTensorType(user.operands[0].type).get_dim_size(k - 1)
+                        if dim > 0:
+                            bounds[i] = min(bounds.get(i, dim), dim)
+    return bounds
+
+
+def index_bounds(task: SearchTask) -> dict[int, int]:
+    """{input position: exclusive bound} for the integer inputs of `task` whose values index a
+    tensor (through `tensor.extract`, after casts and linalg block arguments): the smallest size
+    of the dimensions they index. Random indices outside it would trip torch-mlir's bound
+    asserts (an abort) or read out of bounds."""
+    try:
+        return _index_bounds(task.ir, task.func_name)
+    except Exception:  # noqa: BLE001 - unparsable IR fails later with its own error
+        return {}
 
 
 def check_outputs(outs: list[np.ndarray], refs: list[np.ndarray], rtol: float, atol: float) -> str | None:

@@ -64,8 +64,16 @@ class NetworkTuneResult:
         return np.array([_cost(r.best, r.baseline) for r in self.results])
 
     def estimated_latency(self) -> float:
-        """Σ weight · best latency (untuned latency for tasks without a record), seconds."""
+        """Σ weight · best latency (untuned latency for tasks without a record), seconds; inf
+        when a task cannot run at all (`failed_tasks`)."""
+        if self.failed_tasks():
+            return math.inf
         return float(sum(t.weight * c for t, c in zip(self.tasks, self.latencies, strict=True)))
+
+    def failed_tasks(self) -> list[str]:
+        """Names of the tasks with neither a working record nor a working untuned program."""
+        return [t.name for t, r in zip(self.tasks, self.results, strict=True)
+                if r.best is None and (r.baseline is None or r.baseline.error is not None)]
 
 
 def _cost(best: Record | None, baseline: MeasureResult | None) -> float:
@@ -251,6 +259,13 @@ class TaskScheduler:
             best_obj, best_at = self.objective(g), spent
             since_improved = [0] * n
             alive = list(range(n))
+            for i, tn in enumerate(tuners):
+                if tn.best is None and tn.baseline is not None and tn.baseline.error is not None:
+                    # Every candidate is checked against the untuned program's outputs: without
+                    # them nothing can be measured, so no trials go to this task.
+                    log.warning("task %s: the untuned program fails (%s: %s); not tuning it",
+                                tn.task.name, tn.baseline.error.value, tn.baseline.error_msg)
+                    alive.remove(i)
             while spent < trials and alive:
                 if turn < len(warmup):  # warm-up: every task without rounds once, in order
                     i = warmup[turn]
