@@ -77,3 +77,30 @@ def test_tasks_table_and_network_tuning(tmp_path) -> None:
     assert "estimated end-to-end latency" in p.stdout
     assert "2 tasks, 12 trials" in p.stdout
     assert len(log.read_text().splitlines()) == 12
+
+
+ABORTS = """func.func @aborts(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %false = arith.constant false
+  %e = tensor.empty() : tensor<8x8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    cf.assert %false, "always fails"
+    linalg.yield %a : f32
+  } -> tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}
+"""
+
+
+def test_tuning_a_function_whose_untuned_program_fails_stops_at_once(tmp_path) -> None:
+    """Candidates are checked against the untuned program's outputs: when it cannot run, tuning
+    says so and exits non-zero instead of spending the budget on candidates that all fail."""
+    path = tmp_path / "aborts.mlir"
+    path.write_text(ABORTS)
+    p = _ansor("tune", str(path), "--trials", "16", "--log", str(tmp_path / "a.jsonl"))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "untuned: failed" in p.stdout
+    assert "the untuned program fails" in p.stderr
+    assert "none can be measured" in p.stderr

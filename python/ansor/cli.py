@@ -112,11 +112,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
     task = _task(args)
     cb = JsonProgress() if args.json else TableProgress(verbose=args.verbose)
     log_path = args.log or f"{task.name}.{task.target}.jsonl"
-    tune(task, trials=args.trials, log_path=log_path, seed=args.seed, batch_size=args.batch_size,
-         run_options=opts, callback=cb, search=args.search, crossover=args.crossover)
+    res = tune(task, trials=args.trials, log_path=log_path, seed=args.seed, batch_size=args.batch_size,
+               run_options=opts, callback=cb, search=args.search, crossover=args.crossover)
     if not args.json:
         print(f"log: {log_path}")
-    return 0
+    return 1 if res.best is None and res.baseline.error is not None else 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

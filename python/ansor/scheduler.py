@@ -260,7 +260,7 @@ class TaskScheduler:
             since_improved = [0] * n
             alive = list(range(n))
             for i, tn in enumerate(tuners):
-                if tn.best is None and tn.baseline is not None and tn.baseline.error is not None:
+                if tn.unrunnable:
                     # Every candidate is checked against the untuned program's outputs: without
                     # them nothing can be measured, so no trials go to this task.
                     log.warning("task %s: the untuned program fails (%s: %s); not tuning it",

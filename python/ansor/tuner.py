@@ -229,6 +229,12 @@ class TaskTuner:
             cb.on_errors(task, batch)
         return batch
 
+    @property
+    def unrunnable(self) -> bool:
+        """The untuned program failed and no record succeeded: every candidate would fail too
+        (candidates are checked against the untuned program's outputs)."""
+        return self.best is None and self.baseline is not None and self.baseline.error is not None
+
     def result(self) -> TuneResult:
         assert self.baseline is not None, "start() was not called"
         return TuneResult(self.task, self.best, self.baseline, self.run_trials, self.errors)
@@ -272,7 +278,10 @@ def tune(
                       search_options=search_options)
     try:
         tuner.start(trials)
-        while tuner.done < trials and not tuner.exhausted:
+        if tuner.unrunnable:
+            log.error("%s: the untuned program fails (%s: %s); candidates are checked against its outputs, "
+                      "so none can be measured", task.name, tuner.baseline.error.value, tuner.baseline.error_msg)
+        while tuner.done < trials and not tuner.exhausted and not tuner.unrunnable:
             tuner.step(min(batch_size, trials - tuner.done))
         tuner.cb.on_end(task, tuner.best, tuner.baseline)
     finally:
