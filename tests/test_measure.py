@@ -94,3 +94,35 @@ def test_broken_script_is_an_apply_error(matmul64) -> None:
     finally:
         m.close()
     assert res.error is MeasureError.APPLY and "parse" in res.error_msg
+
+
+ADD_6MB = """func.func @add(%a: tensor<512x1024xf32>, %b: tensor<512x1024xf32>) -> tensor<512x1024xf32> {
+  %e = tensor.empty() : tensor<512x1024xf32>
+  %r = linalg.add ins(%a, %b : tensor<512x1024xf32>, tensor<512x1024xf32>)
+                  outs(%e : tensor<512x1024xf32>) -> tensor<512x1024xf32>
+  return %r : tensor<512x1024xf32>
+}"""
+
+
+def test_cache_flush_times_cold_calls() -> None:
+    """`RunOptions(cache_flush=True)` (TVM's enable_cpu_cache_flush): every repeat is one call
+    after the caches were evicted. A memory-bound add over 6 MB (past L2, inside a 32 MB L3)
+    reads its inputs from memory then, several times slower than from a cache warmed by the
+    previous call (about 3-4x on the development VM; asserted: 1.5x)."""
+    import statistics
+
+    from ansor import create_task
+    from ansor.measure import flush_bytes
+
+    assert flush_bytes() >= 64 << 20
+    task = create_task(ADD_6MB)
+    medians = {}
+    for flush in (False, True):
+        m = LocalMeasurer(RunOptions(threads=1, repeat=7, min_repeat_ms=20, cache_flush=flush))
+        try:
+            res = m.baseline(task)
+        finally:
+            m.close()
+        assert res.error is None and len(res.costs) == 7
+        medians[flush] = statistics.median(res.costs)
+    assert medians[True] > 1.5 * medians[False], medians

@@ -104,7 +104,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .tuner import tune
 
     _setup_target(args)
+    if args.cache_flush and args.target != "cpu":
+        raise ValueError("--cache-flush applies to --target cpu only")
     opts = RunOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                      cache_flush=args.cache_flush,
                       timeout_s=args.timeout, threads=args.threads)
     net = None if args.one_task else _network(args)
     if net is not None and len(net.calls) > 1:  # a model: tune its tasks under the task scheduler
@@ -280,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--repeat", type=int, default=3, help="measurements per candidate (default 3)")
     t.add_argument("--min-repeat-ms", type=float, default=100.0, help="raise --number until a measurement takes this long")
     t.add_argument("--timeout", type=float, default=30.0, help="seconds allowed per candidate (build + run)")
+    t.add_argument("--cache-flush", action="store_true",
+                   help="cpu: time each of --repeat calls after evicting the CPU caches (TVM's "
+                        "enable_cpu_cache_flush; closer to a call inside a network; use its own --log)")
     t.add_argument("--search", choices=["learned", "random"], default="learned",
                    help="learned: evolutionary search guided by the XGBoost cost model (Ansor); "
                         "random: uniform random annotations (default learned)")

@@ -91,6 +91,12 @@ class RunOptions:
     threads: int = 0  # OpenMP threads; 0 = all cores
     rtol: float = 1e-4
     atol: float = 1e-4
+    #: TVM's `enable_cpu_cache_flush`: each of the `repeat` measurements is one call timed after
+    #: writing a buffer of twice the last-level cache (`number` and `min_repeat_ms` are ignored),
+    #: so inputs and weights come from memory as they do inside a network, not from a cache
+    #: warmed by the previous call. Latencies measured this way are not comparable with warm
+    #: ones: keep them in their own log.
+    cache_flush: bool = False
 
 
 #: A candidate whose first call is this many times slower than the task's best so far is timed
@@ -293,12 +299,45 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
             conn.send({"costs": (), "error": "runtime", "msg": last, "build_s": time.perf_counter() - t_start})
 
 
+def flush_bytes() -> int:
+    """Size of the buffer written before a cold measurement: twice the largest CPU cache the
+    kernel reports (sysfs), at least 64 MiB."""
+    largest = 0
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        try:
+            text = f.read_text().strip().upper()
+            largest = max(largest, int(text.rstrip("KMG")) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1], 1))
+        except (OSError, ValueError):
+            continue
+    return max(2 * largest, 64 << 20)
+
+
+@functools.cache
+def _flush_buffer() -> np.ndarray:
+    return np.zeros(flush_bytes() // 8, dtype=np.float64)
+
+
+def flush_cpu_caches() -> None:
+    """Evict the CPU caches by writing (and so reading) a buffer larger than all of them."""
+    buf = _flush_buffer()
+    np.add(buf, 1.0, out=buf)
+
+
 def _time_kernel(kernel: Any, inputs: list[np.ndarray], opts: RunOptions, slow_s: float = math.inf) -> tuple[float, ...]:
     """Per-call seconds, one per repeat. A call slower than `slow_s` is timed once (the untuned
-    baseline of a large task can take seconds per call)."""
+    baseline of a large task can take seconds per call). With `opts.cache_flush`, each repeat is
+    one call after `flush_cpu_caches`."""
     est = kernel.time(inputs, 1)  # also a warm-up
     if est > slow_s:
         return (est,)
+    if opts.cache_flush and kernel.task.target == "cpu":  # TVM's flush is CPU-only too
+        outs = kernel.alloc_outputs()
+        kernel.time(inputs, 1, outs)  # the outputs' pages are mapped before any timing
+        costs = []
+        for _ in range(opts.repeat):
+            flush_cpu_caches()
+            costs.append(kernel.time(inputs, 1, outs))
+        return tuple(costs)
     number = max(opts.number, math.ceil(opts.min_repeat_ms / 1e3 / max(est, 1e-9)))
     return tuple(kernel.time(inputs, number) / number for _ in range(opts.repeat))
 
