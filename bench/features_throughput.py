@@ -31,7 +31,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=500, help="candidates")
     ap.add_argument("--workers", type=int, default=0, help="worker processes (0: all cores)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of the cleanup A/B")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of the cleanup A/B")
     args = ap.parse_args()
 
     task = create_task(workloads.matmul(1024, 1024, 1024))
