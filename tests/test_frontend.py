@@ -236,6 +236,50 @@ def test_import_file_conv_net_matches_pytorch(tmp_path: Path) -> None:
 
 
 @needs_torch_mlir
+def test_embedding_model_tunes_and_matches_pytorch(tmp_path: Path) -> None:
+    """Token ids (i64) through `nn.Embedding`, then LayerNorm and an LSTM: the embedding task's
+    random ids stay inside the table (they used to trip torch-mlir's bound asserts, so the task
+    could never be measured), every task gets measured candidates, and the tuned model equals
+    PyTorch."""
+    (tmp_path / "emb.py").write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(5, 8)  # fewer rows than the ids' old range [-8, 8)
+                self.ln = nn.LayerNorm(8)
+                self.rnn = nn.LSTM(8, 6, batch_first=True)
+
+            def forward(self, ids):
+                y, _ = self.rnn(self.ln(self.emb(ids)))
+                return y
+
+        def make_model():
+            torch.manual_seed(4)
+            return Net().eval()
+    """))
+    from ansor.compile import compile_network
+    from ansor.measure import RunOptions
+    from ansor.partition import extract_tasks
+    from ansor.scheduler import TaskScheduler
+
+    spec = f"{tmp_path / 'emb.py'}:make_model"
+    text = frontend.import_file(spec, [(1, 4)], input_dtypes=["i64"])
+    net = extract_tasks(text)
+    log = tmp_path / "emb.jsonl"
+    res = TaskScheduler(net.tasks, strategy="round-robin").tune(
+        3 * len(net.tasks), batch_size=2, log_path=log, search="random",
+        run_options=RunOptions(threads=1, repeat=1, min_repeat_ms=0))
+    assert res.failed_tasks() == []
+    assert all(r.best is not None for r in res.results), [t.name for t, r in zip(net.tasks, res.results) if not r.best]
+    ids = np.array([[0, 4, 2, 4]], dtype=np.int64)
+    (ref,) = frontend.torch_reference(spec, [ids])
+    np.testing.assert_allclose(compile_network(net, log)(ids), ref, rtol=1e-5, atol=1e-6)
+
+
+@needs_torch_mlir
 def test_sort_rejected_naming_the_op() -> None:
     torch = pytest.importorskip("torch")
 
