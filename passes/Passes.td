@@ -130,7 +130,12 @@ def ExtractFeatures : Pass<"ansor-extract-features"> {
     `tensor.extract`), constants and other statements' results; so a reduction loop whose
     result is written after it (a hoisted register accumulator) belongs to the statement.
     Trip counts are static (dynamic: 1). Execution count of an op = product of the trip counts
-    of its enclosing loops.
+    of its enclosing loops. A loop (or forall dimension) with exactly one iteration is not a
+    loop: it is skipped and its variable is its lower bound, as after canonicalization (which
+    folds it away, unroll pragma included). Sizes that are dynamic in the type but constant in
+    the IR (a `tensor.cast` to a static type, a slice's constant size operand, an
+    `affine.min` / `max` of constants) count as static, so the features of uncanonicalized IR
+    (after `ansor-feature-cleanup`) equal those after `canonicalize`.
 
     Features (`B<i>.` for buffers i = 0..4):
     * compute: `float_mad` (vector.fma, math.fma, vector.contract: product of iteration
