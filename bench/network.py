@@ -3,7 +3,8 @@
     network NAME --ansor import (torch-mlir, own process)--> model.mlir --extract_tasks--> tasks
     tasks --TaskScheduler(gradient) and TaskScheduler(round-robin), same trials--> two logs + curves
     best records --compile_network--> tuned model; untuned model; PyTorch eager (own process)
-    --> numerics checked against PyTorch, latency table, tuning curves (PNG)
+    --> numerics checked against PyTorch, latency table, the estimate as logged and with the
+        best records re-measured now, tuning curves (PNG)
 
 Usage: python bench/network.py resnet18 --trials 400 [--threads 2] [--strategies gradient,round-robin]
 NAME is a built-in network (`ansor import --list`) or a built-in linalg workload such as
@@ -103,6 +104,28 @@ def _reach(curve: list[tuple[int, float]], target: float) -> int | None:
     return None
 
 
+def _estimate_now(net, log: Path, threads: int) -> tuple[float, float]:
+    """Σ weight · latency of each task's best record: as logged, and re-measured now by the
+    tuner's measurer. The logged sum is a sum of minima of noisy timings taken over the whole
+    run, so on a drifting host it can be far below what the tasks take at report time."""
+    from ansor.compile import _best
+    from ansor.measure import MeasureInput, RunOptions, create_measurer
+    from ansor.records import load_records
+
+    recs = load_records(log)
+    logged = now = 0.0
+    measurer = create_measurer(RunOptions(threads=threads))
+    try:
+        for t in net.tasks:
+            r = _best(recs, t, t.target, log)
+            res = measurer.baseline(t) if r is None else measurer.measure([MeasureInput(t, r.schedule, r.script)])[0]
+            logged += t.weight * (r.latency if r is not None else res.latency)
+            now += t.weight * res.latency
+    finally:
+        measurer.close()
+    return logged, now
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("name")
@@ -198,6 +221,9 @@ def main() -> int:
             return 1
     rows[1] = (rows[1][0], float(np.median([t[0] for t in t_tuned])))
     print(check)
+    logged, now = _estimate_now(net, logs[best_strategy], a.threads)
+    print(f"estimate: {logged * 1e3:.3f} ms from the log (sum of each task's fastest measurement, "
+          f"taken whenever it was), {now * 1e3:.3f} ms with the same records re-measured now")
     t_ref = rows[1][1]
     n_trials = "records of the existing log" if a.report_only else f"{a.trials} trials per strategy"
     print(f"\n{a.name}: {net.flops / 1e9:.3f} GFLOP, {len(net.tasks)} tasks, {n_trials}")
