@@ -108,16 +108,15 @@ def _estimate_now(net, log: Path, threads: int) -> tuple[float, float]:
     """Σ weight · latency of each task's best record: as logged, and re-measured now by the
     tuner's measurer. The logged sum is a sum of minima of noisy timings taken over the whole
     run, so on a drifting host it can be far below what the tasks take at report time."""
-    from ansor.compile import _best
     from ansor.measure import MeasureInput, RunOptions, create_measurer
-    from ansor.records import load_records
+    from ansor.records import best_record, load_records
 
     recs = load_records(log)
     logged = now = 0.0
     measurer = create_measurer(RunOptions(threads=threads))
     try:
         for t in net.tasks:
-            r = _best(recs, t, t.target, log)
+            r = best_record(recs, t.hash, t.target, current_only=True)
             res = measurer.baseline(t) if r is None else measurer.measure([MeasureInput(t, r.schedule, r.script)])[0]
             logged += t.weight * (r.latency if r is not None else res.latency)
             now += t.weight * res.latency

@@ -281,9 +281,9 @@ Chain Extractor::chainOf(Operation *op) {
   // features canonicalization would (it folds such loops away), without running it.
   for (Operation *p : llvm::reverse(loops)) {
     if (auto f = dyn_cast<scf::ForOp>(p)) {
-      std::optional<APInt> t = f.getStaticTripCount();
-      if (t && *t == 1)
+      if (singleIteration(f))
         continue;
+      std::optional<APInt> t = f.getStaticTripCount();
       LoopEntry e;
       e.key = {f.getInductionVar().getAsOpaquePointer(), 0};
       e.trip = t && t->getActiveBits() <= 62 ? double(t->getZExtValue()) : 1;
@@ -331,8 +331,7 @@ const LinExpr &Extractor::eval(Value v) {
     Operation *owner = ba.getOwner()->getParentOp();
     // The variable of a single-iteration loop (not in the chain, see chainOf) is its lower bound.
     if (auto f = dyn_cast_or_null<scf::ForOp>(owner)) {
-      std::optional<APInt> t = f.getStaticTripCount();
-      if (v == f.getInductionVar() && t && *t == 1)
+      if (v == f.getInductionVar() && singleIteration(f))
         r = eval(f.getLowerBound());
       else if (v == f.getInductionVar())
         r.terms.push_back({{v.getAsOpaquePointer(), 0}, 1});
