@@ -119,7 +119,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                run_options=opts, callback=cb, search=args.search, crossover=args.crossover)
     if not args.json:
         print(f"log: {log_path}")
-    return 1 if res.best is None and res.baseline.error is not None else 0
+    return 1 if res.unrunnable else 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -72,8 +72,7 @@ class NetworkTuneResult:
 
     def failed_tasks(self) -> list[str]:
         """Names of the tasks with neither a working record nor a working untuned program."""
-        return [t.name for t, r in zip(self.tasks, self.results, strict=True)
-                if r.best is None and (r.baseline is None or r.baseline.error is not None)]
+        return [t.name for t, r in zip(self.tasks, self.results, strict=True) if r.unrunnable]
 
 
 def _cost(best: Record | None, baseline: MeasureResult | None) -> float:

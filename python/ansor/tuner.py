@@ -53,6 +53,11 @@ class TuneResult:
     errors: int  # failed in this run
 
     @property
+    def unrunnable(self) -> bool:
+        """Neither a working record nor a working untuned program (see `TaskTuner.unrunnable`)."""
+        return self.best is None and self.baseline.error is not None
+
+    @property
     def speedup(self) -> float:
         if self.best is None or self.baseline.error is not None:
             return math.nan
@@ -233,7 +238,7 @@ class TaskTuner:
     def unrunnable(self) -> bool:
         """The untuned program failed and no record succeeded: every candidate would fail too
         (candidates are checked against the untuned program's outputs)."""
-        return self.best is None and self.baseline is not None and self.baseline.error is not None
+        return self.baseline is not None and self.result().unrunnable
 
     def result(self) -> TuneResult:
         assert self.baseline is not None, "start() was not called"
