@@ -56,7 +56,8 @@ def _network(args: argparse.Namespace):
 
     text, name = _source(args)
     return extract_tasks(text if getattr(args, "workload", None) else Path(args.file), func=args.func,
-                         target=args.target, name=Path(name).stem if not args.workload else name)
+                         target=args.target, name=Path(name).stem if not args.workload else name,
+                         winograd=getattr(args, "winograd", 0))
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -272,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where the program runs: cpu, or cuda (an NVIDIA GPU; default cpu)")
         sp.add_argument("--arch", help="cuda: GPU architecture such as sm_90 (default: asked from the device)")
         sp.add_argument("--threads", type=int, default=0, help="OpenMP threads (default: all cores)")
+        sp.add_argument("--winograd", type=int, default=0, choices=[0, 2, 4], metavar="M",
+                        help="for a model: compute 3x3 stride-1 convolutions with constant weights by "
+                             "Winograd F(MxM, 3x3), M = 2 or 4 (default 0: direct)")
 
     t = sub.add_parser("tune", help="tune a function and log every measured candidate")
     source_args(t)

@@ -112,19 +112,21 @@ def compile(
     *,
     func: str | None = None,
     threads: int | None = None,
+    winograd: int = 0,
 ) -> CompiledFunction | CompiledNetwork:
     """Compile `source` (a .mlir path, MLIR text or module) with the best schedules in `log`.
 
     A function made of one fusion group, or one the log tuned as a whole (`ansor tune
     --one-task`), is one task (`CompiledFunction`); a model with several groups is partitioned
-    into tasks and compiled as a whole (`CompiledNetwork`), each task with its own best record."""
+    into tasks and compiled as a whole (`CompiledNetwork`), each task with its own best record.
+    `winograd`: as in `extract_tasks`, and as the log was tuned (`ansor tune --winograd M`)."""
     if target != "cpu":
         raise ValueError(f"target '{target}' is not supported yet (supported: cpu)")
     task = create_task(source, func=func, target=target)
     records = load_records(log) if log is not None else []
     record = _best(records, task, target, log) if log is not None else None
-    if record is None:
-        net = extract_tasks(source, func=func, target=target)
+    if record is None or winograd:
+        net = extract_tasks(source, func=func, target=target, winograd=winograd)
         if len(net.calls) > 1:
             return compile_network(net, log, threads=threads)
     if log is not None:

@@ -250,7 +250,7 @@ _NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64":
 
 def _resource_blob(text: str, name: str) -> bytes | None:
     """The bytes of resource `name` in the text's `dialect_resources` section (alignment word dropped)."""
-    m = re.search(r'\n\s*"?' + re.escape(name) + r'"?: "0x([0-9A-Fa-f]*)"', text)
+    m = re.search(r'[\s{,]"?' + re.escape(name) + r'"?\s*:\s*"0x([0-9A-Fa-f]*)"', text)
     return bytes.fromhex(m.group(1))[4:] if m else None
 
 
@@ -259,13 +259,14 @@ def _defining_op(value: ir.Value) -> ir.Operation | None:
     return None if isinstance(owner, ir.Block) else owner.operation
 
 
-def fold_weight_transposes(module: ir.Module, text: str) -> int:
+def fold_weight_transposes(module: ir.Module, text: str, arrays: dict[str, np.ndarray] | None = None) -> int:
     """Replace `linalg.transpose` of a constant (torch-mlir's `aten.linear` weights) by the transposed constant.
 
     torch-mlir lowers `x @ W.T` to a runtime transpose of the weight followed by a matmul; folding
     it here saves that copy on every call and leaves the matmul its real operands. `text` is the
     module's text, whose resource section holds the weights (our bindings cannot read a
-    `dense_resource` back). Returns the number of transposes folded.
+    `dense_resource` back); `arrays`, when given, receives each new constant's data by resource
+    name (`constant_array` reads them). Returns the number of transposes folded.
     """
     ops = [op for op in _all_ops(module.operation) if op.name == "linalg.transpose"]
     folded = 0
@@ -286,6 +287,8 @@ def fold_weight_transposes(module: ir.Module, text: str) -> int:
         data = np.ascontiguousarray(np.frombuffer(blob, dtype=dtype).reshape(t.shape).transpose(perm))
         rtype = op.results[0].type
         attr = ir.DenseResourceElementsAttr.get_from_buffer(data, f"{m.group(1)}_T", rtype)
+        if arrays is not None:
+            arrays[f"{m.group(1)}_T"] = data
         with ir.InsertionPoint(op), op.location:
             new = ir.Operation.create("arith.constant", results=[rtype], attributes={"value": attr})
         op.results[0].replace_all_uses_with(new.results[0])
@@ -296,6 +299,33 @@ def fold_weight_transposes(module: ir.Module, text: str) -> int:
                 dead.erase()
         folded += 1
     return folded
+
+
+def constant_array(value: ir.Value, text: str, arrays: dict[str, np.ndarray] | None = None) -> np.ndarray | None:
+    """The data of a value defined by `arith.constant` (dense, or a dense resource found in `arrays` or in the
+    resource section of `text`), shaped as its type; None for anything else."""
+    cst = _defining_op(value)
+    t = value.type
+    if cst is None or cst.name != "arith.constant" or not isinstance(t, ir.RankedTensorType):
+        return None
+    dtype = _NUMPY_DTYPES.get(str(t.element_type))
+    attr = cst.attributes["value"]
+    m = re.match(r"dense_resource<([^>]+)>", str(attr))
+    if dtype is None:
+        return None
+    if m is None:
+        if not isinstance(attr, ir.DenseElementsAttr):
+            return None
+        dense = ir.DenseElementsAttr(attr)
+        if dense.is_splat:
+            return np.full(t.shape, np.array(dense.get_splat_value().value, dtype=dtype), dtype=dtype)
+        return np.array(dense, dtype=dtype).reshape(t.shape)
+    if arrays is not None and m.group(1) in arrays:
+        return arrays[m.group(1)].reshape(t.shape)
+    blob = _resource_blob(text, m.group(1))
+    if blob is None or len(blob) != int(np.prod(t.shape)) * np.dtype(dtype).itemsize:
+        return None
+    return np.frombuffer(blob, dtype=dtype).reshape(t.shape)
 
 
 def finish(text: str, where: str, *, elide_weights: bool = False) -> str:

@@ -16,6 +16,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from mlir import ir, passmanager
 
 from . import _native
@@ -72,7 +73,7 @@ _CHANNELS_FIRST = ("linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_ch
 
 
 def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, target: str = "cpu",
-                  name: str | None = None, layout: str = "nhwc") -> Network:
+                  name: str | None = None, layout: str = "nhwc", winograd: int = 0) -> Network:
     """Partition the model function in `source` into tasks (see the module docstring).
 
     `layout="nhwc"` (default) first rewrites channels-first 2-D convolutions (depthwise too) and pooling as
@@ -81,9 +82,16 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
     convolutions: ~3x the GFLOP/s of the NCHW form), then moves the transposes back to NCHW down
     through element-wise ops and pads until they cancel against the next convolution's input
     transpose (C++ `ansor-propagate-nhwc`), so the activations between convolutions stay
-    channels-last. `layout="keep"` leaves the model as it is."""
+    channels-last. `layout="keep"` leaves the model as it is.
+
+    `winograd=m` (2 or 4; 0: off) then computes the 3x3 stride-1 convolutions with constant weights by
+    Winograd's F(m x m, 3 x 3) (`winograd.rewrite`): each becomes three tasks, an input transform,
+    a batched matmul and an output transform. A log tuned with one setting only matches tasks
+    extracted with the same one."""
     if layout not in ("nhwc", "keep"):
         raise ValueError(f"unknown layout {layout!r} (expected 'nhwc' or 'keep')")
+    if winograd not in (0, 2, 4):
+        raise ValueError(f"winograd must be 0 (off), 2 or 4 (F(m x m, 3 x 3)), not {winograd!r}")
     _native.register_everything()
     text, where = read_source(source)
     with ir.Context() as ctx, ir.Location.unknown():
@@ -96,12 +104,19 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
             if o.name == "func.func" and o != fop and "sym_visibility" not in o.attributes and o.regions[0].blocks:
                 o.erase()
         try:
+            arrays: dict[str, np.ndarray] = {}  # weight constants made here, by resource name
             if layout == "nhwc" and any(op in text for op in _CHANNELS_FIRST):
                 from .frontend import fold_weight_transposes
 
                 passmanager.PassManager.parse("builtin.module(func.func(ansor-conv-to-nhwc,ansor-propagate-nhwc),canonicalize)").run(
                     module.operation)
-                fold_weight_transposes(module, text)
+                fold_weight_transposes(module, text, arrays)
+            if winograd:
+                from .frontend import constant_array
+                from .winograd import rewrite
+
+                if rewrite(module, lambda v: constant_array(v, text, arrays), m=winograd):
+                    passmanager.PassManager.parse("builtin.module(inline,symbol-dce)").run(module.operation)
             passmanager.PassManager.parse("builtin.module(canonicalize,ansor-partition,symbol-dce)").run(
                 module.operation)
         except ir.MLIRError as exc:

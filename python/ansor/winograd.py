@@ -1,0 +1,230 @@
+"""Winograd convolution: 3x3 stride-1 channels-last convolutions with constant weights as F(m x m, 3 x 3).
+
+    linalg.conv_2d_nhwc_hwcf(x [N, H+2, W+2, C], g [3, 3, C, K] constant) + init
+      --> V = input transform   generic: V[a, b, n, th, tw, c] = sum_ij BB[a, b, i, j] x[n, m th + i, m tw + j, c]
+          M = batch_matmul(V as [A*A, N*TH*TW, C], U [A*A, C, K])     U = G g G^T, computed here (numpy)
+          Y = output transform  generic: Y[n, th, p, tw, q, k] = sum_ab AA[p, q, a, b] M[a, b, n, th, tw, k]
+          y = collapse(Y) [N, H, W, K] (+ init, unless it is a zero fill)
+
+Lavin & Gray's minimal filtering (A = m + 2 points per tile): F(2x2, 3x3) does 16 multiplications per
+2x2 output tile and channel pair where direct convolution does 36, F(4x4, 3x3) 36 where direct does
+144. The filter transform is done once here on the weight blob, so the network carries U instead of
+g. The three ops partition into three tasks (`ansor-partition`): the input transform (with the
+convolution's pad producers), the batched matmul, and the output transform (with the convolution's
+element-wise consumers: bias, batch norm, ReLU, residual add), each tuned like any other task.
+
+Only convolutions whose output height and width are multiples of m are rewritten (a tile that
+overhangs the output would need a slice, which ends a fusion group); `rewrite` leaves the rest as
+they are. Transforms are dense sums over constant coefficient tensors (`BB`, `AA`): they are a small
+share of the work next to the batched matmul and stay plain linalg the sketches already handle.
+F(4x4, 3x3) is less accurate in fp32 (coefficients up to 8 and 1/24); `m=2` is the default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+from mlir import ir
+
+#: (BT, G, AT) of F(m x m, 3 x 3), exact fractions (Lavin & Gray 2016, interpolation points 0, +-1, +-2, inf).
+_MATRICES: dict[int, tuple[list[list[Fraction]], list[list[Fraction]], list[list[Fraction]]]] = {}
+
+
+def _f(rows: list[list[object]]) -> list[list[Fraction]]:
+    return [[Fraction(str(v)) for v in r] for r in rows]
+
+
+_MATRICES[2] = (
+    _f([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]),
+    _f([[1, 0, 0], ["1/2", "1/2", "1/2"], ["1/2", "-1/2", "1/2"], [0, 0, 1]]),
+    _f([[1, 1, 1, 0], [0, 1, -1, -1]]),
+)
+_MATRICES[4] = (
+    _f([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+        [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]),
+    _f([["1/4", 0, 0], ["-1/6", "-1/6", "-1/6"], ["-1/6", "1/6", "-1/6"],
+        ["1/24", "1/12", "1/6"], ["1/24", "-1/12", "1/6"], [0, 0, 1]]),
+    _f([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]),
+)
+
+
+def matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(BT [A, A], G [A, 3], AT [m, A]) of F(m x m, 3 x 3) as float64 arrays, A = m + 2."""
+    if m not in _MATRICES:
+        raise ValueError(f"winograd: F({m}x{m}, 3x3) is not supported (m must be one of {sorted(_MATRICES)})")
+    return tuple(np.array([[float(v) for v in r] for r in mat]) for mat in _MATRICES[m])  # type: ignore[return-value]
+
+
+def filter_transform(g: np.ndarray, m: int) -> np.ndarray:
+    """U [A*A, C, K] (float32) of an HWCF filter g [3, 3, C, K]: U[a, b] = sum_ij G[a, i] g[i, j] G[b, j]."""
+    _, gm, _ = matrices(m)
+    u = np.einsum("ai,ijck,bj->abck", gm, g.astype(np.float64), gm)
+    a = m + 2
+    return np.ascontiguousarray(u.reshape(a * a, g.shape[2], g.shape[3]).astype(np.float32))
+
+
+def reference(x: np.ndarray, g: np.ndarray, m: int) -> np.ndarray:
+    """Winograd convolution in numpy (float64), the algorithm `rewrite` emits; x NHWC (padded), g HWCF."""
+    bt, gm, at = matrices(m)
+    a = m + 2
+    n, hp, wp, c = x.shape
+    th, tw = (hp - 2) // m, (wp - 2) // m
+    u = np.einsum("ai,ijck,bj->abck", gm, g.astype(np.float64), gm)
+    tiles = np.empty((n, th, tw, a, a, c))
+    for i in range(th):
+        for j in range(tw):
+            tiles[:, i, j] = x[:, m * i:m * i + a, m * j:m * j + a, :]
+    v = np.einsum("ai,ntsijc,bj->abntsc", bt, tiles, bt)
+    mm = np.einsum("abntsc,abck->abntsk", v, u)
+    y = np.einsum("pa,abntsk,qb->ntpsqk", at, mm, at)
+    return y.reshape(n, th * m, tw * m, -1)
+
+
+def _dense(arr: np.ndarray) -> str:
+    def nest(a: np.ndarray) -> str:
+        return "[" + ", ".join(nest(r) if a.ndim > 1 else repr(float(r)) for r in a) + "]"
+
+    return f"dense<{nest(arr)}> : tensor<{'x'.join(map(str, arr.shape))}xf32>"
+
+
+def _helper(name: str, n: int, hp: int, wp: int, c: int, k: int, m: int, add_init: bool) -> str:
+    """A private function computing the convolution by F(m x m, 3 x 3) (module text)."""
+    bt, _, at = matrices(m)
+    a = m + 2
+    th, tw = (hp - 2) // m, (wp - 2) // m
+    t = n * th * tw
+    bb = np.einsum("ai,bj->abij", bt, bt)
+    aa = np.einsum("pa,qb->pqab", at, at)
+    x_t = f"tensor<{n}x{hp}x{wp}x{c}xf32>"
+    v_t = f"tensor<{a}x{a}x{n}x{th}x{tw}x{c}xf32>"
+    m_t = f"tensor<{a * a}x{t}x{k}xf32>"
+    y6_t = f"tensor<{n}x{th}x{m}x{tw}x{m}x{k}xf32>"
+    y_t = f"tensor<{n}x{th * m}x{tw * m}x{k}xf32>"
+    tail = ""
+    ret = "%y"
+    if add_init:
+        tail = f"""
+    %ye = tensor.empty() : {y_t}
+    %r = linalg.generic {{indexing_maps = [#id4, #id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+        ins(%y, %init : {y_t}, {y_t}) outs(%ye : {y_t}) {{
+    ^bb0(%p: f32, %q: f32, %o: f32):
+      %s = arith.addf %p, %q : f32
+      linalg.yield %s : f32
+    }} -> {y_t}"""
+        ret = "%r"
+    return f"""
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+module {{
+  func.func private @{name}(%x: {x_t}, %u: tensor<{a * a}x{c}x{k}xf32>, %init: {y_t}) -> {y_t} {{
+    %zero = arith.constant 0.0 : f32
+    %bb = arith.constant {_dense(bb)}
+    %aa = arith.constant {_dense(aa)}
+    %ve = tensor.empty() : {v_t}
+    %v0 = linalg.fill ins(%zero : f32) outs(%ve : {v_t}) -> {v_t}
+    %v = linalg.generic {{
+        indexing_maps = [affine_map<(a, b, n, h, w, c, i, j) -> (n, h * {m} + i, w * {m} + j, c)>,
+                         affine_map<(a, b, n, h, w, c, i, j) -> (a, b, i, j)>,
+                         affine_map<(a, b, n, h, w, c, i, j) -> (a, b, n, h, w, c)>],
+        iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}}
+        ins(%x, %bb : {x_t}, tensor<{a}x{a}x{a}x{a}xf32>) outs(%v0 : {v_t}) {{
+    ^bb0(%d: f32, %w: f32, %o: f32):
+      %p = arith.mulf %d, %w : f32
+      %s = arith.addf %o, %p : f32
+      linalg.yield %s : f32
+    }} -> {v_t}
+    %v3 = tensor.collapse_shape %v [[0, 1], [2, 3, 4], [5]] : {v_t} into tensor<{a * a}x{t}x{c}xf32>
+    %me = tensor.empty() : {m_t}
+    %m0 = linalg.fill ins(%zero : f32) outs(%me : {m_t}) -> {m_t}
+    %mm = linalg.batch_matmul ins(%v3, %u : tensor<{a * a}x{t}x{c}xf32>, tensor<{a * a}x{c}x{k}xf32>)
+        outs(%m0 : {m_t}) -> {m_t}
+    %m6 = tensor.expand_shape %mm [[0, 1], [2, 3, 4], [5]] output_shape [{a}, {a}, {n}, {th}, {tw}, {k}]
+        : {m_t} into tensor<{a}x{a}x{n}x{th}x{tw}x{k}xf32>
+    %ye6 = tensor.empty() : {y6_t}
+    %y0 = linalg.fill ins(%zero : f32) outs(%ye6 : {y6_t}) -> {y6_t}
+    %y6 = linalg.generic {{
+        indexing_maps = [affine_map<(n, h, p, w, q, k, a, b) -> (a, b, n, h, w, k)>,
+                         affine_map<(n, h, p, w, q, k, a, b) -> (p, q, a, b)>,
+                         affine_map<(n, h, p, w, q, k, a, b) -> (n, h, p, w, q, k)>],
+        iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}}
+        ins(%m6, %aa : tensor<{a}x{a}x{n}x{th}x{tw}x{k}xf32>, tensor<{m}x{m}x{a}x{a}xf32>) outs(%y0 : {y6_t}) {{
+    ^bb0(%d: f32, %w: f32, %o: f32):
+      %p = arith.mulf %d, %w : f32
+      %s = arith.addf %o, %p : f32
+      linalg.yield %s : f32
+    }} -> {y6_t}
+    %y = tensor.collapse_shape %y6 [[0], [1, 2], [3, 4], [5]] : {y6_t} into {y_t}{tail}
+    return {ret} : {y_t}
+  }}
+}}
+"""
+
+
+def _ints(attr: ir.Attribute) -> list[int]:
+    d = ir.DenseIntElementsAttr(attr)
+    return [int(d[i]) for i in range(len(d))]
+
+
+def _is_zero_fill(value: ir.Value) -> bool:
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.operation.name != "linalg.fill":
+        return False
+    src = owner.operation.operands[0].owner
+    if isinstance(src, ir.Block) or src.operation.name != "arith.constant":
+        return False
+    return re.fullmatch(r"(-?0\.0+e\+00|0\.0+|0) : f32", str(src.operation.attributes["value"])) is not None
+
+
+def rewrite(module: ir.Module, weights: Callable[[ir.Value], np.ndarray | None], *, m: int = 2,
+            min_channels: int = 16) -> int:
+    """Rewrite eligible `linalg.conv_2d_nhwc_hwcf` ops of `module` as F(m x m, 3 x 3) Winograd (see the module
+    docstring); `weights(v)` gives the HWCF array of a constant filter value (None: not constant, skipped).
+    Convolutions with fewer than `min_channels` input or output channels are left alone (the stem: its
+    transforms would cost more than they save). Returns the number rewritten; `inline` then splices them."""
+    matrices(m)  # validates m
+    convs: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "linalg.conv_2d_nhwc_hwcf":
+            convs.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    helpers: dict[str, bool] = {}
+    done = 0
+    for op in convs:
+        if _ints(op.attributes["strides"]) != [1, 1] or _ints(op.attributes["dilations"]) != [1, 1]:
+            continue
+        x, w = op.operands[0], op.operands[1]
+        init = op.operands[2]
+        types = [ir.RankedTensorType(v.type) if isinstance(v.type, ir.RankedTensorType) else None for v in (x, w, init)]
+        if any(t is None or not t.has_static_shape or str(t.element_type) != "f32" for t in types):
+            continue
+        (n, hp, wp, c), (kh, kw, _, k), (_, h, wd, _) = (list(t.shape) for t in types)  # type: ignore[union-attr]
+        if (kh, kw) != (3, 3) or h % m or wd % m or min(c, k) < min_channels:
+            continue
+        g = weights(w)
+        if g is None or g.shape != (3, 3, c, k):
+            continue
+        add_init = not _is_zero_fill(init)
+        name = f"ansor_winograd_f{m}_{n}x{hp}x{wp}x{c}x{k}" + ("_init" if add_init else "")
+        if name not in helpers:
+            helper = ir.Module.parse(_helper(name, n, hp, wp, c, k, m, add_init))
+            with ir.InsertionPoint(module.body):
+                for f in helper.body.operations:
+                    f.operation.clone()
+            helpers[name] = True
+        u = filter_transform(g, m)
+        utype = ir.RankedTensorType.get(list(u.shape), ir.F32Type.get())
+        with ir.InsertionPoint(op), op.location:
+            attr = ir.DenseResourceElementsAttr.get_from_buffer(u, f"ansor_winograd_u{done}", utype)
+            cst = ir.Operation.create("arith.constant", results=[utype], attributes={"value": attr})
+            call = ir.Operation.create("func.call", results=[op.results[0].type],
+                                       operands=[x, cst.results[0], init],
+                                       attributes={"callee": ir.FlatSymbolRefAttr.get(name)})
+        op.results[0].replace_all_uses_with(call.results[0])
+        op.erase()
+        done += 1
+    return done

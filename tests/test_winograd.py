@@ -1,0 +1,114 @@
+"""Winograd F(m x m, 3 x 3) convolutions (`winograd.rewrite` through `extract_tasks(winograd=m)`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ansor import cli, winograd
+from ansor.compile import compile_network
+from ansor.partition import extract_tasks
+
+
+def _direct(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Stride-1 correlation of NHWC x (already padded) with an HWCF filter, float64."""
+    n, hp, wp, _ = x.shape
+    h, w = hp - 2, wp - 2
+    out = np.zeros((n, h, w, g.shape[3]))
+    for i in range(3):
+        for j in range(3):
+            out += np.einsum("nhwc,ck->nhwk", x[:, i:i + h, j:j + w, :], g[i, j])
+    return out
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_numpy_algorithm_is_the_convolution(m: int) -> None:
+    """The transform matrices: the algorithm `rewrite` emits, in numpy, equals direct convolution."""
+    rng = np.random.default_rng(m)
+    x = rng.standard_normal((2, 4 * m + 2, 2 * m + 2, 5))
+    g = rng.standard_normal((3, 3, 5, 7))
+    np.testing.assert_allclose(winograd.reference(x, g, m), _direct(x, g), rtol=1e-9, atol=1e-9)
+
+
+def test_unknown_tile_is_refused() -> None:
+    with pytest.raises(ValueError, match="F\\(3x3, 3x3\\)"):
+        winograd.matrices(3)
+    with pytest.raises(ValueError, match="winograd must be"):
+        extract_tasks("module {}", winograd=3)
+
+
+def _model(rng: np.random.Generator, hw: int, c: int, k: int, *, bias: bool) -> tuple[str, np.ndarray, np.ndarray]:
+    """conv3x3 (pad 1) + [bias] + ReLU on NHWC, weights as a dense resource; (text, weights, bias)."""
+    g = (rng.standard_normal((3, 3, c, k)) / np.sqrt(9 * c)).astype("<f4")
+    b = rng.standard_normal(k).astype("<f4")
+    hp = hw + 2
+    init = (f"%bb = arith.constant dense_resource<b> : tensor<{k}xf32>\n"
+            f"  %init = linalg.generic {{indexing_maps = [#bc, #id], iterator_types = [\"parallel\", \"parallel\", \"parallel\", \"parallel\"]}}"
+            f" ins(%bb : tensor<{k}xf32>) outs(%e : tensor<1x{hw}x{hw}x{k}xf32>) {{\n"
+            f"  ^bb0(%v: f32, %o: f32):\n    linalg.yield %v : f32\n  }} -> tensor<1x{hw}x{hw}x{k}xf32>"
+            if bias else
+            f"%init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x{hw}x{hw}x{k}xf32>) -> tensor<1x{hw}x{hw}x{k}xf32>")
+    text = f"""
+#id = affine_map<(n, h, w, c) -> (n, h, w, c)>
+#bc = affine_map<(n, h, w, c) -> (c)>
+func.func @layer(%x: tensor<1x{hw}x{hw}x{c}xf32>) -> tensor<1x{hw}x{hw}x{k}xf32> {{
+  %zero = arith.constant 0.0 : f32
+  %g = arith.constant dense_resource<g> : tensor<3x3x{c}x{k}xf32>
+  %p = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {{
+  ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
+    tensor.yield %zero : f32
+  }} : tensor<1x{hw}x{hw}x{c}xf32> to tensor<1x{hp}x{hp}x{c}xf32>
+  %e = tensor.empty() : tensor<1x{hw}x{hw}x{k}xf32>
+  {init}
+  %y = linalg.conv_2d_nhwc_hwcf {{dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}}
+      ins(%p, %g : tensor<1x{hp}x{hp}x{c}xf32>, tensor<3x3x{c}x{k}xf32>) outs(%init : tensor<1x{hw}x{hw}x{k}xf32>)
+      -> tensor<1x{hw}x{hw}x{k}xf32>
+  %r = linalg.generic {{indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+      ins(%y : tensor<1x{hw}x{hw}x{k}xf32>) outs(%e : tensor<1x{hw}x{hw}x{k}xf32>) {{
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  }} -> tensor<1x{hw}x{hw}x{k}xf32>
+  return %r : tensor<1x{hw}x{hw}x{k}xf32>
+}}
+{{-#
+  dialect_resources: {{ builtin: {{ g: "0x04000000{g.tobytes().hex().upper()}", b: "0x04000000{b.tobytes().hex().upper()}" }} }}
+#-}}
+"""
+    return text, g, b
+
+
+@pytest.mark.parametrize(("m", "hw", "bias"), [(2, 6, False), (2, 4, True), (4, 8, True)])
+def test_rewritten_layer_computes_the_convolution(m: int, hw: int, bias: bool) -> None:
+    rng = np.random.default_rng(hw)
+    text, g, b = _model(rng, hw, 16, 24, bias=bias)
+    x = rng.standard_normal((1, hw, hw, 16)).astype(np.float32)
+    pad = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    ref = np.maximum(_direct(pad, g.astype(np.float64)) + (b if bias else 0), 0)
+    net = extract_tasks(text, winograd=m)
+    kinds = [t.name.split("#")[0] for t in net.tasks]
+    assert kinds == ["generic", "batch_matmul", "generic"]  # input transform, products, output transform
+    bmm = net.tasks[1]
+    assert [s.shape for s in bmm.inputs] == [((m + 2) ** 2, (hw // m) ** 2, 16), ((m + 2) ** 2, 16, 24)]
+    assert net.flops < extract_tasks(text).flops
+    # the output transform carries the convolution's consumers (ReLU; bias add)
+    assert "arith.maximumf" in net.tasks[2].ir and ("arith.addf %" in net.tasks[2].ir)
+    out = compile_network(net)(x)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 if m == 2 else 5e-4)
+
+
+def test_ineligible_convolutions_stay_direct() -> None:
+    rng = np.random.default_rng(0)
+    odd, _, _ = _model(rng, 5, 16, 24, bias=False)       # output 5x5: not a multiple of m
+    narrow, _, _ = _model(rng, 4, 8, 24, bias=False)     # 8 input channels < min_channels
+    for text in (odd, narrow):
+        assert [t.name.split("#")[0] for t in extract_tasks(text, winograd=2).tasks] == ["conv_2d_nhwc_hwcf"]
+    assert [t.name.split("#")[0] for t in extract_tasks(odd, winograd=4).tasks] == ["conv_2d_nhwc_hwcf"]
+
+
+def test_cli_tasks_winograd(tmp_path, capsys) -> None:
+    text, _, _ = _model(np.random.default_rng(1), 4, 16, 16, bias=False)
+    path = tmp_path / "layer.mlir"
+    path.write_text(text)
+    assert cli.main(["tasks", str(path), "--winograd", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "batch_matmul" in out and "conv_2d" not in out
