@@ -41,7 +41,22 @@ bool isAllParallel(Operation *op) {
          op->getNumResults() > 0;
 }
 
-bool isFusibleProducer(Operation *op) { return isAllParallel(op) || isa<tensor::PadOp>(op); }
+/// A strided window (the shifted views a Winograd input transform reads), or any window of a
+/// padded tensor: fused with its consumer, it is a view inside the task instead of a copy passed in.
+bool isPadWindow(Operation *op) {
+  auto slice = dyn_cast<tensor::ExtractSliceOp>(op);
+  if (!slice || slice.getSourceType().getRank() != slice.getResultType().getRank())
+    return false;
+  return slice.getSource().getDefiningOp<tensor::PadOp>() ||
+         llvm::any_of(slice.getStaticStrides(), [](int64_t s) { return s > 1; });
+}
+
+bool isFusibleProducer(Operation *op) { return isAllParallel(op) || isa<tensor::PadOp>(op) || isPadWindow(op); }
+
+/// `tensor.insert_slice` of a group member's result into a buffer the group builds (a multi-result
+/// op writing the pieces of one tensor, destination-passing style: Winograd transforms). Joining
+/// the group keeps the pieces in place; left in the parent, each would be a copy.
+bool isSliceStore(Operation *op) { return isa<tensor::InsertSliceOp>(op); }
 
 /// Computes only from constants (e.g. batch-norm parameters folded at run time): stays in the
 /// parent, where it costs next to nothing, instead of becoming a task of its own.
@@ -142,7 +157,8 @@ void Partitioner::addConsumers(int64_t g) {
           outside.insert(u);
     bool fusible = !outside.empty() && llvm::all_of(outside, [&](Operation *u) {
       return u->getBlock() == block && !groupOf.count(u) &&
-             ((isAllParallel(u) && !isa<linalg::FillOp>(u)) || isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(u));
+             ((isAllParallel(u) && !isa<linalg::FillOp>(u)) || isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(u) ||
+              isSliceStore(u));
     });
     if (!fusible)
       break;
@@ -179,6 +195,9 @@ bool Partitioner::isCloneable(Value v) const {
     return def->getNumOperands() == 0;
   if (auto fill = dyn_cast<linalg::FillOp>(def)) // an initialiser, e.g. shared by two convolutions
     return llvm::all_of(fill->getOperands(), [&](Value o) { return isCloneable(o); });
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def)) // a piece of a fresh destination
+    return slice.getOffsets().empty() && slice.getSizes().empty() && slice.getStrides().empty() &&
+           isCloneable(slice.getSource());
   if (auto cst = dyn_cast<arith::ConstantOp>(def)) {
     auto shaped = dyn_cast<ShapedType>(cst.getType());
     if (!shaped)
@@ -230,7 +249,13 @@ LogicalResult Partitioner::outline(Group &group, int64_t index, SymbolTable &sym
   auto callee = func::FuncOp::create(builder, group.front()->getLoc(), name,
                                      builder.getFunctionType(argTypes, resultTypes));
   callee.setPrivate();
-  Operation *anchor = llvm::find_if(group, isAnchor) != group.end() ? *llvm::find_if(group, isAnchor) : last;
+  // Named after its anchor, else its last Linalg op (not a slice store after it).
+  Operation *anchor = last;
+  if (auto it = llvm::find_if(group, isAnchor); it != group.end())
+    anchor = *it;
+  else if (auto rit = llvm::find_if(llvm::reverse(group), [](Operation *op) { return isa<linalg::LinalgOp>(op); });
+           rit != llvm::reverse(group).end())
+    anchor = *rit;
   callee->setAttr("ansor.group", builder.getStringAttr(anchor->getName().getStringRef()));
   symbols.insert(callee, Block::iterator(callee)); // uniques the name if it is taken
   lastCallee = callee;
@@ -278,9 +303,9 @@ LogicalResult Partitioner::run(SymbolTable &symbols) {
     if (failed(outline(group, i, symbols)))
       return failure();
   // Producers cloned into callees (empties, small constants) may now be dead in the parent.
-  // Fills first, then what they used: walk backwards.
+  // Fills and slices first, then what they used: walk backwards.
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*block)))
-    if (isa<tensor::EmptyOp, arith::ConstantOp, linalg::FillOp>(op) && op.use_empty())
+    if (isa<tensor::EmptyOp, arith::ConstantOp, linalg::FillOp, tensor::ExtractSliceOp>(op) && op.use_empty())
       op.erase();
   return success();
 }

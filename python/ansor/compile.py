@@ -127,7 +127,7 @@ def compile(
     record = _best(records, task, target, log) if log is not None else None
     if record is None or winograd:
         net = extract_tasks(source, func=func, target=target, winograd=winograd)
-        if len(net.calls) > 1:
+        if len(net.calls) > 1 or net.tasks[0].hash != task.hash:  # several tasks, or one rewritten
             return compile_network(net, log, threads=threads)
     if log is not None:
         if record is None:

@@ -356,15 +356,26 @@ class _Renderer:
             _, container = self.fuse_into(pad, container)
         return container
 
-    def fold_unit_loops(self, tile: str) -> None:
-        """Fold the unit loops of the register tile `tile` (inside its R1 loop) out of its indexing
-        maps, so a windowed generic's indices become plain loops the vectorizer takes. The
-        handle follows the rewritten op (the pattern replaces a generic by a generic)."""
+    def fold_unit_loops(self, tile: str) -> str:
+        """Fold the unit loops of the register tile `tile` (inside its R1 loop) out of
+        its indexing maps, so a windowed generic's indices become plain loops the vectorizer takes.
+        Returns a handle to the rewritten op, matched again as the generic in that loop (the rewrite
+        drops its discardable attributes): `tile` is not used after the rewrite, since the
+        handle-tracking listener cannot follow a multi-result generic (its results become values of
+        several ops: "replacement values belong to different ops")."""
         loop = self.fresh("r1")
         self.emit(f'{loop} = transform.get_parent_op {tile} {{op_name = "scf.for"}} : ({_ANY}) -> {_ANY}')
         self.emit(f"transform.apply_patterns to {loop} {{")
         self.emit("  transform.apply_patterns.linalg.fold_unit_extent_dims_via_slices")
         self.emit(f"}} : {_ANY}")
+        folded = self.fresh("f")
+        # one loop per register-tile copy when partial tiles were peeled: match in each
+        self.emit(f"{folded} = transform.foreach {loop} : {_ANY} -> {_ANY} {{")
+        self.emit(f"^bb0(%l: {_ANY}):")
+        self.emit(f'  %g = transform.structured.match ops{{["linalg.generic"]}} in %l : ({_ANY}) -> {_ANY}')
+        self.emit(f"  transform.yield %g : {_ANY}")
+        self.emit("}")
+        return folded
 
     def peel_partial_tiles(self, stage: Stage, tile: str, loops: list[str]) -> str:
         """Peel the partial last tile off each register-tile loop (`loops`, one per space dim of
@@ -419,7 +430,7 @@ class _Renderer:
                 self.emit(f"{dec} = {stage.decompose} {cur} : ({_ANY}) -> {_ANY}")
                 cur = dec
             if stage.fold_units:
-                self.fold_unit_loops(cur)
+                cur = self.fold_unit_loops(cur)
         else:  # tile: R0 loop over reduce tiles, then the S2 x R1 vector tile
             if any(s.kind == "R" for s in stage.splits):
                 cur, _ = self.tile_for(cur, self.sizes(stage, 1, "R", nd))
@@ -553,7 +564,7 @@ class _Renderer:
             self.annotate(loops[0], "ansor.r1", self.const(tag))
             self.r1_loops.append(str(tag))
         if stage.fold_units:
-            self.fold_unit_loops(cur)
+            cur = self.fold_unit_loops(cur)
         self.to_vectorize.append(cur)
 
     def stage_rfactor(self, stage: Stage) -> None:

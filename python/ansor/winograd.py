@@ -1,7 +1,9 @@
 """Winograd convolution: 3x3 stride-1 channels-last convolutions with constant weights as F(m x m, 3 x 3).
 
     linalg.conv_2d_nhwc_hwcf(x [N, H+2, W+2, C], g [3, 3, C, K] constant) + init
-      --> V = input transform   generic: V[a, b, n, th, tw, c] = sum_ij BB[a, b, i, j] x[n, m th + i, m tw + j, c]
+      --> V = input transform: one all-parallel generic over (n, th, tw, c) reading the A*A strided
+              windows x[n, m th + i, m tw + j, c] and writing V[a, b] = (BT d B)[a, b] as A*A results
+              into the slices of V [A, A, N, TH, TW, C] (explicit adds, zeros skipped)
           M = batch_matmul(V as [A*A, N*TH*TW, C], U [A*A, C, K])     U = G g G^T, computed here (numpy)
           Y = output transform  generic: Y[n, th, p, tw, q, k] = sum_ab AA[p, q, a, b] M[a, b, n, th, tw, k]
           y = collapse(Y) [N, H, W, K] (+ init, unless it is a zero fill)
@@ -9,15 +11,16 @@
 Lavin & Gray's minimal filtering (A = m + 2 points per tile): F(2x2, 3x3) does 16 multiplications per
 2x2 output tile and channel pair where direct convolution does 36, F(4x4, 3x3) 36 where direct does
 144. The filter transform is done once here on the weight blob, so the network carries U instead of
-g. The three ops partition into three tasks (`ansor-partition`): the input transform (with the
-convolution's pad producers), the batched matmul, and the output transform (with the convolution's
-element-wise consumers: bias, batch norm, ReLU, residual add), each tuned like any other task.
+g. The ops partition into three tasks (`ansor-partition`): the input transform (with the pad and its
+windows; the slice stores keep V's pieces in place), the batched matmul, and the output transform
+(with the convolution's element-wise consumers: bias, batch norm, ReLU, residual add), each tuned
+like any other task.
 
-Only convolutions whose output height and width are multiples of m are rewritten (a tile that
-overhangs the output would need a slice, which ends a fusion group); `rewrite` leaves the rest as
-they are. Transforms are dense sums over constant coefficient tensors (`BB`, `AA`): they are a small
-share of the work next to the batched matmul and stay plain linalg the sketches already handle.
-F(4x4, 3x3) is less accurate in fp32 (coefficients up to 8 and 1/24); `m=2` is the default.
+Each convolution gets the largest supported tile t <= m that divides its output height and width
+(a tile overhanging the output would need a slice, which ends a fusion group); others stay direct.
+The output transform is still a dense sum over the constant `AA` (an explicit form would write m*m
+interleaved results). F(4x4, 3x3) is less accurate in fp32 (coefficients up to 8 and 1/24: ~1e-5
+relative here against ~1e-6 for F(2x2)).
 """
 
 from __future__ import annotations
@@ -90,13 +93,95 @@ def _dense(arr: np.ndarray) -> str:
     return f"dense<{nest(arr)}> : tensor<{'x'.join(map(str, arr.shape))}xf32>"
 
 
+
+class _Emitter:
+    """SSA lines of a linalg body computing small constant linear maps (exact zeros skipped, +-1 as add/sub)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.consts: dict[float, str] = {}
+        self.count = 0
+
+    def _new(self) -> str:
+        self.count += 1
+        return f"%t{self.count}"
+
+    def const(self, v: float) -> str:
+        if v not in self.consts:
+            name = f"%k{len(self.consts)}"
+            self.consts[v] = name
+            self.lines.append(f"      {name} = arith.constant {float(v)!r} : f32")
+        return self.consts[v]
+
+    def combine(self, coeffs: list[float], values: list[str]) -> str:
+        acc: str | None = None
+        for coef, val in zip(coeffs, values, strict=True):
+            if coef == 0:
+                continue
+            if coef in (1, -1):
+                term, neg = val, coef < 0
+            else:
+                term, neg = self._new(), coef < 0
+                self.lines.append(f"      {term} = arith.mulf {val}, {self.const(abs(coef))} : f32")
+            if acc is None and not neg:
+                acc = term
+                continue
+            out = self._new()
+            if acc is None:
+                self.lines.append(f"      {out} = arith.negf {term} : f32")
+            else:
+                self.lines.append(f"      {out} = arith.{'subf' if neg else 'addf'} {acc}, {term} : f32")
+            acc = out
+        if acc is None:
+            acc = self.const(0.0)
+        return acc
+
+
+def _input_transform(m: int, n: int, th: int, tw: int, c: int) -> str:
+    """V = BT d B for every tile and channel as one all-parallel generic over (n, th, tw, c): A*A inputs (the
+    tile's points: strided windows of the padded x, kept in the task by `ansor-partition`), A*A results V[a, b] (explicit adds, zeros skipped), each
+    written into its slice of %v [A, A, N, TH, TW, C] (extract_slice outs, insert_slice back: in
+    place after bufferization; `ansor-partition` keeps the slices in the transform's task)."""
+    bt, _, _ = matrices(m)
+    a = m + 2
+    vo_t = f"tensor<{n}x{th}x{tw}x{c}xf32>"
+    v_t = f"tensor<{a}x{a}x{n}x{th}x{tw}x{c}xf32>"
+    em = _Emitter()
+    d = [[f"%d{i}_{j}" for j in range(a)] for i in range(a)]
+    rows = [[em.combine(list(bt[r]), [d[i][j] for i in range(a)]) for j in range(a)] for r in range(a)]  # BT d
+    outs = [em.combine(list(bt[q]), rows[r]) for r in range(a) for q in range(a)]  # (BT d) B
+    in_maps = out_maps = ", ".join(["affine_map<(n, h, w, c) -> (n, h, w, c)>"] * (a * a))
+    args = ", ".join([f"{d[i][j]}: f32" for i in range(a) for j in range(a)] + [f"%o{k}: f32" for k in range(a * a)])
+    # the tile's points as strided windows of x (plain loads for the vectorizer: constant offsets
+    # in an indexing map are not), each result written into its slice of %v0
+    lines = [f"    %xs{i}_{j} = tensor.extract_slice %x[0, {i}, {j}, 0] [{n}, {th}, {tw}, {c}] [1, {m}, {m}, 1] "
+             f": %XT% to {vo_t}" for i in range(a) for j in range(a)]
+    lines += [f"    %v0 = tensor.empty() : {v_t}"]
+    lines += [f"    %ve{k} = tensor.extract_slice %v0[{k // a}, {k % a}, 0, 0, 0, 0] [1, 1, {n}, {th}, {tw}, {c}] "
+              f"[1, 1, 1, 1, 1, 1] : {v_t} to {vo_t}" for k in range(a * a)]
+    lines.append(f"    %vs:{a * a} = linalg.generic {{indexing_maps = [{in_maps}, {out_maps}],")
+    lines.append('        iterator_types = ["parallel", "parallel", "parallel", "parallel"]}')
+    lines.append(f"        ins({', '.join(f'%xs{i}_{j}' for i in range(a) for j in range(a))} : {', '.join([vo_t] * (a * a))})")
+    lines.append(f"        outs({', '.join(f'%ve{k}' for k in range(a * a))} : {', '.join([vo_t] * (a * a))}) {{")
+    lines.append(f"    ^bb0({args}):")
+    lines += em.lines
+    lines.append(f"      linalg.yield {', '.join(outs)} : {', '.join(['f32'] * (a * a))}")
+    lines.append(f"    }} -> ({', '.join([vo_t] * (a * a))})")
+    prev = "%v0"
+    for k in range(a * a):
+        nxt = f"%vi{k}" if k < a * a - 1 else "%v"
+        lines.append(f"    {nxt} = tensor.insert_slice %vs#{k} into {prev}[{k // a}, {k % a}, 0, 0, 0, 0] "
+                     f"[1, 1, {n}, {th}, {tw}, {c}] [1, 1, 1, 1, 1, 1] : {vo_t} into {v_t}")
+        prev = nxt
+    return "\n".join(lines)
+
+
 def _helper(name: str, n: int, hp: int, wp: int, c: int, k: int, m: int, add_init: bool) -> str:
     """A private function computing the convolution by F(m x m, 3 x 3) (module text)."""
     bt, _, at = matrices(m)
     a = m + 2
     th, tw = (hp - 2) // m, (wp - 2) // m
     t = n * th * tw
-    bb = np.einsum("ai,bj->abij", bt, bt)
     aa = np.einsum("pa,qb->pqab", at, at)
     x_t = f"tensor<{n}x{hp}x{wp}x{c}xf32>"
     v_t = f"tensor<{a}x{a}x{n}x{th}x{tw}x{c}xf32>"
@@ -120,21 +205,8 @@ def _helper(name: str, n: int, hp: int, wp: int, c: int, k: int, m: int, add_ini
 module {{
   func.func private @{name}(%x: {x_t}, %u: tensor<{a * a}x{c}x{k}xf32>, %init: {y_t}) -> {y_t} {{
     %zero = arith.constant 0.0 : f32
-    %bb = arith.constant {_dense(bb)}
     %aa = arith.constant {_dense(aa)}
-    %ve = tensor.empty() : {v_t}
-    %v0 = linalg.fill ins(%zero : f32) outs(%ve : {v_t}) -> {v_t}
-    %v = linalg.generic {{
-        indexing_maps = [affine_map<(a, b, n, h, w, c, i, j) -> (n, h * {m} + i, w * {m} + j, c)>,
-                         affine_map<(a, b, n, h, w, c, i, j) -> (a, b, i, j)>,
-                         affine_map<(a, b, n, h, w, c, i, j) -> (a, b, n, h, w, c)>],
-        iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}}
-        ins(%x, %bb : {x_t}, tensor<{a}x{a}x{a}x{a}xf32>) outs(%v0 : {v_t}) {{
-    ^bb0(%d: f32, %w: f32, %o: f32):
-      %p = arith.mulf %d, %w : f32
-      %s = arith.addf %o, %p : f32
-      linalg.yield %s : f32
-    }} -> {v_t}
+{_input_transform(m, n, th, tw, c).replace("%XT%", x_t)}
     %v3 = tensor.collapse_shape %v [[0, 1], [2, 3, 4], [5]] : {v_t} into tensor<{a * a}x{t}x{c}xf32>
     %me = tensor.empty() : {m_t}
     %m0 = linalg.fill ins(%zero : f32) outs(%me : {m_t}) -> {m_t}
@@ -179,10 +251,12 @@ def _is_zero_fill(value: ir.Value) -> bool:
 
 def rewrite(module: ir.Module, weights: Callable[[ir.Value], np.ndarray | None], *, m: int = 2,
             min_channels: int = 16) -> int:
-    """Rewrite eligible `linalg.conv_2d_nhwc_hwcf` ops of `module` as F(m x m, 3 x 3) Winograd (see the module
+    """Rewrite eligible `linalg.conv_2d_nhwc_hwcf` ops of `module` as Winograd convolutions (see the module
     docstring); `weights(v)` gives the HWCF array of a constant filter value (None: not constant, skipped).
-    Convolutions with fewer than `min_channels` input or output channels are left alone (the stem: its
-    transforms would cost more than they save). Returns the number rewritten; `inline` then splices them."""
+    Each convolution gets the largest F(t x t, 3 x 3), t <= `m`, whose t divides its output height and
+    width (`m=4`: F(4x4) at 56x56 and 28x28, F(2x2) at 14x14). Convolutions with fewer than
+    `min_channels` input or output channels are left alone (the stem: its transforms would cost more
+    than they save). Returns the number rewritten; `inline` then splices them."""
     matrices(m)  # validates m
     convs: list[ir.Operation] = []
 
@@ -203,20 +277,21 @@ def rewrite(module: ir.Module, weights: Callable[[ir.Value], np.ndarray | None],
         if any(t is None or not t.has_static_shape or str(t.element_type) != "f32" for t in types):
             continue
         (n, hp, wp, c), (kh, kw, _, k), (_, h, wd, _) = (list(t.shape) for t in types)  # type: ignore[union-attr]
-        if (kh, kw) != (3, 3) or h % m or wd % m or min(c, k) < min_channels:
+        tile = next((t for t in sorted(_MATRICES, reverse=True) if t <= m and h % t == 0 and wd % t == 0), 0)
+        if (kh, kw) != (3, 3) or not tile or min(c, k) < min_channels:
             continue
         g = weights(w)
         if g is None or g.shape != (3, 3, c, k):
             continue
         add_init = not _is_zero_fill(init)
-        name = f"ansor_winograd_f{m}_{n}x{hp}x{wp}x{c}x{k}" + ("_init" if add_init else "")
+        name = f"ansor_winograd_f{tile}_{n}x{hp}x{wp}x{c}x{k}" + ("_init" if add_init else "")
         if name not in helpers:
-            helper = ir.Module.parse(_helper(name, n, hp, wp, c, k, m, add_init))
+            helper = ir.Module.parse(_helper(name, n, hp, wp, c, k, tile, add_init))
             with ir.InsertionPoint(module.body):
                 for f in helper.body.operations:
                     f.operation.clone()
             helpers[name] = True
-        u = filter_transform(g, m)
+        u = filter_transform(g, tile)
         utype = ir.RankedTensorType.get(list(u.shape), ir.F32Type.get())
         with ir.InsertionPoint(op), op.location:
             attr = ir.DenseResourceElementsAttr.get_from_buffer(u, f"ansor_winograd_u{done}", utype)
