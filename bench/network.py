@@ -145,7 +145,10 @@ def main() -> int:
                         "timings drift by tens of percent between minutes, so each ratio is taken within a round)")
     p.add_argument("--population", type=int, default=2048, help="evolutionary search population (Ansor: 2048)")
     p.add_argument("--generations", type=int, default=4, help="evolutionary search generations (Ansor: 4)")
+    p.add_argument("--winograd", type=int, default=0, choices=[0, 2, 4],
+                   help="3x3 stride-1 convolutions by Winograd F(t x t, 3x3), t <= M (logs NAME-wM.*.jsonl)")
     a = p.parse_args()
+    stem = a.name + (f"-w{a.winograd}" if a.winograd else "")
     OUT.mkdir(parents=True, exist_ok=True)
 
     import ansor  # noqa: F401 (registers the dialect and passes)
@@ -155,7 +158,7 @@ def main() -> int:
     from ansor.scheduler import SchedulerTable, TaskScheduler
 
     text, is_torch = _model_text(a.name)
-    net = extract_tasks(text, name=a.name)
+    net = extract_tasks(text, name=a.name, winograd=a.winograd)
     print(task_table(net))
     print(f"machine: {_cpu()}, {os.cpu_count()} cores; {a.threads} threads for every program; "
           f"{a.search} search (population {a.population}, {a.generations} generations), "
@@ -165,7 +168,7 @@ def main() -> int:
     logs: dict[str, Path] = {}
     if a.report_only:
         for strategy in a.strategies.split(","):
-            logs[strategy] = OUT / f"{a.name}.{strategy}.jsonl"
+            logs[strategy] = OUT / f"{stem}.{strategy}.jsonl"
             if not logs[strategy].exists():
                 print(f"error: --report-only needs {logs[strategy]}", file=sys.stderr)
                 return 2
@@ -173,7 +176,7 @@ def main() -> int:
     measurer = create_measurer(RunOptions(threads=a.threads))
     try:
         for strategy in [] if a.report_only else a.strategies.split(","):
-            log = OUT / f"{a.name}.{strategy}.jsonl"
+            log = OUT / f"{stem}.{strategy}.jsonl"
             if log.exists() and not a.resume:
                 log.unlink()
             t0 = time.perf_counter()
@@ -259,7 +262,7 @@ def main() -> int:
     ax.set_title(f"{a.name}: task scheduling ({_cpu()[:40]}, {a.threads} threads)")
     ax.legend()
     fig.tight_layout()
-    png = OUT / f"network_{a.name}.png"
+    png = OUT / f"network_{stem}.png"
     fig.savefig(png, dpi=120)
     print(f"plot: {png}")
     return 0

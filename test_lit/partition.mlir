@@ -239,3 +239,52 @@ func.func @gelu_like(%a: tensor<8x4xf32>, %b: tensor<4x2xf32>) -> tensor<16xf32>
   %c = tensor.collapse_shape %y [[0, 1, 2]] : tensor<1x8x2xf32> into tensor<16xf32>
   return %c : tensor<16xf32>
 }
+
+// -----
+
+// A multi-result element-wise op reading strided windows of a padded tensor and writing its
+// results into the slices of one destination (Winograd's input transform): the pad, the windows,
+// the destination's slices and the slice stores all join its task, so the pieces are written in
+// place; the consumer matmul gets the assembled tensor.
+// CHECK-LABEL: func.func @windows(
+// CHECK:         %[[V:.*]] = call @windows__t0(%{{.*}}) : (tensor<1x4x4x2xf32>) -> tensor<2x1x2x2x2xf32>
+// CHECK-NOT:     tensor.extract_slice
+// CHECK-NOT:     tensor.insert_slice
+// CHECK:         call @windows__t1(
+// CHECK:       func.func private @windows__t0({{.*}}) -> tensor<2x1x2x2x2xf32> attributes {ansor.group = "linalg.generic"}
+// CHECK:         %[[D:.*]] = tensor.empty() : tensor<2x1x2x2x2xf32>
+// CHECK-COUNT-2: tensor.extract_slice %[[D]]
+// CHECK:         tensor.pad
+// CHECK-COUNT-2: tensor.extract_slice %padded
+// CHECK:         linalg.generic
+// CHECK-COUNT-2: tensor.insert_slice
+// CHECK:         return
+#id4 = affine_map<(n, h, w, c) -> (n, h, w, c)>
+func.func @windows(%x: tensor<1x4x4x2xf32>, %w: tensor<2x8x3xf32>) -> tensor<2x1x3xf32> {
+  %zero = arith.constant 0.0 : f32
+  %p = tensor.pad %x low[0, 0, 0, 0] high[0, 1, 1, 0] {
+  ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
+    tensor.yield %zero : f32
+  } : tensor<1x4x4x2xf32> to tensor<1x5x5x2xf32>
+  %s0 = tensor.extract_slice %p[0, 0, 0, 0] [1, 2, 2, 2] [1, 2, 2, 1] : tensor<1x5x5x2xf32> to tensor<1x2x2x2xf32>
+  %s1 = tensor.extract_slice %p[0, 1, 1, 0] [1, 2, 2, 2] [1, 2, 2, 1] : tensor<1x5x5x2xf32> to tensor<1x2x2x2xf32>
+  %v0 = tensor.empty() : tensor<2x1x2x2x2xf32>
+  %o0 = tensor.extract_slice %v0[0, 0, 0, 0, 0] [1, 1, 2, 2, 2] [1, 1, 1, 1, 1] : tensor<2x1x2x2x2xf32> to tensor<1x2x2x2xf32>
+  %o1 = tensor.extract_slice %v0[1, 0, 0, 0, 0] [1, 1, 2, 2, 2] [1, 1, 1, 1, 1] : tensor<2x1x2x2x2xf32> to tensor<1x2x2x2xf32>
+  %r:2 = linalg.generic {indexing_maps = [#id4, #id4, #id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%s0, %s1 : tensor<1x2x2x2xf32>, tensor<1x2x2x2xf32>) outs(%o0, %o1 : tensor<1x2x2x2xf32>, tensor<1x2x2x2xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32, %d: f32):
+    %sum = arith.addf %a, %b : f32
+    %dif = arith.subf %a, %b : f32
+    linalg.yield %sum, %dif : f32, f32
+  } -> (tensor<1x2x2x2xf32>, tensor<1x2x2x2xf32>)
+  %v1 = tensor.insert_slice %r#0 into %v0[0, 0, 0, 0, 0] [1, 1, 2, 2, 2] [1, 1, 1, 1, 1] : tensor<1x2x2x2xf32> into tensor<2x1x2x2x2xf32>
+  %v = tensor.insert_slice %r#1 into %v1[1, 0, 0, 0, 0] [1, 1, 2, 2, 2] [1, 1, 1, 1, 1] : tensor<1x2x2x2xf32> into tensor<2x1x2x2x2xf32>
+  %v3 = tensor.collapse_shape %v [[0], [1, 2, 3], [4]] : tensor<2x1x2x2x2xf32> into tensor<2x4x2xf32>
+  %e = tensor.empty() : tensor<2x1x3xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x1x3xf32>) -> tensor<2x1x3xf32>
+  %flat = tensor.collapse_shape %v3 [[0], [1, 2]] : tensor<2x4x2xf32> into tensor<2x8xf32>
+  %f3 = tensor.expand_shape %flat [[0], [1, 2]] output_shape [2, 1, 8] : tensor<2x8xf32> into tensor<2x1x8xf32>
+  %m = linalg.batch_matmul ins(%f3, %w : tensor<2x1x8xf32>, tensor<2x8x3xf32>) outs(%z : tensor<2x1x3xf32>) -> tensor<2x1x3xf32>
+  return %m : tensor<2x1x3xf32>
+}
