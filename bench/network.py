@@ -197,6 +197,11 @@ def main() -> int:
     tuned = compile_network(net, logs[best_strategy], threads=a.threads)
     untuned = compile_network(net, None, threads=a.threads)
     y_tuned, y_untuned = tuned(*inputs), untuned(*inputs)
+    # With --winograd and the direct model's log at hand: time the tuned direct model in the same rounds.
+    direct_log = OUT / f"{a.name}.{best_strategy}.jsonl"
+    direct = (compile_network(extract_tasks(text, name=a.name), direct_log, threads=a.threads)
+              if a.winograd and direct_log.exists() else None)
+    t_direct = [_time_calls(direct, inputs)] if direct is not None else []
     t_tuned = [_time_calls(tuned, inputs)]
     rows = [("untuned MLIR", untuned.time(*inputs, number=1)), (f"ansor tuned ({best_strategy})", 0.0)]
     check = f"tuned vs untuned max |diff| {float(np.max(np.abs(y_tuned - y_untuned))):.2e}"
@@ -204,6 +209,8 @@ def main() -> int:
         y_torch, t_torch = _torch(a.name, inputs, a.threads)
         t_torchs = [t_torch]
         for _ in range(a.rounds - 1):  # alternate: both sides see the same host load per round
+            if direct is not None:
+                t_direct.append(_time_calls(direct, inputs))
             t_tuned.append(_time_calls(tuned, inputs))
             t_torchs.append(_torch(a.name, inputs, a.threads)[1])
         # Interference from other tenants only adds time: the min of a round is the least
@@ -215,6 +222,13 @@ def main() -> int:
                 for tu, tt, r in zip(t_tuned, t_torchs, ratios, strict=True)))
             print(f"median speedup over PyTorch across rounds ({stat} of 20 calls): {float(np.median(ratios)):.2f}x")
         rows.append((f"PyTorch {a.threads} threads", float(np.median([t[0] for t in t_torchs]))))
+        if direct is not None:
+            ratios = [td[0] / tw[0] for td, tw in zip(t_direct, t_tuned, strict=True)]
+            print(f"rounds, median of 20 calls (direct ms / winograd ms = speedup from Winograd, {direct_log.name}): "
+                  + ", ".join(f"{td[0] * 1e3:.1f}/{tw[0] * 1e3:.1f} = {r:.2f}x"
+                              for td, tw, r in zip(t_direct, t_tuned, ratios, strict=True)))
+            print(f"median speedup of Winograd over direct across rounds: {float(np.median(ratios)):.2f}x")
+            rows.append(("ansor tuned, direct convs", float(np.median([t[0] for t in t_direct]))))
         err = float(np.max(np.abs(y_tuned - y_torch)))
         scale = float(np.max(np.abs(y_torch)))
         check += f"; tuned vs PyTorch max |diff| {err:.2e} (max |y| {scale:.2f})"

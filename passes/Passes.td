@@ -198,12 +198,14 @@ def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
     * an **anchor** is a Linalg op with a reduction loop (contraction, convolution, pooling,
       reduction); it starts a group;
     * the anchor's **producers** join it when every use of their results is in the group:
-      `linalg.fill` initialisers, `tensor.pad`, and all-parallel (element-wise, broadcast,
-      transpose) Linalg ops, recursively;
+      `linalg.fill` initialisers, `tensor.pad`, all-parallel (element-wise, broadcast,
+      transpose) Linalg ops, and windows (`tensor.extract_slice`, not rank-reducing) of a pad or
+      with a stride > 1, recursively;
     * its **element-wise consumers** join it: while every user outside the group of a group
       member is an all-parallel Linalg op (other operands may come from anywhere), all of them are
       added (with their sole-use producers; `tensor.expand_shape` / `collapse_shape` between them
-      count as element-wise); the group is then cut back to the largest such state
+      count as element-wise, and so does a `tensor.insert_slice` storing a member's result into
+      a tensor the group builds); the group is then cut back to the largest such state
       in which exactly one member -- the last in block order -- has uses outside the group. So a
       chain (bias, batch-norm, relu) joins, and so does a DAG that reconverges (GELU's
       `x * 0.5 * (1 + erf(x / sqrt 2))` uses `x` twice);
@@ -214,8 +216,9 @@ def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
     So only the last op of a group has uses outside it. Each group is outlined into a private
     function `@<func>__t<K>` (K counts groups in program order) placed after its parent and
     replaced by a `func.call` at the position of its last op. Operands defined outside the group
-    become arguments, except `tensor.empty`, scalar constants and splat / small (<= 64 elements)
-    inline `dense` tensor constants, which are cloned into the callee. Larger constants and every
+    become arguments, except `tensor.empty`, static slices of those (the destinations of a
+    multi-result op writing one tensor's pieces), scalar constants and splat / small (<= 64
+    elements) inline `dense` tensor constants, which are cloned into the callee. Larger constants and every
     `dense_resource` constant (weights) stay in the parent and are passed in. Ops outside every group (reshapes, constants, `tensor.pad` of
     nothing tunable, calls) stay in the parent. Functions without a Linalg op are left alone.
 

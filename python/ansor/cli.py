@@ -111,10 +111,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
                       cache_flush=args.cache_flush,
                       timeout_s=args.timeout, threads=args.threads)
     net = None if args.one_task else _network(args)
+    if net is not None and len(net.calls) > 1:  # a model: tune its tasks under the task scheduler
+        return _tune_network(args, net, opts)
     task = _task(args)
-    # A model (several tasks), or one task that extraction rewrote (channels-last, Winograd): tune
-    # the extracted tasks under the task scheduler, as `ansor.compile` then looks them up.
-    if net is not None and (len(net.calls) > 1 or net.tasks[0].hash != task.hash):
+    # One task that extraction rewrote (channels-last, Winograd): tune what `ansor.compile` looks up.
+    if net is not None and net.tasks[0].hash != task.hash:
         return _tune_network(args, net, opts)
     cb = JsonProgress() if args.json else TableProgress(verbose=args.verbose)
     log_path = args.log or f"{task.name}.{task.target}.jsonl"
@@ -134,8 +135,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .records import best_record, load_records
 
     net = _network(args)
+    if len(net.calls) > 1:
+        return _bench_network(args, net)
     task = _task(args)
-    if len(net.calls) > 1 or net.tasks[0].hash != task.hash:  # as `cmd_tune` decides
+    if net.tasks[0].hash != task.hash:  # one task that extraction rewrote, as `cmd_tune` decides
         return _bench_network(args, net)
     rec = best_record(load_records(args.log), task.hash, task.target, current_only=True) if args.log else None
     if args.log and rec is None:

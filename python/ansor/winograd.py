@@ -178,7 +178,7 @@ def _input_transform(m: int, n: int, th: int, tw: int, c: int) -> str:
 
 def _helper(name: str, n: int, hp: int, wp: int, c: int, k: int, m: int, add_init: bool) -> str:
     """A private function computing the convolution by F(m x m, 3 x 3) (module text)."""
-    bt, _, at = matrices(m)
+    _, _, at = matrices(m)
     a = m + 2
     th, tw = (hp - 2) // m, (wp - 2) // m
     t = n * th * tw
