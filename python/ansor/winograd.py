@@ -257,15 +257,10 @@ def rewrite(module: ir.Module, weights: Callable[[ir.Value], np.ndarray | None],
     width (`m=4`: F(4x4) at 56x56 and 28x28, F(2x2) at 14x14). Convolutions with fewer than
     `min_channels` input or output channels are left alone (the stem: its transforms would cost more
     than they save). Returns the number rewritten; `inline` then splices them."""
+    from .frontend import _all_ops
+
     matrices(m)  # validates m
-    convs: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "linalg.conv_2d_nhwc_hwcf":
-            convs.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
+    convs = [op for op in _all_ops(module.operation) if op.name == "linalg.conv_2d_nhwc_hwcf"]
     helpers: dict[str, bool] = {}
     done = 0
     for op in convs:
