@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,16 +37,6 @@ def _layer_mlir(hw: int, c: int) -> str:
     return import_torch(model, (torch.randn(1, c, hw, hw),))
 
 
-def _median_call(model, inputs: list[np.ndarray], calls: int = 20) -> float:
-    model(*inputs)
-    ts = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        model(*inputs)
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", default="56x64,28x128,14x256", help="HWxC of each layer")
@@ -63,6 +52,7 @@ def main() -> int:
     from ansor.measure import RunOptions, create_measurer
     from ansor.partition import extract_tasks
     from ansor.scheduler import SchedulerTable, TaskScheduler
+    from network import _time_calls  # bench/network.py: (median, min) of 20 single calls
 
     threads = os.cpu_count() or 1
     print(f"machine: {platform.processor() or platform.machine()}, {threads} cores, {threads} threads; "
@@ -94,7 +84,7 @@ def main() -> int:
         err = float(np.max(np.abs(y["winograd"] - y["direct"])))
         rounds = []
         for _ in range(a.rounds):
-            rounds.append({side: _median_call(m, [x]) for side, m in models.items()})
+            rounds.append({side: _time_calls(m, [x])[0] for side, m in models.items()})
         ratios = [r["direct"] / r["winograd"] for r in rounds]
         med = {side: float(np.median([r[side] for r in rounds])) for side in models}
         rows.append((spec, med["direct"], med["winograd"], float(np.median(ratios)), min(ratios), max(ratios), err))

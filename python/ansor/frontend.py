@@ -276,15 +276,11 @@ def fold_weight_transposes(module: ir.Module, text: str, arrays: dict[str, np.nd
         if cst is None or cst.name != "arith.constant":
             continue
         m = re.match(r"dense_resource<([^>]+)>", str(cst.attributes["value"]))
-        t = src.type
-        dtype = _NUMPY_DTYPES.get(str(t.element_type)) if isinstance(t, ir.RankedTensorType) else None
-        if m is None or dtype is None:
-            continue
-        blob = _resource_blob(text, m.group(1))
-        if blob is None or len(blob) != int(np.prod(t.shape)) * np.dtype(dtype).itemsize:
+        weights = constant_array(src, text) if m is not None else None
+        if weights is None:
             continue
         perm = [int(p) for p in ir.DenseI64ArrayAttr(op.attributes["permutation"])]
-        data = np.ascontiguousarray(np.frombuffer(blob, dtype=dtype).reshape(t.shape).transpose(perm))
+        data = np.ascontiguousarray(weights.transpose(perm))
         rtype = op.results[0].type
         attr = ir.DenseResourceElementsAttr.get_from_buffer(data, f"{m.group(1)}_T", rtype)
         if arrays is not None:

@@ -261,7 +261,7 @@ def rewrite(module: ir.Module, weights: Callable[[ir.Value], np.ndarray | None],
 
     matrices(m)  # validates m
     convs = [op for op in _all_ops(module.operation) if op.name == "linalg.conv_2d_nhwc_hwcf"]
-    helpers: dict[str, bool] = {}
+    helpers: set[str] = set()
     done = 0
     for op in convs:
         if _ints(op.attributes["strides"]) != [1, 1] or _ints(op.attributes["dilations"]) != [1, 1]:
@@ -285,7 +285,7 @@ def rewrite(module: ir.Module, weights: Callable[[ir.Value], np.ndarray | None],
             with ir.InsertionPoint(module.body):
                 for f in helper.body.operations:
                     f.operation.clone()
-            helpers[name] = True
+            helpers.add(name)
         u = filter_transform(g, tile)
         utype = ir.RankedTensorType.get(list(u.shape), ir.F32Type.get())
         with ir.InsertionPoint(op), op.location:
