@@ -51,6 +51,16 @@ bool isPadWindow(Operation *op) {
          llvm::any_of(slice.getStaticStrides(), [](int64_t s) { return s > 1; });
 }
 
+/// A crop: the leading corner of a tensor, same rank (a Winograd output computed in whole tiles
+/// that overhang the output, cut back to its size). Fused as a consumer, it is a view in the task
+/// and the element-wise consumers after it join the task too.
+bool isCrop(Operation *op) {
+  auto slice = dyn_cast<tensor::ExtractSliceOp>(op);
+  return slice && slice.getSourceType().getRank() == slice.getResultType().getRank() &&
+         llvm::all_of(slice.getStaticOffsets(), [](int64_t o) { return o == 0; }) &&
+         llvm::all_of(slice.getStaticStrides(), [](int64_t s) { return s == 1; });
+}
+
 bool isFusibleProducer(Operation *op) { return isAllParallel(op) || isa<tensor::PadOp>(op) || isPadWindow(op); }
 
 /// `tensor.insert_slice` of a group member's result into a buffer the group builds (a multi-result
@@ -158,7 +168,7 @@ void Partitioner::addConsumers(int64_t g) {
     bool fusible = !outside.empty() && llvm::all_of(outside, [&](Operation *u) {
       return u->getBlock() == block && !groupOf.count(u) &&
              ((isAllParallel(u) && !isa<linalg::FillOp>(u)) || isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(u) ||
-              isSliceStore(u));
+              isSliceStore(u) || isCrop(u));
     });
     if (!fusible)
       break;

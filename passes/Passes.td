@@ -205,7 +205,8 @@ def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
       member is an all-parallel Linalg op (other operands may come from anywhere), all of them are
       added (with their sole-use producers; `tensor.expand_shape` / `collapse_shape` between them
       count as element-wise, and so does a `tensor.insert_slice` storing a member's result into
-      a tensor the group builds); the group is then cut back to the largest such state
+      a tensor the group builds, and a crop: an `extract_slice` of the leading corner, same rank,
+      unit strides, as a Winograd output computed in overhanging tiles); the group is then cut back to the largest such state
       in which exactly one member -- the last in block order -- has uses outside the group. So a
       chain (bias, batch-norm, relu) joins, and so does a DAG that reconverges (GELU's
       `x * 0.5 * (1 + erf(x / sqrt 2))` uses `x` twice);

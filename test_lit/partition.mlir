@@ -288,3 +288,43 @@ func.func @windows(%x: tensor<1x4x4x2xf32>, %w: tensor<2x8x3xf32>) -> tensor<2x1
   %m = linalg.batch_matmul ins(%f3, %w : tensor<2x1x8xf32>, tensor<2x8x3xf32>) outs(%z : tensor<2x1x3xf32>) -> tensor<2x1x3xf32>
   return %m : tensor<2x1x3xf32>
 }
+
+// -----
+
+// A reduction computed over whole tiles that overhang the output (Winograd's output transform on
+// an odd size), collapsed and cropped: the crop joins the reduction's task as a view, and the
+// element-wise consumer behind it joins too; the parent only calls.
+// CHECK-LABEL: func.func @crop(
+// CHECK-NEXT:    %[[R:.*]] = call @crop__t0(%{{.*}}) : (tensor<1x2x2x2x2x4xf32>) -> tensor<1x3x3x4xf32>
+// CHECK-NEXT:    return %[[R]]
+// CHECK:       func.func private @crop__t0({{.*}}) -> tensor<1x3x3x4xf32> attributes {ansor.group = "linalg.generic"}
+// CHECK:         linalg.generic {{.*}}"reduction"
+// CHECK:         tensor.collapse_shape
+// CHECK:         tensor.extract_slice %{{.*}}[0, 0, 0, 0] [1, 3, 3, 4] [1, 1, 1, 1]
+// CHECK:         arith.maximumf
+// CHECK:         return
+#m6 = affine_map<(n, h, p, w, q, k, a) -> (n, h, p, w, q, k)>
+func.func @crop(%x: tensor<1x2x2x2x2x4xf32>) -> tensor<1x3x3x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e6 = tensor.empty() : tensor<1x2x2x2x2xf32>
+  %e = tensor.empty() : tensor<1x2x2x2x2x4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x2x2x2x4xf32>) -> tensor<1x2x2x2x2x4xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(n, h, p, w, q, k, a) -> (n, h, p, w, q, a)>, #m6],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%x : tensor<1x2x2x2x2x4xf32>) outs(%z : tensor<1x2x2x2x2x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = arith.addf %a, %o : f32
+    linalg.yield %t : f32
+  } -> tensor<1x2x2x2x2x4xf32>
+  %y4 = tensor.collapse_shape %s [[0], [1, 2], [3, 4], [5]] : tensor<1x2x2x2x2x4xf32> into tensor<1x4x4x4xf32>
+  %y = tensor.extract_slice %y4[0, 0, 0, 0] [1, 3, 3, 4] [1, 1, 1, 1] : tensor<1x4x4x4xf32> to tensor<1x3x3x4xf32>
+  %o = tensor.empty() : tensor<1x3x3x4xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(n, h, w, c) -> (n, h, w, c)>, affine_map<(n, h, w, c) -> (n, h, w, c)>],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%y : tensor<1x3x3x4xf32>) outs(%o : tensor<1x3x3x4xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x3x3x4xf32>
+  return %r : tensor<1x3x3x4xf32>
+}

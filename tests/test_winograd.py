@@ -77,9 +77,14 @@ func.func @layer(%x: tensor<1x{hw}x{hw}x{c}xf32>) -> tensor<1x{hw}x{hw}x{k}xf32>
     return text, g, b
 
 
-@pytest.mark.parametrize(("m", "hw", "bias"), [(2, 6, False), (2, 4, True), (4, 8, True), (4, 6, False)])
-def test_rewritten_layer_computes_the_convolution(m: int, hw: int, bias: bool) -> None:
-    """F(t x t, 3 x 3) with the largest t <= m dividing the output (6x6 under m=4: F(2x2))."""
+@pytest.mark.parametrize(("m", "hw", "bias", "t"), [
+    (2, 6, False, 2), (2, 4, True, 2), (4, 16, True, 4), (4, 6, False, 2),
+    (4, 8, True, 2),    # F(4x4) would give 4 tiles (< 16 rows): F(2x2)
+    (4, 14, True, 4),   # overhanging: 16x16 computed, cropped to 14x14
+    (2, 7, False, 2),   # overhanging: 8x8 computed, cropped to 7x7
+])
+def test_rewritten_layer_computes_the_convolution(m: int, hw: int, bias: bool, t: int) -> None:
+    """F(t x t, 3 x 3), t from `choose_tile`, tiles overhanging the output where t does not divide it."""
     rng = np.random.default_rng(hw)
     text, g, b = _model(rng, hw, 16, 24, bias=bias)
     x = rng.standard_normal((1, hw, hw, 16)).astype(np.float32)
@@ -88,23 +93,39 @@ def test_rewritten_layer_computes_the_convolution(m: int, hw: int, bias: bool) -
     net = extract_tasks(text, winograd=m)
     kinds = [t.name.split("#")[0] for t in net.tasks]
     assert kinds == ["generic", "batch_matmul", "generic"]  # input transform, products, output transform
-    t = 4 if m == 4 and hw % 4 == 0 else 2
     bmm = net.tasks[1]
-    assert [s.shape for s in bmm.inputs] == [((t + 2) ** 2, (hw // t) ** 2, 16), ((t + 2) ** 2, 16, 24)]
+    tiles = -(-hw // t)
+    assert [s.shape for s in bmm.inputs] == [((t + 2) ** 2, tiles ** 2, 16), ((t + 2) ** 2, 16, 24)]
     assert net.flops < extract_tasks(text).flops
-    # the output transform carries the convolution's consumers (ReLU; bias add)
+    # the output transform carries the convolution's consumers (ReLU; bias add), behind the crop if any
     assert "arith.maximumf" in net.tasks[2].ir and ("arith.addf %" in net.tasks[2].ir)
+    assert ("tensor.extract_slice" in net.tasks[2].ir) == (hw % t != 0)
     out = compile_network(net)(x)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 if t == 2 else 5e-4)
 
 
+def test_choose_tile() -> None:
+    """The largest t <= m giving >= 16 tiles, else the smallest; overhang allowed."""
+    assert [winograd.choose_tile(1, hw, hw, 4) for hw in (56, 28, 14, 7, 4)] == [4, 4, 4, 2, 2]
+    assert winograd.choose_tile(4, 7, 7, 4) == 4          # batch 4: 16 tiles of F(4x4)
+    assert winograd.choose_tile(1, 56, 56, 2) == 2
+    with pytest.raises(ValueError, match="no F"):
+        winograd.choose_tile(1, 8, 8, 1)
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_overhanging_reference(m: int) -> None:
+    """The numpy algorithm with tiles past the output's end (zeros read, result cropped)."""
+    rng = np.random.default_rng(m)
+    x = rng.standard_normal((1, 9, 11, 3))
+    g = rng.standard_normal((3, 3, 3, 2))
+    np.testing.assert_allclose(winograd.reference(x, g, m), _direct(x, g), rtol=1e-9, atol=1e-9)
+
+
 def test_ineligible_convolutions_stay_direct() -> None:
-    rng = np.random.default_rng(0)
-    odd, _, _ = _model(rng, 5, 16, 24, bias=False)       # output 5x5: not a multiple of m
-    narrow, _, _ = _model(rng, 4, 8, 24, bias=False)     # 8 input channels < min_channels
-    for text in (odd, narrow):
-        assert [t.name.split("#")[0] for t in extract_tasks(text, winograd=2).tasks] == ["conv_2d_nhwc_hwcf"]
-    assert [t.name.split("#")[0] for t in extract_tasks(odd, winograd=4).tasks] == ["conv_2d_nhwc_hwcf"]
+    narrow, _, _ = _model(np.random.default_rng(0), 4, 8, 24, bias=False)  # 8 input channels < min_channels
+    for m in (2, 4):
+        assert [t.name.split("#")[0] for t in extract_tasks(narrow, winograd=m).tasks] == ["conv_2d_nhwc_hwcf"]
 
 
 def test_cli_tasks_winograd(tmp_path, capsys) -> None:

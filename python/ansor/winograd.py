@@ -6,7 +6,7 @@
               into the slices of V [A, A, N, TH, TW, C] (explicit adds, zeros skipped)
           M = batch_matmul(V as [A*A, N*TH*TW, C], U [A*A, C, K])     U = G g G^T, computed here (numpy)
           Y = output transform  generic: Y[n, th, p, tw, q, k] = sum_ab AA[p, q, a, b] M[a, b, n, th, tw, k]
-          y = collapse(Y) [N, H, W, K] (+ init, unless it is a zero fill)
+          y = collapse(Y) [N, TH*m, TW*m, K], cropped to [N, H, W, K] (+ init, unless it is a zero fill)
 
 Lavin & Gray's minimal filtering (A = m + 2 points per tile): F(2x2, 3x3) does 16 multiplications per
 2x2 output tile and channel pair where direct convolution does 36, F(4x4, 3x3) 36 where direct does
@@ -16,8 +16,9 @@ windows; the slice stores keep V's pieces in place), the batched matmul, and the
 (with the convolution's element-wise consumers: bias, batch norm, ReLU, residual add), each tuned
 like any other task.
 
-Each convolution gets the largest supported tile t <= m that divides its output height and width
-(a tile overhanging the output would need a slice, which ends a fusion group); others stay direct.
+The tile t <= m is chosen per convolution (`choose_tile`); where it does not divide the output size,
+the last tiles overhang it (x is padded with zeros past its end, the result cropped; the crop stays
+in the output transform's task, so the consumers fuse behind it).
 The output transform is still a dense sum over the constant `AA` (an explicit form would write m*m
 interleaved results). F(4x4, 3x3) is less accurate in fp32 (coefficients up to 8 and 1/24: ~1e-5
 relative here against ~1e-6 for F(2x2)).
@@ -74,7 +75,8 @@ def reference(x: np.ndarray, g: np.ndarray, m: int) -> np.ndarray:
     bt, gm, at = matrices(m)
     a = m + 2
     n, hp, wp, c = x.shape
-    th, tw = (hp - 2) // m, (wp - 2) // m
+    th, tw = -(-(hp - 2) // m), -(-(wp - 2) // m)  # overhanging tiles read zeros past x's end
+    x = np.pad(x, ((0, 0), (0, th * m + 2 - hp), (0, tw * m + 2 - wp), (0, 0)))
     u = np.einsum("ai,ijck,bj->abck", gm, g.astype(np.float64), gm)
     tiles = np.empty((n, th, tw, a, a, c))
     for i in range(th):
@@ -83,7 +85,7 @@ def reference(x: np.ndarray, g: np.ndarray, m: int) -> np.ndarray:
     v = np.einsum("ai,ntsijc,bj->abntsc", bt, tiles, bt)
     mm = np.einsum("abntsc,abck->abntsk", v, u)
     y = np.einsum("pa,abntsk,qb->ntpsqk", at, mm, at)
-    return y.reshape(n, th * m, tw * m, -1)
+    return y.reshape(n, th * m, tw * m, -1)[:, :hp - 2, :wp - 2]
 
 
 def _dense(arr: np.ndarray) -> str:
@@ -177,17 +179,33 @@ def _input_transform(m: int, n: int, th: int, tw: int, c: int) -> str:
 
 
 def _helper(name: str, n: int, hp: int, wp: int, c: int, k: int, m: int, add_init: bool) -> str:
-    """A private function computing the convolution by F(m x m, 3 x 3) (module text)."""
+    """A private function computing the convolution by F(m x m, 3 x 3) (module text). Where m does not
+    divide the output size the tiles overhang it: x gets zeros past its end (a second `tensor.pad`,
+    fused with the first into the input transform's task) and the result is cropped (a slice that
+    `ansor-partition` keeps in the output transform's task, with the consumers after it)."""
     _, _, at = matrices(m)
     a = m + 2
-    th, tw = (hp - 2) // m, (wp - 2) // m
+    h, w = hp - 2, wp - 2
+    th, tw = -(-h // m), -(-w // m)
     t = n * th * tw
     aa = np.einsum("pa,qb->pqab", at, at)
     x_t = f"tensor<{n}x{hp}x{wp}x{c}xf32>"
+    xo_t = f"tensor<{n}x{th * m + 2}x{tw * m + 2}x{c}xf32>"
     v_t = f"tensor<{a}x{a}x{n}x{th}x{tw}x{c}xf32>"
     m_t = f"tensor<{a * a}x{t}x{k}xf32>"
     y6_t = f"tensor<{n}x{th}x{m}x{tw}x{m}x{k}xf32>"
-    y_t = f"tensor<{n}x{th * m}x{tw * m}x{k}xf32>"
+    yo_t = f"tensor<{n}x{th * m}x{tw * m}x{k}xf32>"
+    y_t = f"tensor<{n}x{h}x{w}x{k}xf32>"
+    overhang = (th * m, tw * m) != (h, w)
+    head = crop = ""
+    if overhang:
+        head = f"""
+    %xo = tensor.pad %x low[0, 0, 0, 0] high[0, {th * m - h}, {tw * m - w}, 0] {{
+    ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
+      tensor.yield %zero : f32
+    }} : {x_t} to {xo_t}"""
+        crop = f"""
+    %y = tensor.extract_slice %yo[0, 0, 0, 0] [{n}, {h}, {w}, {k}] [1, 1, 1, 1] : {yo_t} to {y_t}"""
     tail = ""
     ret = "%y"
     if add_init:
@@ -205,8 +223,8 @@ def _helper(name: str, n: int, hp: int, wp: int, c: int, k: int, m: int, add_ini
 module {{
   func.func private @{name}(%x: {x_t}, %u: tensor<{a * a}x{c}x{k}xf32>, %init: {y_t}) -> {y_t} {{
     %zero = arith.constant 0.0 : f32
-    %aa = arith.constant {_dense(aa)}
-{_input_transform(m, n, th, tw, c).replace("%XT%", x_t)}
+    %aa = arith.constant {_dense(aa)}{head}
+{_input_transform(m, n, th, tw, c).replace("%XT%", xo_t).replace("%x[", "%xo[" if overhang else "%x[")}
     %v3 = tensor.collapse_shape %v [[0, 1], [2, 3, 4], [5]] : {v_t} into tensor<{a * a}x{t}x{c}xf32>
     %me = tensor.empty() : {m_t}
     %m0 = linalg.fill ins(%zero : f32) outs(%me : {m_t}) -> {m_t}
@@ -227,7 +245,7 @@ module {{
       %s = arith.addf %o, %p : f32
       linalg.yield %s : f32
     }} -> {y6_t}
-    %y = tensor.collapse_shape %y6 [[0], [1, 2], [3, 4], [5]] : {y6_t} into {y_t}{tail}
+    %{"yo" if overhang else "y"} = tensor.collapse_shape %y6 [[0], [1, 2], [3, 4], [5]] : {y6_t} into {yo_t}{crop}{tail}
     return {ret} : {y_t}
   }}
 }}
@@ -249,12 +267,24 @@ def _is_zero_fill(value: ir.Value) -> bool:
     return re.fullmatch(r"(-?0\.0+e\+00|0\.0+|0) : f32", str(src.operation.attributes["value"])) is not None
 
 
+def choose_tile(n: int, h: int, w: int, m: int, *, min_tiles: int = 16) -> int:
+    """The t of F(t x t, 3 x 3) for an output [n, h, w]: the largest supported t <= `m` that still gives
+    the batched matmul `min_tiles` rows (tiles), else the smallest. Tiles may overhang the output:
+    F(4x4) on 14x14 computes 16x16 (1.31x the points) and still does 2.3x fewer multiplications than
+    F(2x2) on 14x14; on 7x7 it would give 4 rows, each product then reads a whole [C, K] slice of U
+    for 4 rows (memory-bound), so F(2x2)'s 16 rows win there."""
+    fits = [t for t in sorted(_MATRICES, reverse=True) if t <= m]
+    if not fits:
+        raise ValueError(f"winograd: no F(t x t, 3x3) with t <= {m} (supported: {sorted(_MATRICES)})")
+    return next((t for t in fits if n * -(-h // t) * -(-w // t) >= min_tiles), fits[-1])
+
+
 def rewrite(module: ir.Module, weights: Callable[[ir.Value], np.ndarray | None], *, m: int = 2,
             min_channels: int = 16) -> int:
     """Rewrite eligible `linalg.conv_2d_nhwc_hwcf` ops of `module` as Winograd convolutions (see the module
     docstring); `weights(v)` gives the HWCF array of a constant filter value (None: not constant, skipped).
-    Each convolution gets the largest F(t x t, 3 x 3), t <= `m`, whose t divides its output height and
-    width (`m=4`: F(4x4) at 56x56 and 28x28, F(2x2) at 14x14). Convolutions with fewer than
+    Each convolution gets the tile `choose_tile` picks (`m=4` on ResNet-18: F(4x4) at 56, 28 and 14, the
+    14x14 tiles overhanging to 16x16; F(2x2) at 7x7, overhanging to 8x8). Convolutions with fewer than
     `min_channels` input or output channels are left alone (the stem: its transforms would cost more
     than they save). Returns the number rewritten; `inline` then splices them."""
     from .frontend import _all_ops
@@ -272,12 +302,12 @@ def rewrite(module: ir.Module, weights: Callable[[ir.Value], np.ndarray | None],
         if any(t is None or not t.has_static_shape or str(t.element_type) != "f32" for t in types):
             continue
         (n, hp, wp, c), (kh, kw, _, k), (_, h, wd, _) = (list(t.shape) for t in types)  # type: ignore[union-attr]
-        tile = next((t for t in sorted(_MATRICES, reverse=True) if t <= m and h % t == 0 and wd % t == 0), 0)
-        if (kh, kw) != (3, 3) or not tile or min(c, k) < min_channels:
+        if (kh, kw) != (3, 3) or min(c, k) < min_channels:
             continue
         g = weights(w)
         if g is None or g.shape != (3, 3, c, k):
             continue
+        tile = choose_tile(n, h, wd, m)
         add_init = not _is_zero_fill(init)
         name = f"ansor_winograd_f{tile}_{n}x{hp}x{wp}x{c}x{k}" + ("_init" if add_init else "")
         if name not in helpers:
