@@ -61,7 +61,30 @@ bool isCrop(Operation *op) {
          llvm::all_of(slice.getStaticStrides(), [](int64_t s) { return s == 1; });
 }
 
-bool isFusibleProducer(Operation *op) { return isAllParallel(op) || isa<tensor::PadOp>(op) || isPadWindow(op); }
+/// A leading piece: `t[i, j, ...]` over all of the trailing dims (unit strides), a contiguous
+/// sub-tensor, as the Winograd output transform reads M[a, b] of the batched products. Fused with
+/// its consumer it is a view inside the task instead of a copy passed in.
+bool isLeadingPiece(Operation *op) {
+  auto slice = dyn_cast<tensor::ExtractSliceOp>(op);
+  if (!slice || slice.getType().getRank() == 0 || ShapedType::isDynamicShape(slice.getSourceType().getShape()))
+    return false;
+  ArrayRef<int64_t> shape = slice.getSourceType().getShape(), offsets = slice.getStaticOffsets(),
+                    sizes = slice.getStaticSizes(), strides = slice.getStaticStrides();
+  int64_t lead = shape.size() - slice.getType().getRank();
+  if (lead <= 0 || llvm::any_of(strides, [](int64_t s) { return s != 1; }))
+    return false;
+  for (int64_t d = 0, e = shape.size(); d < e; ++d) {
+    bool ok = d < lead ? sizes[d] == 1 && !ShapedType::isDynamic(offsets[d])
+                       : offsets[d] == 0 && sizes[d] == shape[d];
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+bool isFusibleProducer(Operation *op) {
+  return isAllParallel(op) || isa<tensor::PadOp>(op) || isPadWindow(op) || isLeadingPiece(op);
+}
 
 /// `tensor.insert_slice` of a group member's result into a buffer the group builds (a multi-result
 /// op writing the pieces of one tensor, destination-passing style: Winograd transforms). Joining
@@ -259,10 +282,14 @@ LogicalResult Partitioner::outline(Group &group, int64_t index, SymbolTable &sym
   auto callee = func::FuncOp::create(builder, group.front()->getLoc(), name,
                                      builder.getFunctionType(argTypes, resultTypes));
   callee.setPrivate();
-  // Named after its anchor, else its last Linalg op (not a slice store after it).
+  // Named after its anchor, else its multi-result Linalg op (a Winograd transform), else its last
+  // Linalg op (not a slice store after it).
   Operation *anchor = last;
+  auto multiResult = [](Operation *op) { return isa<linalg::LinalgOp>(op) && op->getNumResults() > 1; };
   if (auto it = llvm::find_if(group, isAnchor); it != group.end())
     anchor = *it;
+  else if (auto mit = llvm::find_if(group, multiResult); mit != group.end())
+    anchor = *mit;
   else if (auto rit = llvm::find_if(llvm::reverse(group), [](Operation *op) { return isa<linalg::LinalgOp>(op); });
            rit != llvm::reverse(group).end())
     anchor = *rit;
@@ -303,10 +330,20 @@ LogicalResult Partitioner::run(SymbolTable &symbols) {
   for (Operation &op : *block)
     if (isAnchor(&op) && !groupOf.count(&op))
       grow(&op);
-  for (Operation &op : *block)
-    if (isAllParallel(&op) && !isa<linalg::FillOp>(op) && !groupOf.count(&op) &&
-        !isConstantOnly(&op, constantOnly))
-      grow(&op);
+  // Element-wise ops reading windows or pieces go first: those views join a group only as
+  // producers, so their consumer must claim them (with the pad and whatever produces the padded
+  // tensor) before that producer starts a group of its own.
+  auto readsViews = [](Operation *op) {
+    return llvm::any_of(op->getOperands(), [](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && (isPadWindow(def) || isLeadingPiece(def));
+    });
+  };
+  for (bool viewsFirst : {true, false})
+    for (Operation &op : *block)
+      if (isAllParallel(&op) && !isa<linalg::FillOp>(op) && !groupOf.count(&op) &&
+          !isConstantOnly(&op, constantOnly) && (!viewsFirst || readsViews(&op)))
+        grow(&op);
   // Program order of the groups: by their last op.
   llvm::sort(groups, [](const Group &a, const Group &b) { return a.back()->isBeforeInBlock(b.back()); });
   for (auto [i, group] : llvm::enumerate(groups))

@@ -199,8 +199,9 @@ def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
       reduction); it starts a group;
     * the anchor's **producers** join it when every use of their results is in the group:
       `linalg.fill` initialisers, `tensor.pad`, all-parallel (element-wise, broadcast,
-      transpose) Linalg ops, and windows (`tensor.extract_slice`, not rank-reducing) of a pad or
-      with a stride > 1, recursively;
+      transpose) Linalg ops, windows (`tensor.extract_slice`, not rank-reducing) of a pad or
+      with a stride > 1, and leading pieces (`t[a, b]` over all trailing dims, unit strides: a
+      contiguous view), recursively;
     * its **element-wise consumers** join it: while every user outside the group of a group
       member is an all-parallel Linalg op (other operands may come from anywhere), all of them are
       added (with their sole-use producers; `tensor.expand_shape` / `collapse_shape` between them
@@ -210,7 +211,8 @@ def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
       in which exactly one member -- the last in block order -- has uses outside the group. So a
       chain (bias, batch-norm, relu) joins, and so does a DAG that reconverges (GELU's
       `x * 0.5 * (1 + erf(x / sqrt 2))` uses `x` twice);
-    * all-parallel Linalg ops left over start groups of their own (same producer/consumer rules),
+    * all-parallel Linalg ops left over start groups of their own (same producer/consumer rules;
+      those reading windows or pieces first, so that the views and the pad join their consumer),
       except ops computing only from constants (batch-norm parameters folded at run time): they
       stay in the parent; so do `linalg.fill`s, which are cloned into every group using them.
 
@@ -222,6 +224,8 @@ def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
     elements) inline `dense` tensor constants, which are cloned into the callee. Larger constants and every
     `dense_resource` constant (weights) stay in the parent and are passed in. Ops outside every group (reshapes, constants, `tensor.pad` of
     nothing tunable, calls) stay in the parent. Functions without a Linalg op are left alone.
+    Each callee carries `ansor.group`: the name of its anchor, else of its multi-result Linalg op,
+    else of its last Linalg op.
 
     Before:
     ```mlir

@@ -253,9 +253,9 @@ func.func @gelu_like(%a: tensor<8x4xf32>, %b: tensor<4x2xf32>) -> tensor<16xf32>
 // CHECK:         call @windows__t1(
 // CHECK:       func.func private @windows__t0({{.*}}) -> tensor<2x1x2x2x2xf32> attributes {ansor.group = "linalg.generic"}
 // CHECK:         %[[D:.*]] = tensor.empty() : tensor<2x1x2x2x2xf32>
-// CHECK-COUNT-2: tensor.extract_slice %[[D]]
 // CHECK:         tensor.pad
 // CHECK-COUNT-2: tensor.extract_slice %padded
+// CHECK-COUNT-2: tensor.extract_slice %[[D]]
 // CHECK:         linalg.generic
 // CHECK-COUNT-2: tensor.insert_slice
 // CHECK:         return
@@ -327,4 +327,38 @@ func.func @crop(%x: tensor<1x2x2x2x2x4xf32>) -> tensor<1x3x3x4xf32> {
     linalg.yield %m : f32
   } -> tensor<1x3x3x4xf32>
   return %r : tensor<1x3x3x4xf32>
+}
+
+// -----
+
+// Leading pieces (`t[a, b]` over all trailing dims: Winograd's output transform reading the
+// batched products) are views in the consumer's task, not copies made in the parent; a group
+// without an anchor is named after its multi-result op.
+// CHECK-LABEL: func.func @pieces(
+// CHECK:         %[[E:.*]] = tensor.expand_shape
+// CHECK-NOT:     tensor.extract_slice
+// CHECK:         call @pieces__t0(%[[E]]) : (tensor<2x2x6xf32>) -> tensor<6xf32>
+// CHECK:       func.func private @pieces__t0(%{{.*}}: tensor<2x2x6xf32>) -> tensor<6xf32> attributes {ansor.group = "linalg.generic"}
+// CHECK-COUNT-2: tensor.extract_slice %arg0[
+// CHECK:         linalg.generic
+func.func @pieces(%m: tensor<4x6xf32>) -> tensor<6xf32> {
+  %m3 = tensor.expand_shape %m [[0, 1], [2]] output_shape [2, 2, 6] : tensor<4x6xf32> into tensor<2x2x6xf32>
+  %p0 = tensor.extract_slice %m3[0, 1, 0] [1, 1, 6] [1, 1, 1] : tensor<2x2x6xf32> to tensor<6xf32>
+  %p1 = tensor.extract_slice %m3[1, 0, 0] [1, 1, 6] [1, 1, 1] : tensor<2x2x6xf32> to tensor<6xf32>
+  %e = tensor.empty() : tensor<6xf32>
+  %r:2 = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>, affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+      iterator_types = ["parallel"]} ins(%p0, %p1 : tensor<6xf32>, tensor<6xf32>) outs(%e, %e : tensor<6xf32>, tensor<6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32, %d: f32):
+    %s = arith.addf %a, %b : f32
+    %t = arith.subf %a, %b : f32
+    linalg.yield %s, %t : f32, f32
+  } -> (tensor<6xf32>, tensor<6xf32>)
+  %o = tensor.empty() : tensor<6xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+      iterator_types = ["parallel"]} ins(%r#0, %r#1 : tensor<6xf32>, tensor<6xf32>) outs(%o : tensor<6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m2 = arith.mulf %a, %b : f32
+    linalg.yield %m2 : f32
+  } -> tensor<6xf32>
+  return %sum : tensor<6xf32>
 }

@@ -5,7 +5,9 @@
               windows x[n, m th + i, m tw + j, c] and writing V[a, b] = (BT d B)[a, b] as A*A results
               into the slices of V [A, A, N, TH, TW, C] (explicit adds, zeros skipped)
           M = batch_matmul(V as [A*A, N*TH*TW, C], U [A*A, C, K])     U = G g G^T, computed here (numpy)
-          Y = output transform  generic: Y[n, th, p, tw, q, k] = sum_ab AA[p, q, a, b] M[a, b, n, th, tw, k]
+          Y = output transform: one all-parallel generic over (n, th, tw, k) reading the A*A pieces
+              M[a, b] and writing Y[n, th, p, tw, q, k] = (AT M A)[p, q] as m*m results into the
+              interleaved slices of Y [N, TH, m, TW, m, K] (explicit adds, zeros skipped)
           y = collapse(Y) [N, TH*m, TW*m, K], cropped to [N, H, W, K] (+ init, unless it is a zero fill)
 
 Lavin & Gray's minimal filtering (A = m + 2 points per tile): F(2x2, 3x3) does 16 multiplications per
@@ -19,8 +21,7 @@ like any other task.
 The tile t <= m is chosen per convolution (`choose_tile`); where it does not divide the output size,
 the last tiles overhang it (x is padded with zeros past its end, the result cropped; the crop stays
 in the output transform's task, so the consumers fuse behind it).
-The output transform is still a dense sum over the constant `AA` (an explicit form would write m*m
-interleaved results). F(4x4, 3x3) is less accurate in fp32 (coefficients up to 8 and 1/24: ~1e-5
+F(4x4, 3x3) is less accurate in fp32 (coefficients up to 8 and 1/24: ~1e-5
 relative here against ~1e-6 for F(2x2)).
 """
 
@@ -86,14 +87,6 @@ def reference(x: np.ndarray, g: np.ndarray, m: int) -> np.ndarray:
     mm = np.einsum("abntsc,abck->abntsk", v, u)
     y = np.einsum("pa,abntsk,qb->ntpsqk", at, mm, at)
     return y.reshape(n, th * m, tw * m, -1)[:, :hp - 2, :wp - 2]
-
-
-def _dense(arr: np.ndarray) -> str:
-    def nest(a: np.ndarray) -> str:
-        return "[" + ", ".join(nest(r) if a.ndim > 1 else repr(float(r)) for r in a) + "]"
-
-    return f"dense<{nest(arr)}> : tensor<{'x'.join(map(str, arr.shape))}xf32>"
-
 
 
 class _Emitter:
@@ -178,17 +171,54 @@ def _input_transform(m: int, n: int, th: int, tw: int, c: int) -> str:
     return "\n".join(lines)
 
 
+def _output_transform(m: int, n: int, th: int, tw: int, k: int) -> str:
+    """Y = AT M A for every tile and channel as one all-parallel generic over (n, th, tw, k): A*A inputs
+    (the pieces M[a, b] of %m6 [A, A, N, TH, TW, K], contiguous views that `ansor-partition` keeps in
+    the task), m*m results Y[p, q] (explicit adds, zeros skipped: 180 operations per tile and channel
+    for F(4x4) where the dense sum over AA [m, m, A, A] does 576 multiply-adds), each written into its
+    interleaved slice of %y6 [N, TH, m, TW, m, K]."""
+    _, _, at = matrices(m)
+    a = m + 2
+    mo_t = f"tensor<{n}x{th}x{tw}x{k}xf32>"
+    m6_t = f"tensor<{a}x{a}x{n}x{th}x{tw}x{k}xf32>"
+    y6_t = f"tensor<{n}x{th}x{m}x{tw}x{m}x{k}xf32>"
+    em = _Emitter()
+    d = [[f"%d{i}_{j}" for j in range(a)] for i in range(a)]
+    rows = [[em.combine(list(at[p]), [d[i][j] for i in range(a)]) for j in range(a)] for p in range(m)]  # AT M
+    outs = [em.combine(list(at[q]), rows[p]) for p in range(m) for q in range(m)]  # (AT M) A
+    in_maps = ", ".join(["affine_map<(n, h, w, k) -> (n, h, w, k)>"] * (a * a + m * m))
+    args = ", ".join([f"{d[i][j]}: f32" for i in range(a) for j in range(a)] + [f"%o{i}: f32" for i in range(m * m)])
+    lines = [f"    %ms{i}_{j} = tensor.extract_slice %m6[{i}, {j}, 0, 0, 0, 0] [1, 1, {n}, {th}, {tw}, {k}] "
+             f"[1, 1, 1, 1, 1, 1] : {m6_t} to {mo_t}" for i in range(a) for j in range(a)]
+    lines += [f"    %y60 = tensor.empty() : {y6_t}"]
+    lines += [f"    %ye{i} = tensor.extract_slice %y60[0, 0, {i // m}, 0, {i % m}, 0] [{n}, {th}, 1, {tw}, 1, {k}] "
+              f"[1, 1, 1, 1, 1, 1] : {y6_t} to {mo_t}" for i in range(m * m)]
+    lines.append(f"    %ys:{m * m} = linalg.generic {{indexing_maps = [{in_maps}],")
+    lines.append('        iterator_types = ["parallel", "parallel", "parallel", "parallel"]}')
+    lines.append(f"        ins({', '.join(f'%ms{i}_{j}' for i in range(a) for j in range(a))} : {', '.join([mo_t] * (a * a))})")
+    lines.append(f"        outs({', '.join(f'%ye{i}' for i in range(m * m))} : {', '.join([mo_t] * (m * m))}) {{")
+    lines.append(f"    ^bb0({args}):")
+    lines += em.lines
+    lines.append(f"      linalg.yield {', '.join(outs)} : {', '.join(['f32'] * (m * m))}")
+    lines.append(f"    }} -> ({', '.join([mo_t] * (m * m))})")
+    prev = "%y60"
+    for i in range(m * m):
+        nxt = f"%yi{i}" if i < m * m - 1 else "%y6"
+        lines.append(f"    {nxt} = tensor.insert_slice %ys#{i} into {prev}[0, 0, {i // m}, 0, {i % m}, 0] "
+                     f"[{n}, {th}, 1, {tw}, 1, {k}] [1, 1, 1, 1, 1, 1] : {mo_t} into {y6_t}")
+        prev = nxt
+    return "\n".join(lines)
+
+
 def _helper(name: str, n: int, hp: int, wp: int, c: int, k: int, m: int, add_init: bool) -> str:
     """A private function computing the convolution by F(m x m, 3 x 3) (module text). Where m does not
     divide the output size the tiles overhang it: x gets zeros past its end (a second `tensor.pad`,
     fused with the first into the input transform's task) and the result is cropped (a slice that
     `ansor-partition` keeps in the output transform's task, with the consumers after it)."""
-    _, _, at = matrices(m)
     a = m + 2
     h, w = hp - 2, wp - 2
     th, tw = -(-h // m), -(-w // m)
     t = n * th * tw
-    aa = np.einsum("pa,qb->pqab", at, at)
     x_t = f"tensor<{n}x{hp}x{wp}x{c}xf32>"
     xo_t = f"tensor<{n}x{th * m + 2}x{tw * m + 2}x{c}xf32>"
     v_t = f"tensor<{a}x{a}x{n}x{th}x{tw}x{c}xf32>"
@@ -223,7 +253,7 @@ def _helper(name: str, n: int, hp: int, wp: int, c: int, k: int, m: int, add_ini
 module {{
   func.func private @{name}(%x: {x_t}, %u: tensor<{a * a}x{c}x{k}xf32>, %init: {y_t}) -> {y_t} {{
     %zero = arith.constant 0.0 : f32
-    %aa = arith.constant {_dense(aa)}{head}
+{head}
 {_input_transform(m, n, th, tw, c).replace("%XT%", xo_t).replace("%x[", "%xo[" if overhang else "%x[")}
     %v3 = tensor.collapse_shape %v [[0, 1], [2, 3, 4], [5]] : {v_t} into tensor<{a * a}x{t}x{c}xf32>
     %me = tensor.empty() : {m_t}
@@ -232,19 +262,7 @@ module {{
         outs(%m0 : {m_t}) -> {m_t}
     %m6 = tensor.expand_shape %mm [[0, 1], [2, 3, 4], [5]] output_shape [{a}, {a}, {n}, {th}, {tw}, {k}]
         : {m_t} into tensor<{a}x{a}x{n}x{th}x{tw}x{k}xf32>
-    %ye6 = tensor.empty() : {y6_t}
-    %y0 = linalg.fill ins(%zero : f32) outs(%ye6 : {y6_t}) -> {y6_t}
-    %y6 = linalg.generic {{
-        indexing_maps = [affine_map<(n, h, p, w, q, k, a, b) -> (a, b, n, h, w, k)>,
-                         affine_map<(n, h, p, w, q, k, a, b) -> (p, q, a, b)>,
-                         affine_map<(n, h, p, w, q, k, a, b) -> (n, h, p, w, q, k)>],
-        iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}}
-        ins(%m6, %aa : tensor<{a}x{a}x{n}x{th}x{tw}x{k}xf32>, tensor<{m}x{m}x{a}x{a}xf32>) outs(%y0 : {y6_t}) {{
-    ^bb0(%d: f32, %w: f32, %o: f32):
-      %p = arith.mulf %d, %w : f32
-      %s = arith.addf %o, %p : f32
-      linalg.yield %s : f32
-    }} -> {y6_t}
+{_output_transform(m, n, th, tw, k)}
     %{"yo" if overhang else "y"} = tensor.collapse_shape %y6 [[0], [1, 2], [3, 4], [5]] : {y6_t} into {yo_t}{crop}{tail}
     return {ret} : {y_t}
   }}
