@@ -145,10 +145,11 @@ def main() -> int:
                         "timings drift by tens of percent between minutes, so each ratio is taken within a round)")
     p.add_argument("--population", type=int, default=2048, help="evolutionary search population (Ansor: 2048)")
     p.add_argument("--generations", type=int, default=4, help="evolutionary search generations (Ansor: 4)")
-    p.add_argument("--winograd", type=int, default=0, choices=[0, 2, 4],
-                   help="3x3 stride-1 convolutions by Winograd F(t x t, 3x3), t <= M (logs NAME-wM.*.jsonl)")
+    p.add_argument("--winograd", type=int, default=4, choices=[0, 2, 4],
+                   help="3x3 stride-1 convolutions by Winograd F(t x t, 3x3), t <= M (default 4; 0: direct; "
+                        "logs NAME.*.jsonl for 4, NAME-wM.*.jsonl otherwise)")
     a = p.parse_args()
-    stem = a.name + (f"-w{a.winograd}" if a.winograd else "")
+    stem = a.name + (f"-w{a.winograd}" if a.winograd != 4 else "")
     OUT.mkdir(parents=True, exist_ok=True)
 
     import ansor  # noqa: F401 (registers the dialect and passes)
@@ -197,9 +198,9 @@ def main() -> int:
     tuned = compile_network(net, logs[best_strategy], threads=a.threads)
     untuned = compile_network(net, None, threads=a.threads)
     y_tuned, y_untuned = tuned(*inputs), untuned(*inputs)
-    # With --winograd and the direct model's log at hand: time the tuned direct model in the same rounds.
-    direct_log = OUT / f"{a.name}.{best_strategy}.jsonl"
-    direct = (compile_network(extract_tasks(text, name=a.name), direct_log, threads=a.threads)
+    # Winograd on and the direct model's log at hand (`--winograd 0`): time the tuned direct model in the same rounds.
+    direct_log = OUT / f"{a.name}-w0.{best_strategy}.jsonl"
+    direct = (compile_network(extract_tasks(text, name=a.name, winograd=0), direct_log, threads=a.threads)
               if a.winograd and direct_log.exists() else None)
     t_direct = [_time_calls(direct, inputs)] if direct is not None else []
     t_tuned = [_time_calls(tuned, inputs)]

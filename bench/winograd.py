@@ -61,7 +61,7 @@ def main() -> int:
     for spec in a.layers.split(","):
         hw, c = (int(v) for v in spec.split("x"))
         text = _layer_mlir(hw, c)
-        nets = {"direct": extract_tasks(text, name=f"l{spec}"),
+        nets = {"direct": extract_tasks(text, name=f"l{spec}", winograd=0),
                 "winograd": extract_tasks(text, name=f"l{spec}", winograd=a.winograd)}
         logs = {}
         measurer = create_measurer(RunOptions(threads=threads))

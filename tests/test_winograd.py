@@ -96,7 +96,7 @@ def test_rewritten_layer_computes_the_convolution(m: int, hw: int, bias: bool, t
     bmm = net.tasks[1]
     tiles = -(-hw // t)
     assert [s.shape for s in bmm.inputs] == [((t + 2) ** 2, tiles ** 2, 16), ((t + 2) ** 2, 16, 24)]
-    assert net.flops < extract_tasks(text).flops
+    assert net.flops < extract_tasks(text, winograd=0).flops
     # the output transform carries the convolution's consumers (ReLU; bias add), behind the crop if any
     assert "arith.maximumf" in net.tasks[2].ir and ("arith.addf %" in net.tasks[2].ir)
     assert (f"[1, {hw}, {hw}, 24] [1, 1, 1, 1]" in net.tasks[2].ir) == (hw % t != 0)  # the crop
@@ -135,3 +135,27 @@ def test_cli_tasks_winograd(tmp_path, capsys) -> None:
     assert cli.main(["tasks", str(path), "--winograd", "2"]) == 0
     out = capsys.readouterr().out
     assert "batch_matmul" in out and "conv_2d" not in out
+
+
+def test_default_and_log_aware_extraction(tmp_path) -> None:
+    """Winograd is the CPU default (off on CUDA); a log tuned with direct convolutions is compiled
+    as the direct model it was tuned on, and the compiled model computes the layer."""
+    from ansor.compile import compile, extract_for_log
+
+    rng = np.random.default_rng(3)
+    text, g, _ = _model(rng, 4, 16, 16, bias=False)
+    path = tmp_path / "layer.mlir"
+    path.write_text(text)
+    assert [t.name.split("#")[0] for t in extract_tasks(text).tasks] == ["generic", "batch_matmul", "generic"]
+    assert [t.name.split("#")[0] for t in extract_tasks(text, target="cuda").tasks] == ["conv_2d_nhwc_hwcf"]
+    log = tmp_path / "direct.jsonl"
+    assert cli.main(["tune", str(path), "--winograd", "0", "--trials", "2", "--batch-size", "2",
+                     "--log", str(log)]) == 0
+    assert [t.name.split("#")[0] for t in extract_for_log(path, log).tasks] == ["conv_2d_nhwc_hwcf"]
+    assert len(extract_for_log(path, log, winograd=4).tasks) == 3  # asked for explicitly
+    assert len(extract_for_log(path, None).tasks) == 3
+    fn = compile(path, log=log)
+    assert fn.tuned_tasks == len(fn.network.tasks) == 1  # the direct task, tuned
+    x = rng.standard_normal((1, 4, 4, 16)).astype(np.float32)
+    ref = np.maximum(_direct(np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0))), g.astype(np.float64)), 0)
+    np.testing.assert_allclose(fn(x), ref, rtol=1e-4, atol=1e-4)

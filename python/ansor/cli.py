@@ -50,14 +50,15 @@ def _task(args: argparse.Namespace):
                        target=args.target, name=Path(name).stem if not args.workload else name)
 
 
-def _network(args: argparse.Namespace):
-    """The source partitioned into tasks (`partition.Network`)."""
-    from .partition import extract_tasks
+def _network(args: argparse.Namespace, log: str | None = None):
+    """The source partitioned into tasks (`partition.Network`); with `log`, as the log was tuned
+    (direct or Winograd convolutions, unless --winograd says)."""
+    from .compile import extract_for_log
 
     text, name = _source(args)
-    return extract_tasks(text if getattr(args, "workload", None) else Path(args.file), func=args.func,
-                         target=args.target, name=Path(name).stem if not args.workload else name,
-                         winograd=getattr(args, "winograd", 0))
+    return extract_for_log(text if getattr(args, "workload", None) else Path(args.file), log,
+                           winograd=getattr(args, "winograd", None), func=args.func, target=args.target,
+                           name=Path(name).stem if not args.workload else name)
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -134,7 +135,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .measure import check_outputs, make_inputs
     from .records import best_record, load_records
 
-    net = _network(args)
+    net = _network(args, args.log)
     if len(net.calls) > 1:
         return _bench_network(args, net)
     task = _task(args)
@@ -278,9 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where the program runs: cpu, or cuda (an NVIDIA GPU; default cpu)")
         sp.add_argument("--arch", help="cuda: GPU architecture such as sm_90 (default: asked from the device)")
         sp.add_argument("--threads", type=int, default=0, help="OpenMP threads (default: all cores)")
-        sp.add_argument("--winograd", type=int, default=0, choices=[0, 2, 4], metavar="M",
+        sp.add_argument("--winograd", type=int, default=None, choices=[0, 2, 4], metavar="M",
                         help="for a model: compute 3x3 stride-1 convolutions with constant weights by "
-                             "Winograd F(MxM, 3x3), M = 2 or 4 (default 0: direct)")
+                             "Winograd F(txt, 3x3), t <= M (default 4 on the CPU, 0 on CUDA; 0: direct; "
+                             "`bench` with a log: as the log was tuned)")
 
     t = sub.add_parser("tune", help="tune a function and log every measured candidate")
     source_args(t)

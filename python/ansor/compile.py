@@ -89,6 +89,29 @@ class CompiledNetwork(_Compiled):
 
 
 
+def extract_for_log(source: str | Path | ir.Module, log: str | Path | None, *, winograd: int | None = None,
+                    **kwargs) -> Network:
+    """`extract_tasks(source, winograd=..., **kwargs)` as `log` was tuned: `winograd=None` means the
+    target's default, or 0 when the log has records for more of the direct model's tasks than of the
+    Winograd model's (a log tuned with `--winograd 0`, or before Winograd was the default)."""
+    net = extract_tasks(source, winograd=winograd, **kwargs)
+    if winograd is not None or log is None:
+        return net
+    records = load_records(log)
+    direct = extract_tasks(source, winograd=0, **kwargs)
+    if {t.hash for t in direct.tasks} == {t.hash for t in net.tasks}:
+        return net
+
+    def covered(n: Network) -> int:
+        return sum(best_record(records, t.hash, t.target) is not None for t in n.tasks)
+
+    if covered(direct) > covered(net):
+        log_ = logging.getLogger(__name__)
+        log_.info("%s: tuned without Winograd convolutions; compiling the direct model", log)
+        return direct
+    return net
+
+
 def compile_network(net: Network, log: str | Path | None = None, *, threads: int | None = None) -> CompiledNetwork:
     """Compile a partitioned model with the best record of each of its tasks in `log`."""
     records = load_records(log) if log is not None else []
@@ -112,21 +135,21 @@ def compile(
     *,
     func: str | None = None,
     threads: int | None = None,
-    winograd: int = 0,
+    winograd: int | None = None,
 ) -> CompiledFunction | CompiledNetwork:
     """Compile `source` (a .mlir path, MLIR text or module) with the best schedules in `log`.
 
     A function made of one fusion group, or one the log tuned as a whole (`ansor tune
     --one-task`), is one task (`CompiledFunction`); a model with several groups is partitioned
     into tasks and compiled as a whole (`CompiledNetwork`), each task with its own best record.
-    `winograd`: as in `extract_tasks`, and as the log was tuned (`ansor tune --winograd M`)."""
+    `winograd`: as in `extract_tasks`; None (default): as the log was tuned (`extract_for_log`)."""
     if target != "cpu":
         raise ValueError(f"target '{target}' is not supported yet (supported: cpu)")
     task = create_task(source, func=func, target=target)
     records = load_records(log) if log is not None else []
     record = _best(records, task, target, log) if log is not None else None
-    if record is None or winograd:
-        net = extract_tasks(source, func=func, target=target, winograd=winograd)
+    if record is None or winograd != 0:
+        net = extract_for_log(source, log, func=func, target=target, winograd=winograd)
         if len(net.calls) > 1 or net.tasks[0].hash != task.hash:  # several tasks, or one rewritten
             return compile_network(net, log, threads=threads)
     if log is not None:

@@ -72,8 +72,12 @@ def _short(group: str) -> str:
 _CHANNELS_FIRST = ("linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nchw_")
 
 
+#: `extract_tasks`' Winograd tile bound per target (0: direct convolutions).
+DEFAULT_WINOGRAD = {"cpu": 4, "cuda": 0}
+
+
 def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, target: str = "cpu",
-                  name: str | None = None, layout: str = "nhwc", winograd: int = 0) -> Network:
+                  name: str | None = None, layout: str = "nhwc", winograd: int | None = None) -> Network:
     """Partition the model function in `source` into tasks (see the module docstring).
 
     `layout="nhwc"` (default) first rewrites channels-first 2-D convolutions (depthwise too) and pooling as
@@ -84,10 +88,13 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
     transpose (C++ `ansor-propagate-nhwc`), so the activations between convolutions stay
     channels-last. `layout="keep"` leaves the model as it is.
 
-    `winograd=m` (2 or 4; 0: off) then computes the 3x3 stride-1 convolutions with constant weights by
-    Winograd's F(m x m, 3 x 3) (`winograd.rewrite`): each becomes three tasks, an input transform,
-    a batched matmul and an output transform. A log tuned with one setting only matches tasks
-    extracted with the same one."""
+    `winograd=m` (2 or 4; 0: off; default `DEFAULT_WINOGRAD[target]`: 4 on the CPU, off on CUDA, whose
+    sketches do not cover the transforms yet) then computes the 3x3 stride-1 convolutions with constant
+    weights and >= 16 channels by Winograd's F(t x t, 3 x 3), t <= m (`winograd.rewrite`): each becomes
+    three tasks, an input transform, a batched matmul and an output transform. A log tuned with one
+    setting only matches tasks extracted with the same one (`compile.extract_for_log` picks it)."""
+    if winograd is None:
+        winograd = DEFAULT_WINOGRAD.get(target, 0)
     if layout not in ("nhwc", "keep"):
         raise ValueError(f"unknown layout {layout!r} (expected 'nhwc' or 'keep')")
     if winograd not in (0, 2, 4):
