@@ -152,9 +152,8 @@ def compile(
         net = extract_for_log(source, log, func=func, target=target, winograd=winograd)
         if len(net.calls) > 1 or net.tasks[0].hash != task.hash:  # several tasks, or one rewritten
             return compile_network(net, log, threads=threads)
-    if log is not None:
-        if record is None:
-            logging.getLogger(__name__).warning(
-                "%s: no successful record for %s on %s: using the untuned program", log, task.name, target
-            )
+    if log is not None and record is None:
+        logging.getLogger(__name__).warning(
+            "%s: no successful record for %s on %s: using the untuned program", log, task.name, target
+        )
     return CompiledFunction(task, record, threads)

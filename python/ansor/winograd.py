@@ -132,81 +132,72 @@ class _Emitter:
         return acc
 
 
+def _tile_transform(mat: np.ndarray, reads: list[str], piece_t: str, dest: str, dest_t: str,
+                    offsets: list[str], sizes: str, result: str) -> list[str]:
+    """Lines computing mat D mat^T for every tile's A*A points D: one all-parallel generic over the
+    tile grid (identity maps over `piece_t`) reading the A*A views `reads` (row-major) and writing
+    r*r results (r = rows of `mat`; explicit adds, zeros skipped), each into its slice of a fresh
+    `dest` (`offsets[k]`, `sizes`, unit strides: extract_slice outs, insert_slice back, in place after
+    bufferization; `ansor-partition` keeps the slices in the transform's task), the last insert
+    named `result`."""
+    a, r = mat.shape[1], mat.shape[0]
+    em = _Emitter()
+    d = [[f"%d{i}_{j}" for j in range(a)] for i in range(a)]
+    rows = [[em.combine(list(mat[p]), [d[i][j] for i in range(a)]) for j in range(a)] for p in range(r)]  # mat D
+    outs = [em.combine(list(mat[q]), rows[p]) for p in range(r) for q in range(r)]  # (mat D) mat^T
+    maps = ", ".join(["affine_map<(n, h, w, c) -> (n, h, w, c)>"] * (a * a + r * r))
+    args = ", ".join([f"{d[i][j]}: f32" for i in range(a) for j in range(a)] + [f"%o{k}: f32" for k in range(r * r)])
+    ones = ", ".join(["1"] * len(offsets[0].split(",")))
+    lines = [f"    {dest}0 = tensor.empty() : {dest_t}"]
+    lines += [f"    {dest}e{k} = tensor.extract_slice {dest}0[{off}] [{sizes}] [{ones}] : {dest_t} to {piece_t}"
+              for k, off in enumerate(offsets)]
+    lines.append(f"    {dest}s:{r * r} = linalg.generic {{indexing_maps = [{maps}],")
+    lines.append('        iterator_types = ["parallel", "parallel", "parallel", "parallel"]}')
+    lines.append(f"        ins({', '.join(reads)} : {', '.join([piece_t] * (a * a))})")
+    lines.append(f"        outs({', '.join(f'{dest}e{k}' for k in range(r * r))} : {', '.join([piece_t] * (r * r))}) {{")
+    lines.append(f"    ^bb0({args}):")
+    lines += em.lines
+    lines.append(f"      linalg.yield {', '.join(outs)} : {', '.join(['f32'] * (r * r))}")
+    lines.append(f"    }} -> ({', '.join([piece_t] * (r * r))})")
+    prev = f"{dest}0"
+    for k, off in enumerate(offsets):
+        nxt = f"{dest}i{k}" if k < r * r - 1 else result
+        lines.append(f"    {nxt} = tensor.insert_slice {dest}s#{k} into {prev}[{off}] [{sizes}] [{ones}] "
+                     f": {piece_t} into {dest_t}")
+        prev = nxt
+    return lines
+
+
 def _input_transform(m: int, n: int, th: int, tw: int, c: int) -> str:
-    """V = BT d B for every tile and channel as one all-parallel generic over (n, th, tw, c): A*A inputs (the
-    tile's points: strided windows of the padded x, kept in the task by `ansor-partition`), A*A results V[a, b] (explicit adds, zeros skipped), each
-    written into its slice of %v [A, A, N, TH, TW, C] (extract_slice outs, insert_slice back: in
-    place after bufferization; `ansor-partition` keeps the slices in the transform's task)."""
+    """V = BT d B for every tile and channel (`_tile_transform` over (n, th, tw, c)): the A*A points of
+    each tile are strided windows of the padded x (plain loads for the vectorizer: constant offsets
+    in an indexing map are not; `ansor-partition` keeps them in the task), the A*A results go into
+    the slices V[a, b] of %v [A, A, N, TH, TW, C]."""
     bt, _, _ = matrices(m)
     a = m + 2
     vo_t = f"tensor<{n}x{th}x{tw}x{c}xf32>"
-    v_t = f"tensor<{a}x{a}x{n}x{th}x{tw}x{c}xf32>"
-    em = _Emitter()
-    d = [[f"%d{i}_{j}" for j in range(a)] for i in range(a)]
-    rows = [[em.combine(list(bt[r]), [d[i][j] for i in range(a)]) for j in range(a)] for r in range(a)]  # BT d
-    outs = [em.combine(list(bt[q]), rows[r]) for r in range(a) for q in range(a)]  # (BT d) B
-    in_maps = out_maps = ", ".join(["affine_map<(n, h, w, c) -> (n, h, w, c)>"] * (a * a))
-    args = ", ".join([f"{d[i][j]}: f32" for i in range(a) for j in range(a)] + [f"%o{k}: f32" for k in range(a * a)])
-    # the tile's points as strided windows of x (plain loads for the vectorizer: constant offsets
-    # in an indexing map are not), each result written into its slice of %v0
     lines = [f"    %xs{i}_{j} = tensor.extract_slice %x[0, {i}, {j}, 0] [{n}, {th}, {tw}, {c}] [1, {m}, {m}, 1] "
              f": %XT% to {vo_t}" for i in range(a) for j in range(a)]
-    lines += [f"    %v0 = tensor.empty() : {v_t}"]
-    lines += [f"    %ve{k} = tensor.extract_slice %v0[{k // a}, {k % a}, 0, 0, 0, 0] [1, 1, {n}, {th}, {tw}, {c}] "
-              f"[1, 1, 1, 1, 1, 1] : {v_t} to {vo_t}" for k in range(a * a)]
-    lines.append(f"    %vs:{a * a} = linalg.generic {{indexing_maps = [{in_maps}, {out_maps}],")
-    lines.append('        iterator_types = ["parallel", "parallel", "parallel", "parallel"]}')
-    lines.append(f"        ins({', '.join(f'%xs{i}_{j}' for i in range(a) for j in range(a))} : {', '.join([vo_t] * (a * a))})")
-    lines.append(f"        outs({', '.join(f'%ve{k}' for k in range(a * a))} : {', '.join([vo_t] * (a * a))}) {{")
-    lines.append(f"    ^bb0({args}):")
-    lines += em.lines
-    lines.append(f"      linalg.yield {', '.join(outs)} : {', '.join(['f32'] * (a * a))}")
-    lines.append(f"    }} -> ({', '.join([vo_t] * (a * a))})")
-    prev = "%v0"
-    for k in range(a * a):
-        nxt = f"%vi{k}" if k < a * a - 1 else "%v"
-        lines.append(f"    {nxt} = tensor.insert_slice %vs#{k} into {prev}[{k // a}, {k % a}, 0, 0, 0, 0] "
-                     f"[1, 1, {n}, {th}, {tw}, {c}] [1, 1, 1, 1, 1, 1] : {vo_t} into {v_t}")
-        prev = nxt
+    lines += _tile_transform(bt, [f"%xs{i}_{j}" for i in range(a) for j in range(a)], vo_t,
+                             "%v", f"tensor<{a}x{a}x{n}x{th}x{tw}x{c}xf32>",
+                             [f"{k // a}, {k % a}, 0, 0, 0, 0" for k in range(a * a)], f"1, 1, {n}, {th}, {tw}, {c}", "%v")
     return "\n".join(lines)
 
 
 def _output_transform(m: int, n: int, th: int, tw: int, k: int) -> str:
-    """Y = AT M A for every tile and channel as one all-parallel generic over (n, th, tw, k): A*A inputs
-    (the pieces M[a, b] of %m6 [A, A, N, TH, TW, K], contiguous views that `ansor-partition` keeps in
-    the task), m*m results Y[p, q] (explicit adds, zeros skipped: 180 operations per tile and channel
-    for F(4x4) where the dense sum over AA [m, m, A, A] does 576 multiply-adds), each written into its
-    interleaved slice of %y6 [N, TH, m, TW, m, K]."""
+    """Y = AT M A for every tile and channel (`_tile_transform` over (n, th, tw, k)): the A*A pieces
+    M[a, b] of %m6 [A, A, N, TH, TW, K] in (contiguous views, kept in the task), the m*m results into
+    the interleaved slices of %y6 [N, TH, m, TW, m, K] (180 operations per tile and channel for
+    F(4x4) where a dense sum over AT x AT [m, m, A, A] does 576 multiply-adds)."""
     _, _, at = matrices(m)
     a = m + 2
     mo_t = f"tensor<{n}x{th}x{tw}x{k}xf32>"
     m6_t = f"tensor<{a}x{a}x{n}x{th}x{tw}x{k}xf32>"
-    y6_t = f"tensor<{n}x{th}x{m}x{tw}x{m}x{k}xf32>"
-    em = _Emitter()
-    d = [[f"%d{i}_{j}" for j in range(a)] for i in range(a)]
-    rows = [[em.combine(list(at[p]), [d[i][j] for i in range(a)]) for j in range(a)] for p in range(m)]  # AT M
-    outs = [em.combine(list(at[q]), rows[p]) for p in range(m) for q in range(m)]  # (AT M) A
-    in_maps = ", ".join(["affine_map<(n, h, w, k) -> (n, h, w, k)>"] * (a * a + m * m))
-    args = ", ".join([f"{d[i][j]}: f32" for i in range(a) for j in range(a)] + [f"%o{i}: f32" for i in range(m * m)])
     lines = [f"    %ms{i}_{j} = tensor.extract_slice %m6[{i}, {j}, 0, 0, 0, 0] [1, 1, {n}, {th}, {tw}, {k}] "
              f"[1, 1, 1, 1, 1, 1] : {m6_t} to {mo_t}" for i in range(a) for j in range(a)]
-    lines += [f"    %y60 = tensor.empty() : {y6_t}"]
-    lines += [f"    %ye{i} = tensor.extract_slice %y60[0, 0, {i // m}, 0, {i % m}, 0] [{n}, {th}, 1, {tw}, 1, {k}] "
-              f"[1, 1, 1, 1, 1, 1] : {y6_t} to {mo_t}" for i in range(m * m)]
-    lines.append(f"    %ys:{m * m} = linalg.generic {{indexing_maps = [{in_maps}],")
-    lines.append('        iterator_types = ["parallel", "parallel", "parallel", "parallel"]}')
-    lines.append(f"        ins({', '.join(f'%ms{i}_{j}' for i in range(a) for j in range(a))} : {', '.join([mo_t] * (a * a))})")
-    lines.append(f"        outs({', '.join(f'%ye{i}' for i in range(m * m))} : {', '.join([mo_t] * (m * m))}) {{")
-    lines.append(f"    ^bb0({args}):")
-    lines += em.lines
-    lines.append(f"      linalg.yield {', '.join(outs)} : {', '.join(['f32'] * (m * m))}")
-    lines.append(f"    }} -> ({', '.join([mo_t] * (m * m))})")
-    prev = "%y60"
-    for i in range(m * m):
-        nxt = f"%yi{i}" if i < m * m - 1 else "%y6"
-        lines.append(f"    {nxt} = tensor.insert_slice %ys#{i} into {prev}[0, 0, {i // m}, 0, {i % m}, 0] "
-                     f"[{n}, {th}, 1, {tw}, 1, {k}] [1, 1, 1, 1, 1, 1] : {mo_t} into {y6_t}")
-        prev = nxt
+    lines += _tile_transform(at, [f"%ms{i}_{j}" for i in range(a) for j in range(a)], mo_t,
+                             "%y6", f"tensor<{n}x{th}x{m}x{tw}x{m}x{k}xf32>",
+                             [f"0, 0, {q // m}, 0, {q % m}, 0" for q in range(m * m)], f"{n}, {th}, 1, {tw}, 1, {k}", "%y6")
     return "\n".join(lines)
 
 
