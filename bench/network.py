@@ -104,7 +104,7 @@ def _reach(curve: list[tuple[int, float]], target: float) -> int | None:
     return None
 
 
-def _estimate_now(net, log: Path, threads: int) -> tuple[float, float]:
+def _estimate_now(net, log: Path, threads: int, cache_flush: bool = False) -> tuple[float, float]:
     """Σ weight · latency of each task's best record: as logged, and re-measured now by the
     tuner's measurer. The logged sum is a sum of minima of noisy timings taken over the whole
     run, so on a drifting host it can be far below what the tasks take at report time."""
@@ -113,7 +113,7 @@ def _estimate_now(net, log: Path, threads: int) -> tuple[float, float]:
 
     recs = load_records(log)
     logged = now = 0.0
-    measurer = create_measurer(RunOptions(threads=threads))
+    measurer = create_measurer(RunOptions(threads=threads, cache_flush=cache_flush))
     try:
         for t in net.tasks:
             r = best_record(recs, t.hash, t.target, current_only=True)
@@ -148,8 +148,15 @@ def main() -> int:
     p.add_argument("--winograd", type=int, default=4, choices=[0, 2, 4],
                    help="3x3 stride-1 convolutions by Winograd F(t x t, 3x3), t <= M (default 4; 0: direct; "
                         "logs NAME.*.jsonl for 4, NAME-wM.*.jsonl otherwise)")
+    p.add_argument("--compare", default="",
+                   help="comma-separated log stems in bench/out (e.g. resnet18-w0,resnet18-cold) whose tuned models "
+                        "are timed in the same rounds (-w0 / -w2 in a stem: that Winograd setting); default: "
+                        "NAME-w0 when Winograd is on and its log exists")
+    p.add_argument("--cache-flush", action="store_true",
+                   help="measure every candidate after flushing the CPU caches (TVM's enable_cpu_cache_flush: "
+                        "weights and inputs come from memory, as inside the network; logs NAME[-wM]-cold.*.jsonl)")
     a = p.parse_args()
-    stem = a.name + (f"-w{a.winograd}" if a.winograd != 4 else "")
+    stem = a.name + (f"-w{a.winograd}" if a.winograd != 4 else "") + ("-cold" if a.cache_flush else "")
     OUT.mkdir(parents=True, exist_ok=True)
 
     import ansor  # noqa: F401 (registers the dialect and passes)
@@ -174,7 +181,7 @@ def main() -> int:
                 print(f"error: --report-only needs {logs[strategy]}", file=sys.stderr)
                 return 2
             curves[strategy] = _log_curve(net, logs[strategy])  # the whole log, resumed runs included
-    measurer = create_measurer(RunOptions(threads=a.threads))
+    measurer = create_measurer(RunOptions(threads=a.threads, cache_flush=a.cache_flush))
     try:
         for strategy in [] if a.report_only else a.strategies.split(","):
             log = OUT / f"{stem}.{strategy}.jsonl"
@@ -198,11 +205,19 @@ def main() -> int:
     tuned = compile_network(net, logs[best_strategy], threads=a.threads)
     untuned = compile_network(net, None, threads=a.threads)
     y_tuned, y_untuned = tuned(*inputs), untuned(*inputs)
-    # Winograd on and the direct model's log at hand (`--winograd 0`): time the tuned direct model in the same rounds.
-    direct_log = OUT / f"{a.name}-w0.{best_strategy}.jsonl"
-    direct = (compile_network(extract_tasks(text, name=a.name, winograd=0), direct_log, threads=a.threads)
-              if a.winograd and direct_log.exists() else None)
-    t_direct = [_time_calls(direct, inputs)] if direct is not None else []
+    # Other tuned variants of this network (--compare; by default the direct model's log, when Winograd is
+    # on and that log is at hand): timed in the same rounds.
+    stems = [c for c in a.compare.split(",") if c] or (
+        [f"{a.name}-w0"] if a.winograd and (OUT / f"{a.name}-w0.{best_strategy}.jsonl").exists() else [])
+    others = {}
+    for other in stems:
+        wg = 0 if "-w0" in other else 2 if "-w2" in other else 4
+        olog = OUT / f"{other}.{best_strategy}.jsonl"
+        if not olog.exists():
+            print(f"error: --compare {other}: no {olog}", file=sys.stderr)
+            return 2
+        others[other] = compile_network(extract_tasks(text, name=a.name, winograd=wg), olog, threads=a.threads)
+    t_others = {o: [_time_calls(fn, inputs)] for o, fn in others.items()}
     t_tuned = [_time_calls(tuned, inputs)]
     rows = [("untuned MLIR", untuned.time(*inputs, number=1)), (f"ansor tuned ({best_strategy})", 0.0)]
     check = f"tuned vs untuned max |diff| {float(np.max(np.abs(y_tuned - y_untuned))):.2e}"
@@ -210,8 +225,8 @@ def main() -> int:
         y_torch, t_torch = _torch(a.name, inputs, a.threads)
         t_torchs = [t_torch]
         for _ in range(a.rounds - 1):  # alternate: both sides see the same host load per round
-            if direct is not None:
-                t_direct.append(_time_calls(direct, inputs))
+            for o, fn in others.items():
+                t_others[o].append(_time_calls(fn, inputs))
             t_tuned.append(_time_calls(tuned, inputs))
             t_torchs.append(_torch(a.name, inputs, a.threads)[1])
         # Interference from other tenants only adds time: the min of a round is the least
@@ -223,14 +238,14 @@ def main() -> int:
                 for tu, tt, r in zip(t_tuned, t_torchs, ratios, strict=True)))
             print(f"median speedup over PyTorch across rounds ({stat} of 20 calls): {float(np.median(ratios)):.2f}x")
         rows.append((f"PyTorch {a.threads} threads", float(np.median([t[0] for t in t_torchs]))))
-        if direct is not None:
-            ratios = [td[0] / tw[0] for td, tw in zip(t_direct, t_tuned, strict=True)]
-            print(f"rounds, median of 20 calls (direct ms / winograd ms = speedup from Winograd, {direct_log.name}): "
-                  + ", ".join(f"{td[0] * 1e3:.1f}/{tw[0] * 1e3:.1f} = {r:.2f}x"
-                              for td, tw, r in zip(t_direct, t_tuned, ratios, strict=True)))
-            print(f"median speedup of Winograd over direct across rounds: {float(np.median(ratios)):.2f}x")
-            rows.append(("ansor tuned, direct convs", float(np.median([t[0] for t in t_direct]))))
-        err = float(np.max(np.abs(y_tuned - y_torch)))
+        for o, t_o in t_others.items():
+            ratios = [to[0] / tw[0] for to, tw in zip(t_o, t_tuned, strict=True)]
+            print(f"rounds, median of 20 calls ({o} ms / {stem} ms = speedup of {stem}): "
+                  + ", ".join(f"{to[0] * 1e3:.1f}/{tw[0] * 1e3:.1f} = {r:.2f}x"
+                              for to, tw, r in zip(t_o, t_tuned, ratios, strict=True)))
+            print(f"median speedup of {stem} over {o} across rounds: {float(np.median(ratios)):.2f}x")
+            rows.append((f"ansor tuned, {o}", float(np.median([t[0] for t in t_o]))))
+        err = max(float(np.max(np.abs(y - y_torch))) for y in [y_tuned] + [fn(*inputs) for fn in others.values()])
         scale = float(np.max(np.abs(y_torch)))
         check += f"; tuned vs PyTorch max |diff| {err:.2e} (max |y| {scale:.2f})"
         if err > 1e-3 * max(scale, 1.0):
@@ -238,7 +253,7 @@ def main() -> int:
             return 1
     rows[1] = (rows[1][0], float(np.median([t[0] for t in t_tuned])))
     print(check)
-    logged, now = _estimate_now(net, logs[best_strategy], a.threads)
+    logged, now = _estimate_now(net, logs[best_strategy], a.threads, a.cache_flush)
     print(f"estimate: {logged * 1e3:.3f} ms from the log (sum of each task's fastest measurement, "
           f"taken whenever it was), {now * 1e3:.3f} ms with the same records re-measured now")
     t_ref = rows[1][1]

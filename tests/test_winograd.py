@@ -159,3 +159,16 @@ def test_default_and_log_aware_extraction(tmp_path) -> None:
     x = rng.standard_normal((1, 4, 4, 16)).astype(np.float32)
     ref = np.maximum(_direct(np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0))), g.astype(np.float64)), 0)
     np.testing.assert_allclose(fn(x), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_compile_keeps_a_one_task_log(tmp_path) -> None:
+    """A layer tuned as one task (`--one-task`) compiles as that task, not as the Winograd model."""
+    from ansor.compile import CompiledFunction, compile
+
+    text, _, _ = _model(np.random.default_rng(4), 4, 16, 16, bias=False)
+    path = tmp_path / "layer.mlir"
+    path.write_text(text)
+    log = tmp_path / "one.jsonl"
+    assert cli.main(["tune", str(path), "--one-task", "--trials", "2", "--batch-size", "2", "--log", str(log)]) == 0
+    fn = compile(path, log=log)
+    assert isinstance(fn, CompiledFunction) and fn.tuned

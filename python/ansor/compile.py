@@ -148,7 +148,7 @@ def compile(
     task = create_task(source, func=func, target=target)
     records = load_records(log) if log is not None else []
     record = _best(records, task, target, log) if log is not None else None
-    if record is None or winograd != 0:
+    if record is None or winograd:  # (a record of the whole function: the log tuned it as it is)
         net = extract_for_log(source, log, func=func, target=target, winograd=winograd)
         if len(net.calls) > 1 or net.tasks[0].hash != task.hash:  # several tasks, or one rewritten
             return compile_network(net, log, threads=threads)
