@@ -145,18 +145,18 @@ def main() -> int:
                         "timings drift by tens of percent between minutes, so each ratio is taken within a round)")
     p.add_argument("--population", type=int, default=2048, help="evolutionary search population (Ansor: 2048)")
     p.add_argument("--generations", type=int, default=4, help="evolutionary search generations (Ansor: 4)")
-    p.add_argument("--winograd", type=int, default=4, choices=[0, 2, 4],
-                   help="3x3 stride-1 convolutions by Winograd F(t x t, 3x3), t <= M (default 4; 0: direct; "
-                        "logs NAME.*.jsonl for 4, NAME-wM.*.jsonl otherwise)")
+    p.add_argument("--winograd", type=int, default=0, choices=[0, 2, 4],
+                   help="3x3 stride-1 convolutions by Winograd F(t x t, 3x3), t <= M (default 0: direct; "
+                        "logs NAME-wM.*.jsonl)")
     p.add_argument("--compare", default="",
-                   help="comma-separated log stems in bench/out (e.g. resnet18-w0,resnet18-cold) whose tuned models "
-                        "are timed in the same rounds (-w0 / -w2 in a stem: that Winograd setting); default: "
-                        "NAME-w0 when Winograd is on and its log exists")
+                   help="comma-separated log stems in bench/out (e.g. resnet18,resnet18-w4-cold) whose tuned models "
+                        "are timed in the same rounds (-w4 / -w2 in a stem: that Winograd setting); default: "
+                        "NAME (the direct model) when Winograd is on and its log exists")
     p.add_argument("--cache-flush", action="store_true",
                    help="measure every candidate after flushing the CPU caches (TVM's enable_cpu_cache_flush: "
                         "weights and inputs come from memory, as inside the network; logs NAME[-wM]-cold.*.jsonl)")
     a = p.parse_args()
-    stem = a.name + (f"-w{a.winograd}" if a.winograd != 4 else "") + ("-cold" if a.cache_flush else "")
+    stem = a.name + (f"-w{a.winograd}" if a.winograd else "") + ("-cold" if a.cache_flush else "")
     OUT.mkdir(parents=True, exist_ok=True)
 
     import ansor  # noqa: F401 (registers the dialect and passes)
@@ -208,10 +208,10 @@ def main() -> int:
     # Other tuned variants of this network (--compare; by default the direct model's log, when Winograd is
     # on and that log is at hand): timed in the same rounds.
     stems = [c for c in a.compare.split(",") if c] or (
-        [f"{a.name}-w0"] if a.winograd and (OUT / f"{a.name}-w0.{best_strategy}.jsonl").exists() else [])
+        [a.name] if a.winograd and (OUT / f"{a.name}.{best_strategy}.jsonl").exists() else [])
     others = {}
     for other in stems:
-        wg = 0 if "-w0" in other else 2 if "-w2" in other else 4
+        wg = 4 if "-w4" in other else 2 if "-w2" in other else 0
         olog = OUT / f"{other}.{best_strategy}.jsonl"
         if not olog.exists():
             print(f"error: --compare {other}: no {olog}", file=sys.stderr)

@@ -281,8 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--threads", type=int, default=0, help="OpenMP threads (default: all cores)")
         sp.add_argument("--winograd", type=int, default=None, choices=[0, 2, 4], metavar="M",
                         help="for a model: compute 3x3 stride-1 convolutions with constant weights by "
-                             "Winograd F(txt, 3x3), t <= M (default 4 on the CPU, 0 on CUDA; 0: direct; "
-                             "`bench` with a log: as the log was tuned)")
+                             "Winograd F(txt, 3x3), t <= M (default 0: direct; `bench` with a log: as the "
+                             "log was tuned)")
 
     t = sub.add_parser("tune", help="tune a function and log every measured candidate")
     source_args(t)

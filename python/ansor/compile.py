@@ -18,7 +18,7 @@ import numpy as np
 from mlir import ir
 
 from . import lowering
-from .partition import Network, extract_tasks
+from .partition import DEFAULT_WINOGRAD, Network, extract_tasks
 from .records import SKETCH_VERSION, Record, best_record, load_records
 from .task import SearchTask, create_task
 
@@ -92,23 +92,24 @@ class CompiledNetwork(_Compiled):
 def extract_for_log(source: str | Path | ir.Module, log: str | Path | None, *, winograd: int | None = None,
                     **kwargs) -> Network:
     """`extract_tasks(source, winograd=..., **kwargs)` as `log` was tuned: `winograd=None` means the
-    target's default, or 0 when the log has records for more of the direct model's tasks than of the
-    Winograd model's (a log tuned with `--winograd 0`, or before Winograd was the default)."""
+    target's default, or the other setting (Winograd F(4x4) vs direct convolutions) when the log has
+    records for more of that model's tasks (a log tuned with `--winograd 4`, say)."""
     net = extract_tasks(source, winograd=winograd, **kwargs)
     if winograd is not None or log is None:
         return net
-    records = load_records(log)
-    direct = extract_tasks(source, winograd=0, **kwargs)
-    if {t.hash for t in direct.tasks} == {t.hash for t in net.tasks}:
+    default = DEFAULT_WINOGRAD.get(kwargs.get("target", "cpu"), 0)
+    other = extract_tasks(source, winograd=0 if default else 4, **kwargs)
+    if {t.hash for t in other.tasks} == {t.hash for t in net.tasks}:
         return net
+    records = load_records(log)
 
     def covered(n: Network) -> int:
         return sum(best_record(records, t.hash, t.target) is not None for t in n.tasks)
 
-    if covered(direct) > covered(net):
-        log_ = logging.getLogger(__name__)
-        log_.info("%s: tuned without Winograd convolutions; compiling the direct model", log)
-        return direct
+    if covered(other) > covered(net):
+        logging.getLogger(__name__).info("%s: tuned with%s Winograd convolutions; compiling that model", log,
+                                         "out" if default else "")
+        return other
     return net
 
 
