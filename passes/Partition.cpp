@@ -157,6 +157,8 @@ void Partitioner::addProducers(Operation *op, int64_t g) {
     if (!def || def->getBlock() != block || groupOf.count(def) || !isFusibleProducer(def) ||
         isa<linalg::FillOp>(def) || isConstantOnly(def, constantOnly))
       continue; // (fills of cloneable values are cloned into each group that uses them)
+    if (isLeadingPiece(def) && !isAllParallel(op))
+      continue; // pieces only feed element-wise transforms here; anchors get them as arguments
     // Only when the group is the producer's sole consumer (else its result escapes mid-group).
     bool sole = llvm::all_of(def->getUsers(), [&](Operation *u) { return u == op || inGroup(u, g); });
     if (!sole)

@@ -201,7 +201,7 @@ def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
       `linalg.fill` initialisers, `tensor.pad`, all-parallel (element-wise, broadcast,
       transpose) Linalg ops, windows (`tensor.extract_slice`, not rank-reducing) of a pad or
       with a stride > 1, and leading pieces (`t[a, b]` over all trailing dims, unit strides: a
-      contiguous view), recursively;
+      contiguous view; into element-wise ops only), recursively;
     * its **element-wise consumers** join it: while every user outside the group of a group
       member is an all-parallel Linalg op (other operands may come from anywhere), all of them are
       added (with their sole-use producers; `tensor.expand_shape` / `collapse_shape` between them

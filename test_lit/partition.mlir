@@ -362,3 +362,18 @@ func.func @pieces(%m: tensor<4x6xf32>) -> tensor<6xf32> {
   } -> tensor<6xf32>
   return %sum : tensor<6xf32>
 }
+
+// -----
+
+// A leading piece read by an anchor stays in the parent (only element-wise ops take pieces in).
+// CHECK-LABEL: func.func @piece_into_matmul(
+// CHECK:         %[[P:.*]] = tensor.extract_slice %arg0[1, 0, 0] [1, 4, 4]
+// CHECK:         call @piece_into_matmul__t0(%[[P]], %arg1)
+func.func @piece_into_matmul(%w: tensor<2x4x4xf32>, %x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %p = tensor.extract_slice %w[1, 0, 0] [1, 4, 4] [1, 1, 1] : tensor<2x4x4xf32> to tensor<4x4xf32>
+  %e = tensor.empty() : tensor<4x4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m = linalg.matmul ins(%p, %x : tensor<4x4xf32>, tensor<4x4xf32>) outs(%z : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %m : tensor<4x4xf32>
+}
