@@ -92,8 +92,9 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
     transpose (C++ `ansor-propagate-nhwc`), so the activations between convolutions stay
     channels-last. `layout="keep"` leaves the model as it is.
 
-    `winograd=m` (2 or 4; 0: off; default `DEFAULT_WINOGRAD[target]`: off) then computes the 3x3 stride-1 convolutions with constant
-    weights and >= 16 channels by Winograd's F(t x t, 3 x 3), t <= m (`winograd.rewrite`): each becomes
+    `winograd=m` (2 or 4; 0: off; default `DEFAULT_WINOGRAD[target]`: off) then computes the 3x3
+    stride-1 convolutions with constant weights and >= 16 channels by Winograd's F(t x t, 3 x 3),
+    t <= m (`winograd.rewrite`): each becomes
     three tasks, an input transform, a batched matmul and an output transform. A log tuned with one
     setting only matches tasks extracted with the same one (`compile.extract_for_log` picks it)."""
     if winograd is None:

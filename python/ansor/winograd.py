@@ -132,14 +132,24 @@ class _Emitter:
         return acc
 
 
+def _views(src: str, src_t: str, piece_t: str, a: int, offsets: Callable[[int, int], str], sizes: str,
+           strides: str) -> tuple[list[str], list[str]]:
+    """(lines, names) of the A*A views `src[offsets(i, j)] [sizes] [strides]` (row-major in i, j) that a
+    transform reads as its tiles' points."""
+    names = [f"{src}_{i}_{j}" for i in range(a) for j in range(a)]
+    lines = [f"    {names[i * a + j]} = tensor.extract_slice {src}[{offsets(i, j)}] [{sizes}] [{strides}] "
+             f": {src_t} to {piece_t}" for i in range(a) for j in range(a)]
+    return lines, names
+
+
 def _tile_transform(mat: np.ndarray, reads: list[str], piece_t: str, dest: str, dest_t: str,
-                    offsets: list[str], sizes: str, result: str) -> list[str]:
+                    offsets: list[str], sizes: str) -> list[str]:
     """Lines computing mat D mat^T for every tile's A*A points D: one all-parallel generic over the
     tile grid (identity maps over `piece_t`) reading the A*A views `reads` (row-major) and writing
     r*r results (r = rows of `mat`; explicit adds, zeros skipped), each into its slice of a fresh
     `dest` (`offsets[k]`, `sizes`, unit strides: extract_slice outs, insert_slice back, in place after
-    bufferization; `ansor-partition` keeps the slices in the transform's task), the last insert
-    named `result`."""
+    bufferization; `ansor-partition` keeps the slices in the transform's task); the last insert
+    defines `dest`."""
     a, r = mat.shape[1], mat.shape[0]
     em = _Emitter()
     d = [[f"%d{i}_{j}" for j in range(a)] for i in range(a)]
@@ -161,26 +171,24 @@ def _tile_transform(mat: np.ndarray, reads: list[str], piece_t: str, dest: str, 
     lines.append(f"    }} -> ({', '.join([piece_t] * (r * r))})")
     prev = f"{dest}0"
     for k, off in enumerate(offsets):
-        nxt = f"{dest}i{k}" if k < r * r - 1 else result
+        nxt = f"{dest}i{k}" if k < r * r - 1 else dest
         lines.append(f"    {nxt} = tensor.insert_slice {dest}s#{k} into {prev}[{off}] [{sizes}] [{ones}] "
                      f": {piece_t} into {dest_t}")
         prev = nxt
     return lines
 
 
-def _input_transform(m: int, n: int, th: int, tw: int, c: int) -> str:
+def _input_transform(m: int, x: str, x_t: str, n: int, th: int, tw: int, c: int) -> str:
     """V = BT d B for every tile and channel (`_tile_transform` over (n, th, tw, c)): the A*A points of
-    each tile are strided windows of the padded x (plain loads for the vectorizer: constant offsets
+    each tile are strided windows of the padded `x` (plain loads for the vectorizer: constant offsets
     in an indexing map are not; `ansor-partition` keeps them in the task), the A*A results go into
     the slices V[a, b] of %v [A, A, N, TH, TW, C]."""
     bt, _, _ = matrices(m)
     a = m + 2
     vo_t = f"tensor<{n}x{th}x{tw}x{c}xf32>"
-    lines = [f"    %xs{i}_{j} = tensor.extract_slice %x[0, {i}, {j}, 0] [{n}, {th}, {tw}, {c}] [1, {m}, {m}, 1] "
-             f": %XT% to {vo_t}" for i in range(a) for j in range(a)]
-    lines += _tile_transform(bt, [f"%xs{i}_{j}" for i in range(a) for j in range(a)], vo_t,
-                             "%v", f"tensor<{a}x{a}x{n}x{th}x{tw}x{c}xf32>",
-                             [f"{k // a}, {k % a}, 0, 0, 0, 0" for k in range(a * a)], f"1, 1, {n}, {th}, {tw}, {c}", "%v")
+    lines, reads = _views(x, x_t, vo_t, a, lambda i, j: f"0, {i}, {j}, 0", f"{n}, {th}, {tw}, {c}", f"1, {m}, {m}, 1")
+    lines += _tile_transform(bt, reads, vo_t, "%v", f"tensor<{a}x{a}x{n}x{th}x{tw}x{c}xf32>",
+                             [f"{q // a}, {q % a}, 0, 0, 0, 0" for q in range(a * a)], f"1, 1, {n}, {th}, {tw}, {c}")
     return "\n".join(lines)
 
 
@@ -192,12 +200,10 @@ def _output_transform(m: int, n: int, th: int, tw: int, k: int) -> str:
     _, _, at = matrices(m)
     a = m + 2
     mo_t = f"tensor<{n}x{th}x{tw}x{k}xf32>"
-    m6_t = f"tensor<{a}x{a}x{n}x{th}x{tw}x{k}xf32>"
-    lines = [f"    %ms{i}_{j} = tensor.extract_slice %m6[{i}, {j}, 0, 0, 0, 0] [1, 1, {n}, {th}, {tw}, {k}] "
-             f"[1, 1, 1, 1, 1, 1] : {m6_t} to {mo_t}" for i in range(a) for j in range(a)]
-    lines += _tile_transform(at, [f"%ms{i}_{j}" for i in range(a) for j in range(a)], mo_t,
-                             "%y6", f"tensor<{n}x{th}x{m}x{tw}x{m}x{k}xf32>",
-                             [f"0, 0, {q // m}, 0, {q % m}, 0" for q in range(m * m)], f"{n}, {th}, 1, {tw}, 1, {k}", "%y6")
+    lines, reads = _views("%m6", f"tensor<{a}x{a}x{n}x{th}x{tw}x{k}xf32>", mo_t, a, lambda i, j: f"{i}, {j}, 0, 0, 0, 0",
+                          f"1, 1, {n}, {th}, {tw}, {k}", "1, 1, 1, 1, 1, 1")
+    lines += _tile_transform(at, reads, mo_t, "%y6", f"tensor<{n}x{th}x{m}x{tw}x{m}x{k}xf32>",
+                             [f"0, 0, {q // m}, 0, {q % m}, 0" for q in range(m * m)], f"{n}, {th}, 1, {tw}, 1, {k}")
     return "\n".join(lines)
 
 
@@ -245,7 +251,7 @@ module {{
   func.func private @{name}(%x: {x_t}, %u: tensor<{a * a}x{c}x{k}xf32>, %init: {y_t}) -> {y_t} {{
     %zero = arith.constant 0.0 : f32
 {head}
-{_input_transform(m, n, th, tw, c).replace("%XT%", xo_t).replace("%x[", "%xo[" if overhang else "%x[")}
+{_input_transform(m, "%xo" if overhang else "%x", xo_t, n, th, tw, c)}
     %v3 = tensor.collapse_shape %v [[0, 1], [2, 3, 4], [5]] : {v_t} into tensor<{a * a}x{t}x{c}xf32>
     %me = tensor.empty() : {m_t}
     %m0 = linalg.fill ins(%zero : f32) outs(%me : {m_t}) -> {m_t}
