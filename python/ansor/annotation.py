@@ -74,8 +74,8 @@ def _valid_factors(split: LoopSplit) -> tuple[tuple[int, ...], ...]:
     return tuple(f for f in factorizations(split.extent, split.levels) if f[-1] <= innermost_limit(split))
 
 
-#: Lanes of one vector register (f32 on AVX2); a vector loop's innermost factor that is a multiple
-#: of this fills whole registers.
+#: Lanes of one vector register (f32: 8 on AVX2, 16 on AVX-512); a vector loop's innermost factor
+#: that is a multiple of this fills whole registers.
 VECTOR_LANES = MAX_VECTOR // 2
 #: Probability that a vector loop's factorization is drawn among those filling whole registers
 #: (else uniformly among all). Uniform factorizations give a 128-lane loop an innermost factor

@@ -30,7 +30,16 @@ import os
 
 from .annotation import VECTOR_LANES
 from .loops import OpLoops, PadInfo, analyze_graph
-from .sketch import LEVELS, MAX_VECTOR, LoopSplit, Sketch, Stage, exact_vector, stage_knobs
+from .sketch import (
+    LEVELS,
+    MAX_VECTOR,
+    NARROW_VECTOR,
+    LoopSplit,
+    Sketch,
+    Stage,
+    exact_vector,
+    stage_knobs,
+)
 from .task import SearchTask
 
 log = logging.getLogger(__name__)
@@ -235,7 +244,7 @@ def _variants(op: OpLoops, by_index: dict[int, OpLoops], inits: dict[int, list[O
         out = [(f"multi_level_tiling(op{op.index})", [plain])]
         # (packing turns the op into a linalg.generic, which cannot be decomposed and vectorized)
         packs = _packable_inputs(op) if not decompose else ()
-        if packs and exact_vector(op.extents[op.innermost_output_dim()]) < MAX_VECTOR // 4:
+        if packs and exact_vector(op.extents[op.innermost_output_dim()]) < NARROW_VECTOR:
             # packed panels need an exact vector tile: on lanes with none of 4..16 (197 tokens)
             # the packed sketch only holds 1-lane (scalar) programs, yet the search drifted into
             # it (ViT's attention subgraph: 69 of 96 trials) instead of ragged tiles

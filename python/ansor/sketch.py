@@ -38,6 +38,8 @@ keep exact tiles.
 
 from __future__ import annotations
 
+import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -47,10 +49,42 @@ from .loops import OP_ATTR, PAD_ATTR
 UNROLL_OPTIONS: tuple[int, ...] = (0, 16, 64, 512)
 #: Ansor's `max_innermost_split_factor`.
 MAX_INNERMOST = 64
-#: Widest vector on the innermost (contiguous) loop, in elements (f32: two AVX2 registers x 8).
-MAX_VECTOR = 16
-#: Largest register/vector tile (product of the innermost factors), in elements.
-MAX_REGISTER_TILE = 256
+
+
+def host_vector_bits() -> int:
+    """Bits of the host CPU's widest vector register the search targets: `ANSOR_VECTOR_BITS`
+    (256 or 512) if set, else 512 where the CPU has AVX-512F (Linux `/proc/cpuinfo`), else 256.
+
+    The sketches' vector and register-tile limits scale with it: on AVX-512 a register tile row
+    of two 16-lane zmm registers and 32 of them in all. With the AVX2 limits on an AVX-512 host
+    (Zen 5) the 7x7x512 convolutions of ResNet-18 stayed at 275-290 GFLOP/s."""
+    env = os.environ.get("ANSOR_VECTOR_BITS")
+    if env in ("256", "512"):
+        return int(env)
+    if env:
+        warnings.warn(f"ANSOR_VECTOR_BITS={env!r} ignored (expected 256 or 512); using the host's vector width",
+                      stacklevel=2)
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return 512 if "avx512f" in line.split() else 256
+    except OSError:
+        pass
+    return 256
+
+
+#: Bits of one vector register the search targets (`host_vector_bits`).
+VECTOR_BITS = host_vector_bits()
+#: Widest vector on the innermost (contiguous) loop, in elements: two f32 registers (AVX2: 16,
+#: AVX-512: 32).
+MAX_VECTOR = 2 * VECTOR_BITS // 32
+#: Largest register/vector tile (product of the innermost factors), in elements (AVX2: 256, twice
+#: its 16 ymm registers; AVX-512: 512, its 32 zmm registers).
+MAX_REGISTER_TILE = 256 if VECTOR_BITS == 256 else 512
+#: A vector tile narrower than this many lanes is "narrow": rows without a wider exact vector are
+#: vectorized whole (`whole_row_vector`) and are not packed (`rules`).
+NARROW_VECTOR = 4
 #: Compute locations of a pad producer: 0 = at the root (its own loop nest), 1 = inside S0.
 PAD_LOCATIONS: tuple[int, ...] = (0, 1)
 
@@ -197,7 +231,7 @@ def whole_row_vector(extent: int) -> bool:
     """Whether a row of `extent` lanes is better vectorized whole (one vector of up to
     `MAX_REGISTER_TILE` lanes, which LLVM splits into registers) than by its widest divisor of at
     most `MAX_VECTOR` lanes: when that divisor is under 4 lanes (197 tokens: 1)."""
-    return extent <= MAX_REGISTER_TILE and exact_vector(extent) < MAX_VECTOR // 4
+    return extent <= MAX_REGISTER_TILE and exact_vector(extent) < NARROW_VECTOR
 
 
 def tile_options(split: LoopSplit) -> list[tuple[str, tuple[int, ...]]]:
