@@ -36,6 +36,16 @@ def test_gradient_matches_hand_computation(two_tasks) -> None:
     assert grads[1] == pytest.approx(3 * (0.8 * -0.25), rel=1e-3)
 
 
+def test_backward_gradient_ignores_the_untuned_program(two_tasks) -> None:
+    """history[0] is the untuned latency: three rounds after it are not yet a backward window."""
+    s = TaskScheduler(two_tasks, alpha=0.2, beta=2.0, backward_window=3)
+    g = np.array([0.9, 1.0])
+    grads = s.gradients(g, [3, 1], [[80.0, 1.0, 0.95, 0.9], [50.0, 1.0]])
+    assert grads[0] == pytest.approx(0.8 * -0.3, rel=1e-3)  # forward (0.9 - 0.9/3) - 0.9 only
+    grads = s.gradients(g, [4, 1], [[80.0, 1.2, 1.0, 0.95, 0.9], [50.0, 1.0]])
+    assert grads[0] == pytest.approx(0.2 * (0.9 - 1.2) / 3 + 0.8 * -0.225, rel=1e-3)
+
+
 def test_similar_tasks_bound_the_forward_estimate() -> None:
     a = _task("matmul#0", workloads.get("matmul-64"))
     b = _task("matmul#1", workloads.get("matmul-64x64x128"))
