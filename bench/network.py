@@ -168,7 +168,9 @@ def main() -> int:
     text, is_torch = _model_text(a.name)
     net = extract_tasks(text, name=a.name, winograd=a.winograd)
     print(task_table(net))
-    print(f"machine: {_cpu()}, {os.cpu_count()} cores; {a.threads} threads for every program; "
+    from ansor.sketch import VECTOR_BITS
+
+    print(f"machine: {_cpu()}, {os.cpu_count()} cores, {VECTOR_BITS}-bit vector limits; {a.threads} threads for every program; "
           f"{a.search} search (population {a.population}, {a.generations} generations), "
           f"rounds of <= {a.batch_size} trials")
 

@@ -13,6 +13,7 @@ from typing import TextIO
 
 from .measure import MeasureResult
 from .records import Record
+from .sketch import VECTOR_BITS
 from .task import SearchTask
 
 
@@ -54,7 +55,8 @@ class TableProgress(ProgressCallback):
 
     def on_start(self, task: SearchTask, baseline: MeasureResult, trials: int, resumed: int) -> None:
         self.t0 = time.perf_counter()
-        self._p(f"task {task.name}: {task.flops / 1e9:.3f} GFLOP per call, target {task.target}, {trials} trials"
+        target = task.target + (f" ({VECTOR_BITS}-bit vectors)" if task.target == "cpu" else "")
+        self._p(f"task {task.name}: {task.flops / 1e9:.3f} GFLOP per call, target {target}, {trials} trials"
                 + (f" ({resumed} records resumed from the log)" if resumed else ""))
         if baseline.error is None:
             self._p(f"untuned: {_fmt_lat(baseline.latency)} ({task.flops / baseline.latency / 1e9:.2f} GFLOP/s)")
