@@ -58,6 +58,9 @@ config.environment["PATH"] = os.pathsep.join(path + [config.environment.get("PAT
 for var in ("ANSOR_NATIVE_LIB", "HOME", "TMPDIR"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
+# The CPU sketches' vector limits follow the host (ansor.sketch.host_vector_bits): pin AVX2's, as
+# tests/conftest.py does, so the printed knob options are the same on every host.
+config.environment["ANSOR_VECTOR_BITS"] = "256"
 
 config.substitutions.append(("%ansor-opt", ansor_opt))
 config.substitutions.append(("%python", sys.executable))
