@@ -76,7 +76,9 @@ _CHANNELS_FIRST = ("linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_ch
 #: development host (AMD EPYC, Zen 5, AVX-512, 2 cores) the Winograd ResNet-18 ran 0.82x the direct
 #: one end to end although its tasks, each timed warm on its own, summed to 0.6x (the transforms move
 #: ~5x the bytes of a direct convolution and run memory-bound inside the model); on the previous
-#: host (AVX2) it ran 1.41x faster. See README, "Winograd convolutions".
+#: host (AVX2) it ran 1.41x faster. Both measured with the AVX2 search limits; the AVX-512 limits
+#: (`sketch.host_vector_bits`) made the direct model 1.18x faster still (Winograd not re-measured).
+#: See README, "Winograd convolutions".
 DEFAULT_WINOGRAD = {"cpu": 0, "cuda": 0}
 
 
