@@ -284,7 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "Winograd F(txt, 3x3), t <= M (default 0: direct; `bench` with a log: as the "
                              "log was tuned)")
 
-    t = sub.add_parser("tune", help="tune a function and log every measured candidate")
+    t = sub.add_parser("tune", help="tune a function and log every measured candidate",
+                       description="Tune a function and log every measured candidate. On CPU the search's vector "
+                                   "limits follow the host (AVX-512: 32-lane rows; else AVX2's 16); set "
+                                   "ANSOR_VECTOR_BITS=256 or 512 to choose.")
     source_args(t)
     t.add_argument("--trials", type=int, default=200, help="candidates to measure (default 200)")
     t.add_argument("--log", help="JSON-lines log to append to and resume from (default NAME.TARGET.jsonl)")
