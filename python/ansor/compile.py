@@ -90,10 +90,11 @@ class CompiledNetwork(_Compiled):
 
 
 def extract_for_log(source: str | Path | ir.Module, log: str | Path | None, *, winograd: int | None = None,
-                    **kwargs) -> Network:
+                    records: list[Record] | None = None, **kwargs) -> Network:
     """`extract_tasks(source, winograd=..., **kwargs)` as `log` was tuned: `winograd=None` means the
     target's default, or the other setting (Winograd F(4x4) vs direct convolutions) when the log has
-    records for more of that model's tasks (a log tuned with `--winograd 4`, say)."""
+    records for more of that model's tasks (a log tuned with `--winograd 4`, say). `records`: the
+    log's records when the caller has loaded them already."""
     net = extract_tasks(source, winograd=winograd, **kwargs)
     if winograd is not None or log is None:
         return net
@@ -101,7 +102,7 @@ def extract_for_log(source: str | Path | ir.Module, log: str | Path | None, *, w
     other = extract_tasks(source, winograd=0 if default else 4, **kwargs)
     if {t.hash for t in other.tasks} == {t.hash for t in net.tasks}:
         return net
-    records = load_records(log)
+    records = load_records(log) if records is None else records
 
     def covered(n: Network) -> int:
         return sum(best_record(records, t.hash, t.target) is not None for t in n.tasks)
@@ -113,9 +114,12 @@ def extract_for_log(source: str | Path | ir.Module, log: str | Path | None, *, w
     return net
 
 
-def compile_network(net: Network, log: str | Path | None = None, *, threads: int | None = None) -> CompiledNetwork:
-    """Compile a partitioned model with the best record of each of its tasks in `log`."""
-    records = load_records(log) if log is not None else []
+def compile_network(net: Network, log: str | Path | None = None, *, threads: int | None = None,
+                    records: list[Record] | None = None) -> CompiledNetwork:
+    """Compile a partitioned model with the best record of each of its tasks in `log` (`records`:
+    the log's records when the caller has loaded them already)."""
+    if records is None:
+        records = load_records(log) if log is not None else []
     chosen: dict[str, Record | None] = {}
     missing = []
     for t in net.tasks:
@@ -150,9 +154,9 @@ def compile(
     records = load_records(log) if log is not None else []
     record = _best(records, task, target, log) if log is not None else None
     if record is None or winograd:  # (a record of the whole function: the log tuned it as it is)
-        net = extract_for_log(source, log, func=func, target=target, winograd=winograd)
+        net = extract_for_log(source, log, func=func, target=target, winograd=winograd, records=records)
         if len(net.calls) > 1 or net.tasks[0].hash != task.hash:  # several tasks, or one rewritten
-            return compile_network(net, log, threads=threads)
+            return compile_network(net, log, threads=threads, records=records)
     if log is not None and record is None:
         logging.getLogger(__name__).warning(
             "%s: no successful record for %s on %s: using the untuned program", log, task.name, target
