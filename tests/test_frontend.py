@@ -236,6 +236,26 @@ def test_import_file_conv_net_matches_pytorch(tmp_path: Path) -> None:
 
 
 @needs_torch_mlir
+def test_unseeded_factory_imports_reproducibly(tmp_path: Path) -> None:
+    """A factory that leaves its weights at torch's random init: torch seeds every process
+    differently, so without the exporter's seed two imports differ and `torch_reference` (its own
+    process) runs other weights than the imported model has."""
+    (tmp_path / "lin.py").write_text(textwrap.dedent("""
+        from torch import nn
+
+        def make_model():
+            return nn.Sequential(nn.Linear(6, 5), nn.Tanh()).eval()
+    """))
+    spec = f"{tmp_path / 'lin.py'}:make_model"
+    first, second = (frontend.import_file(spec, [(3, 6)]) for _ in range(2))
+    assert first == second
+    x = np.random.default_rng(4).standard_normal((3, 6)).astype(np.float32)
+    (ref,) = frontend.torch_reference(spec, [x])
+    (out,) = _untuned(first, [x])
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+
+
+@needs_torch_mlir
 def test_embedding_model_tunes_and_matches_pytorch(tmp_path: Path) -> None:
     """Token ids (i64) through `nn.Embedding`, then LayerNorm and an LSTM: the embedding task's
     random ids stay inside the table (they used to trip torch-mlir's bound asserts, so the task

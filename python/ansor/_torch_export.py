@@ -27,6 +27,10 @@ from pathlib import Path
 from typing import Any
 
 
+#: torch's seed when a "model.py:factory" is called (see `_model`).
+FACTORY_SEED = 0
+
+
 class StageError(Exception):
     """A failure the parent reports as one line: `stage` is load / export / lower / reference."""
 
@@ -96,6 +100,11 @@ def _model(req: dict) -> tuple[Any, tuple]:
     fn = getattr(mod, req["attr"], None)
     if fn is None:
         raise StageError("load", f"the file defines no '{req['attr']}'")
+    # torch draws a fresh initial seed in every process (torch 2.13: torch.initial_seed() differs
+    # run to run), so a factory that leaves its weights at their random init would export
+    # different weights on every import, and `torch_reference` (another exporter process) would
+    # run yet others. Seed it: the same file gives the same model in every process.
+    torch.manual_seed(FACTORY_SEED)
     try:
         model = fn() if callable(fn) and not isinstance(fn, torch.nn.Module) else fn
     except Exception as exc:  # noqa: BLE001

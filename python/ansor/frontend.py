@@ -413,7 +413,9 @@ def import_file(spec: str, input_shapes: list[tuple[int, ...]], *, input_dtypes:
     """Export the model `make_model()` returns, for `spec` = "path/model.py:make_model", to MLIR text.
 
     One shape per model input (`input_dtypes`: MLIR element types, default all "f32"). The file is
-    loaded in the exporter process only.
+    loaded in the exporter process only, and `make_model()` runs after `torch.manual_seed(0)`: a
+    model left at its random init exports the same weights on every import, and
+    `torch_reference` on the same spec runs those weights.
     """
     path, attr = _split_spec(spec)
     where = f"{path}:{attr}"
