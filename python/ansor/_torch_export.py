@@ -26,7 +26,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-
 #: torch's seed when a "model.py:factory" is called (see `_model`).
 FACTORY_SEED = 0
 

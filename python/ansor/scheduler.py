@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .cost_model import CostModel, create_cost_model
 from .annotation import Schedule
+from .cost_model import CostModel, create_cost_model
 from .evolution import EvolutionarySearch, FeaturesFn
 from .measure import Measurer, MeasureResult, RunOptions, create_measurer
 from .records import Record, RecordWriter
