@@ -87,6 +87,42 @@ def test_exp_expanded_to_vector_arithmetic() -> None:
         assert np.isnan(out[np.isnan(x)]).all()
 
 
+_FPOWI = """func.func @p(%a: tensor<4x128xf32>, %k: tensor<4x128xi64>) -> tensor<4x128xf32> {
+  %empty = tensor.empty() : tensor<4x128xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>,
+                                        affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%a, %k : tensor<4x128xf32>, tensor<4x128xi64>) outs(%empty : tensor<4x128xf32>) {
+    ^bb0(%x: f32, %n: i64, %o: f32):
+      %c3 = arith.constant 3 : i64
+      %cube = math.fpowi %x, %c3 : f32, i64
+      %pow = math.fpowi %x, %n : f32, i64
+      %s = arith.addf %cube, %pow : f32
+      linalg.yield %s : f32
+  } -> tensor<4x128xf32>
+  return %r : tensor<4x128xf32>
+}"""
+
+
+def test_vector_fpowi_compiles() -> None:
+    """Upstream `convert-math-to-llvm` makes `llvm.intr.powi` with a vector exponent out of a
+    vector `math.fpowi` (GELU's tanh form: x^3), which fails to verify; `math-expand-ops{ops=fpowi}`
+    runs first (constant exponent: multiplications; variable: `math.powf`)."""
+    from ansor.annotation import validate
+    from ansor.rules import generate_sketches
+
+    task = ansor.create_task(_FPOWI)
+    sk = next(s for s in generate_sketches(task) if s.stages)
+    values = {k.name: k.options[0] for k in sk.knobs} | {"op0.d1.t1": 128, "op0.d1.t2": 16}
+    assert validate(sk, values) is None
+    x = np.linspace(-3, 3, 512, dtype=np.float32).reshape(4, 128)
+    n = np.resize(np.arange(-2, 3, dtype=np.int64), (4, 128))
+    ref = x.astype(np.float64) ** 3 + x.astype(np.float64) ** n
+    for script in (None, sk.script(values)):  # scalar, then 16-lane vectors
+        out = lowering.compile_task(task, script).run([x, n])[0]
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+
+
 _ACCUMULATE = """
 func.func @mm_acc(%A: tensor<16x16xf32>, %B: tensor<16x16xf32> {llvm.noalias},
                   %C: tensor<16x16xf32>) -> tensor<16x16xf32> {

@@ -35,6 +35,7 @@ import numpy as np
 from mlir import ir, passmanager
 
 from .lowering import (
+    _EXPAND_FPOWI,
     BENCH_FUNC,
     LoweringError,
     _add_bench_wrapper,
@@ -62,7 +63,7 @@ def _nvvm_pipeline(arch: str, fmt: str) -> str:
     """Host + device lowering (upstream `gpu-lower-to-nvvm-pipeline`'s steps, plus what our scripts
     leave behind: linalg ops on memrefs, `ub.poison`)."""
     return (
-        "convert-linalg-to-loops,gpu-kernel-outlining,convert-nvgpu-to-nvvm,"
+        _EXPAND_FPOWI + "convert-linalg-to-loops,gpu-kernel-outlining,convert-nvgpu-to-nvvm,"
         "convert-vector-to-scf{full-unroll=true},convert-scf-to-cf,convert-nvvm-to-llvm,convert-func-to-llvm,"
         f"expand-strided-metadata,nvvm-attach-target{{chip={arch} O=3}},lower-affine,convert-arith-to-llvm,"
         "convert-index-to-llvm,canonicalize,cse,"

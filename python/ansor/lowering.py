@@ -56,8 +56,15 @@ _BUFFERIZE = (
 # `finalize-memref-to-llvm` has inlined those scopes makes the verifier fail
 # ("'memref.alloca_scope' op expects region #0 to have 0 or 1 blocks"). So memref lowering
 # comes before scf->cf.
+# Upstream behaviour worked around here (3): `convert-math-to-llvm` turns a `math.fpowi` on vectors
+# (GELU's tanh form computes x^3 with it, vectorized by our scripts) into `llvm.intr.powi` with a
+# vector exponent, which the verifier rejects ("operand #1 must be signless integer"), so the
+# candidate failed to compile. `math-expand-ops{ops=fpowi}` first rewrites a constant exponent
+# into multiplications (x^3 = x*x*x) and any other into `math.powf`.
+_EXPAND_FPOWI = "math-expand-ops{ops=fpowi},"
+
 _TO_LLVM_CPU = (
-    "convert-linalg-to-loops,convert-vector-to-scf{full-unroll=true},lower-affine,"
+    _EXPAND_FPOWI + "convert-linalg-to-loops,convert-vector-to-scf{full-unroll=true},lower-affine,"
     "scf-forall-to-parallel,convert-scf-to-openmp,"
     "expand-strided-metadata,lower-affine,finalize-memref-to-llvm,convert-scf-to-cf,"
     "convert-vector-to-llvm{enable-x86vector},convert-math-to-llvm,convert-math-to-libm,"
