@@ -231,3 +231,25 @@ def test_task_whose_untuned_program_fails_gets_no_trials(two_tasks) -> None:
     assert res.trials == 40 and m.count[two_tasks[1].hash] == 39  # + its untuned program
     assert res.failed_tasks() == [broken.name]
     assert res.estimated_latency() == math.inf
+
+
+def test_small_budget_warms_up_the_largest_tasks_first(two_tasks, tmp_path, caplog) -> None:
+    """Too few trials for every task's first round: the task with the largest share of the
+    objective (weight x untuned latency) gets its round, whatever its position, and a warning
+    says how many tasks stay untuned."""
+    heavy, light = two_tasks[1], two_tasks[0]  # task 1: weight 3, 100x the latency scale
+    m = ScaledMeasurer({heavy.hash: 1e-1, light.hash: 1e-3})
+    with caplog.at_level("WARNING", logger="ansor.scheduler"):
+        res = TaskScheduler(two_tasks, strategy="round-robin").tune(3, batch_size=8, measurer=m, search="random")
+    assert res.trials == 3
+    assert m.count == {heavy.hash: 1}  # two untuned programs, then one trial, for the heavy task
+    assert "1 trials leave 1 of the 2 tasks untuned" in caplog.text
+
+
+def test_round_size_leaves_room_for_the_untuned_programs(two_tasks) -> None:
+    """The untuned programs count as trials: 2 tasks and 12 trials give rounds of 5, so both
+    tasks get their warm-up round (rounds of 12 // 2 = 6 would leave the second task 4)."""
+    m = ScaledMeasurer({t.hash: 1e-3 for t in two_tasks})
+    res = TaskScheduler(two_tasks, strategy="round-robin").tune(12, batch_size=8, measurer=m, search="random")
+    assert res.trials == 12
+    assert sorted(m.count.values()) == [5, 5]

@@ -1,8 +1,9 @@
 """Ansor's task scheduler: one measurement budget spread over the tasks of a network.
 
     Network.tasks --one TaskTuner each (shared measurer, log, cost model, feature workers)-->
-        warm-up: one round per task (round-robin); a resumed run skips it for the tasks the
-                 log has tuned, whose per-round history is replayed from their records
+        warm-up: one round per task, the largest share of the objective first; a resumed run
+                 skips it for the tasks the log has tuned, whose per-round history is replayed
+                 from their records
         loop: pick a task (gradient or round-robin, ε-greedy)
               --hand it the other tasks' fastest schedules (transfer)--TaskTuner.step(round)--> records
               --> per-task best latency g_i --> objective f(g) (default Σ weight_i · g_i)
@@ -222,14 +223,14 @@ class TaskScheduler:
         search_options: dict | None = None,
         transfer: bool = True,
     ) -> NetworkTuneResult:
-        """Measure up to `trials` candidates in total (this run), `min(batch_size, trials // tasks)`
-        per round. Records go to `log_path` (resumable: each task resumes from its records).
+        """Measure up to `trials` candidates in total (this run; the untuned programs measured
+        first count), `min(batch_size, remaining trials // tasks)` per round, the warm-up round
+        of the tasks with the largest share of the objective first. Records go to `log_path` (resumable: each task resumes from its records).
         `transfer` (learned search): before each round, the task's search gets the fastest
         schedules of the other tasks, adapted to its shapes (`EvolutionarySearch.transfer`);
         `transfer=False` is the ablation switch."""
         cb = callback or SchedulerCallback()
         n = len(self.tasks)
-        per_round = max(1, min(batch_size, trials // n))
         own_measurer = measurer is None
         measurer = measurer or create_measurer(run_options)
         writer = RecordWriter(Path(log_path)) if log_path is not None else None
@@ -249,15 +250,24 @@ class TaskScheduler:
             for tn in tuners:
                 tn.start(0)
             g = np.array([_cost(tn.best, tn.baseline) for tn in tuners])
+            # the untuned programs logged by start() (once per log) are trials of this run too
+            spent, turn = sum(tn.run_trials for tn in tuners), 0
+            per_round = max(1, min(batch_size, (trials - spent) // n))
             cb.on_start(self, tuners, self.objective(g))
             # Resuming: a task with tuned records in the log has had its rounds; rebuild its
             # per-round history from them (for the backward gradient) and skip its warm-up.
             history = [_replayed_history(tn.prior, per_round, float(g[i])) for i, tn in enumerate(tuners)]
             rounds = [len(h) - 1 for h in history]
-            warmup = [i for i in range(n) if rounds[i] == 0]
+            # Warm-up in order of the task's share of the objective (weight x untuned latency by
+            # default), largest first: a budget too small for every task's first round then
+            # goes to the tasks that matter.
+            warmup = sorted((i for i in range(n) if rounds[i] == 0),
+                            key=lambda i: (-self._chain_grad(g, i) * g[i], i))
+            if trials - spent < len(warmup):
+                log.warning("%d trials leave %d of the %d tasks untuned (a round needs at least one trial); "
+                            "the tasks with the largest share of the latency go first",
+                            trials - spent, len(warmup) - max(trials - spent, 0), n)
             result = NetworkTuneResult(self.tasks, [], [(0, self.objective(g))])
-            # the untuned programs logged by start() (once per log) are trials of this run too
-            spent, turn = sum(tn.run_trials for tn in tuners), 0
             best_obj, best_at = self.objective(g), spent
             since_improved = [0] * n
             alive = list(range(n))
