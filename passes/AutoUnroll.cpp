@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -33,6 +34,22 @@ namespace {
 /// Work of a loop nest (see Passes.td); nullopt = not a compile-time constant (or overflow).
 using Work = std::optional<uint64_t>;
 
+/// Work of a linalg op left in a loop body (not vectorized: a pad copy, a fill, an op the
+/// schedule kept scalar): the loops it becomes, i.e. the product of its static loop ranges;
+/// nullopt if one is dynamic.
+Work linalgWork(linalg::LinalgOp op) {
+  uint64_t product = 1;
+  for (int64_t range : op.getStaticLoopRanges()) {
+    bool overflow = false;
+    if (ShapedType::isDynamic(range) || range < 0)
+      return std::nullopt;
+    product = llvm::SaturatingMultiply(product, static_cast<uint64_t>(range), &overflow);
+    if (overflow)
+      return std::nullopt;
+  }
+  return product;
+}
+
 /// Loops nested in `root` (root included), innermost first, with their work.
 SmallVector<std::pair<scf::ForOp, Work>> collectLoops(Operation *root,
                                                       const DenseSet<Operation *> &skip) {
@@ -40,10 +57,19 @@ SmallVector<std::pair<scf::ForOp, Work>> collectLoops(Operation *root,
   DenseMap<Operation *, Work> workOf;
   root->walk<WalkOrder::PostOrder>([&](scf::ForOp loop) {
     Work inner = 0;
-    loop.getBody()->walk([&](scf::ForOp child) {
-      if (child->getParentOfType<scf::ForOp>() != loop)
-        return; // not directly nested: already folded into its parent loop's work
-      Work w = workOf.lookup(child);
+    loop.getBody()->walk([&](Operation *op) {
+      Work w;
+      if (auto child = dyn_cast<scf::ForOp>(op)) {
+        if (child->getParentOfType<scf::ForOp>() != loop)
+          return; // not directly nested: already folded into its parent loop's work
+        w = workOf.lookup(child);
+      } else if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+        if (op->getParentOfType<scf::ForOp>() != loop)
+          return;
+        w = linalgWork(linalgOp);
+      } else {
+        return;
+      }
       bool overflow = false;
       if (inner && w)
         inner = llvm::SaturatingAdd(*inner, *w, &overflow);

@@ -51,7 +51,7 @@ def AutoUnroll : Pass<"ansor-auto-unroll"> {
     `scf.for` loops nested in it, the op itself included, innermost first, and **fully unrolls**
     loop L when `work(L) <= N`, where
 
-        work(L) = trip(L) * max(1, rows(L), sum of work(C) over the scf.for loops C directly nested in L)
+        work(L) = trip(L) * max(1, rows(L), sum of work(C) over the scf.for loops and linalg ops C directly nested in L)
 
     computed on the IR before any unrolling (for a perfect nest of scalar code: the product of
     the trip counts, i.e. the number of innermost iterations). `rows(L)` is the number of 1-D
@@ -59,7 +59,10 @@ def AutoUnroll : Pass<"ansor-auto-unroll"> {
     register tile counts 8): each becomes one 1-D op per row once vectors are lowered, so a
     vectorized body weighs what its unrolled code will. (Without this, Ansor's step 512 fully
     unrolled nests around 2-D register tiles into tens of thousands of instructions and LLVM took
-    more than 30 s to compile convolution candidates.) A loop whose trip count is not a compile-time
+    more than 30 s to compile convolution candidates.) A linalg op left in a body (one the
+    schedule did not vectorize: it becomes loops later) weighs the product of its loop ranges;
+    counted as 1, a 512-step unroll around such ops once gave LLVM 35k lines and a 30 s timeout
+    for a 1-D convolution of 16 channels. A loop whose trip count is not a compile-time
     constant has infinite work: neither it nor any loop around it is unrolled. Loops with zero
     iterations are left alone. Since work only grows outwards, a loop is unrolled only after all
     loops inside it were. Loop-carried values (`iter_args`, e.g. vector accumulators) are threaded

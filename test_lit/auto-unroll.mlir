@@ -225,3 +225,43 @@ func.func @vector_rows_unrolled(%v: vector<8x16xf32>) {
   } {ansor.auto_unroll_max_step = 64 : i64}
   return
 }
+
+// -----
+
+// A linalg op left in the body (not vectorized) becomes loops later: it weighs its iterations.
+// work(i) = 8 * 16 = 128 > 64: not unrolled (it used to count as 8 and was).
+// CHECK-LABEL: func.func @linalg_body_weighs_its_iterations
+// CHECK: scf.for
+// CHECK-COUNT-1: linalg.fill
+// CHECK-NOT: linalg.fill
+// CHECK-NOT: ansor.auto_unroll_max_step
+func.func @linalg_body_weighs_its_iterations(%m: memref<8x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %f = arith.constant 0.0 : f32
+  scf.for %i = %c0 to %c8 step %c1 {
+    %row = memref.subview %m[%i, 0] [1, 16] [1, 1] : memref<8x16xf32> to memref<16xf32, strided<[1], offset: ?>>
+    linalg.fill ins(%f : f32) outs(%row : memref<16xf32, strided<[1], offset: ?>>)
+  } {ansor.auto_unroll_max_step = 64 : i64}
+  return
+}
+
+// -----
+
+// work(i) = 4 * 16 = 64 <= 64: unrolled, four fills.
+// CHECK-LABEL: func.func @linalg_body_fits
+// CHECK-NOT: scf.for
+// CHECK-COUNT-4: linalg.fill
+// CHECK-NOT: ansor.auto_unroll_max_step
+func.func @linalg_body_fits(%m: memref<4x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %f = arith.constant 0.0 : f32
+  scf.for %i = %c0 to %c4 step %c1 {
+    %row = memref.subview %m[%i, 0] [1, 16] [1, 1] : memref<4x16xf32> to memref<16xf32, strided<[1], offset: ?>>
+    linalg.fill ins(%f : f32) outs(%row : memref<16xf32, strided<[1], offset: ?>>)
+  } {ansor.auto_unroll_max_step = 64 : i64}
+  return
+}

@@ -3,7 +3,8 @@
 // RUN:   | FileCheck %s --check-prefix=UNROLL
 
 // A sketch-like script: tile a 64x64x64 matmul by [16, 32, 8] with scf.for loops, then mark the
-// innermost (k) loop with Ansor's unrolling pragma. k has 64 / 8 = 8 iterations <= 8.
+// innermost (k) loop with Ansor's unrolling pragma. k has 64 / 8 = 8 iterations, each a
+// 16x8x32 matmul that becomes 4096 iterations of loops later: work 8 * 4096 = 32768 <= 32768.
 // CHECK-LABEL: func.func @matmul
 // CHECK-DAG: %[[C16:.*]] = arith.constant 16 : index
 // CHECK-DAG: %[[C32:.*]] = arith.constant 32 : index
@@ -12,7 +13,7 @@
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[C32]]
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[C8]]
 // CHECK: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<16x8xf32>, tensor<8x32xf32>) outs(%{{.*}} : tensor<16x32xf32>)
-// CHECK: } {ansor.auto_unroll_max_step = 8 : i64}
+// CHECK: } {ansor.auto_unroll_max_step = 32768 : i64}
 // UNROLL-LABEL: func.func @matmul
 // UNROLL-COUNT-2: scf.for
 // UNROLL-NOT: scf.for
@@ -32,7 +33,7 @@ module attributes {transform.with_named_sequence} {
         : (!transform.any_op) -> !transform.any_op
     %tiled, %li, %lj, %lk = transform.structured.tile_using_for %mm tile_sizes [16, 32, 8]
         : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)
-    %n = transform.param.constant 8 : i64 -> !transform.param<i64>
+    %n = transform.param.constant 32768 : i64 -> !transform.param<i64>
     transform.annotate %lk "ansor.auto_unroll_max_step" = %n
         : !transform.any_op, !transform.param<i64>
     transform.yield
