@@ -225,7 +225,8 @@ class TaskScheduler:
     ) -> NetworkTuneResult:
         """Measure up to `trials` candidates in total (this run; the untuned programs measured
         first count), `min(batch_size, remaining trials // tasks)` per round, the warm-up round
-        of the tasks with the largest share of the objective first. Records go to `log_path` (resumable: each task resumes from its records).
+        of the tasks with the largest share of the objective first. Records go to `log_path`
+        (resumable: each task resumes from its records).
         `transfer` (learned search): before each round, the task's search gets the fastest
         schedules of the other tasks, adapted to its shapes (`EvolutionarySearch.transfer`);
         `transfer=False` is the ablation switch."""
@@ -263,10 +264,11 @@ class TaskScheduler:
             # goes to the tasks that matter.
             warmup = sorted((i for i in range(n) if rounds[i] == 0),
                             key=lambda i: (-self._chain_grad(g, i) * g[i], i))
-            if trials - spent < len(warmup):
+            left = max(trials - spent, 0)
+            if left < len(warmup):
                 log.warning("%d trials leave %d of the %d tasks untuned (a round needs at least one trial); "
                             "the tasks with the largest share of the latency go first",
-                            trials - spent, len(warmup) - max(trials - spent, 0), n)
+                            left, len(warmup) - left, n)
             result = NetworkTuneResult(self.tasks, [], [(0, self.objective(g))])
             best_obj, best_at = self.objective(g), spent
             since_improved = [0] * n
