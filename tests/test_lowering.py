@@ -87,6 +87,26 @@ def test_exp_expanded_to_vector_arithmetic() -> None:
         assert np.isnan(out[np.isnan(x)]).all()
 
 
+def test_tanh_expanded_to_vector_arithmetic() -> None:
+    """`math.tanh` on CPU goes through upstream's exp form and our vector exp, not one libm `tanhf`
+    per lane: close to libm in scalar and vector programs, also at +-inf (+-1) and nan."""
+    task = ansor.create_task(_EXP.replace("math.exp", "math.tanh"))
+
+    def expand_tanh(module) -> int:
+        lowering._run_passes(module, lowering._EXPAND_MATH_CPU, "lower")
+        return str(module).count("math.exp")
+
+    assert "math.tanh" not in _expands_once(task, expand_tanh, "math.tanh")
+    x = np.concatenate([np.linspace(-12, 12, 300), np.linspace(-0.01, 0.01, 203),
+                        [np.inf, -np.inf, np.nan, 1e-30, -1e-30, 0.0, 1.0, -1.0, 100.0]]).astype(np.float32)
+    x = x.reshape(4, 128)
+    ref = np.tanh(x.astype(np.float64))
+    for out in _scalar_and_vector_outputs(task, x):
+        ok = ~np.isnan(x)
+        np.testing.assert_allclose(out[ok], ref[ok], rtol=1e-6, atol=2e-7)
+        assert np.isnan(out[~ok]).all()
+
+
 _FPOWI = """func.func @p(%a: tensor<4x128xf32>, %k: tensor<4x128xi64>) -> tensor<4x128xf32> {
   %empty = tensor.empty() : tensor<4x128xf32>
   %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>,
