@@ -223,3 +223,30 @@ def test_ragged_matmul_tiles_vectorize_fully(shape: tuple[int, int, int], dim: i
     assert "vector.fma" in text or "vector.outerproduct" in text
     full, rest = (f"vector<{tile}xf32>", f"vector<{extent % tile}xf32>") if dim else (f"vector<{tile}x", f"vector<{extent % tile}x")
     assert full in text and rest in text
+
+
+
+_ROW_SUM = """func.func @rowsum(%a: tensor<4x10x160xf32>) -> tensor<{OUT}xf32> {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{OUT}xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{OUT}xf32>) -> tensor<{OUT}xf32>
+  %r = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> {MAP}>],
+                       iterator_types = ["parallel", "reduction", "reduction"]}}
+      ins(%a : tensor<4x10x160xf32>) outs(%f : tensor<{OUT}xf32>) {{
+    ^bb0(%x: f32, %o: f32):
+      %s = arith.addf %x, %o : f32
+      linalg.yield %s : f32
+  }} -> tensor<{OUT}xf32>
+  return %r : tensor<{OUT}xf32>
+}}"""
+
+
+def test_keepdim_reduction_gets_no_rfactor_sketch() -> None:
+    """Upstream `tile_reduction_using_for` aborts the process on an output map with constant
+    results (a keepdim reduction, `(d0, d1, d2) -> (d0, 0, 0)`: LayerNorm / GroupNorm statistics in
+    PyTorch models), so only the plain form of the same reduction gets the rfactor sketch."""
+    def kinds(text: str) -> set[str]:
+        return {st.kind for sk in generate_sketches(ansor.create_task(text)) for st in sk.stages}
+
+    assert "rfactor" in kinds(_ROW_SUM.format(OUT="4", MAP="(d0)"))
+    assert "rfactor" not in kinds(_ROW_SUM.format(OUT="4x1x1", MAP="(d0, 0, 0)"))

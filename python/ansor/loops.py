@@ -60,6 +60,8 @@ class OpLoops:
     # `co floordiv 32`): the index is a plain loop only once such a loop's tile is 1 (with every
     # reduction loop stepping by 1, `h + rh` already is).
     window_dims: tuple[int, ...] = ()
+    # The output indexed by loop dims only: False for a keepdim reduction's `(d0, d1) -> (d0, 0)`.
+    plain_output: bool = True
 
     @property
     def space(self) -> tuple[int, ...]:
@@ -282,6 +284,7 @@ def analyze_graph(task_ir: str) -> tuple[list[OpLoops], list[PadInfo]]:
                     users=tuple(users),
                     plain_inputs=tuple(identity[:n_in]),
                     window_dims=tuple(sorted(window)),
+                    plain_output=identity[n_in] if n_out else True,
                 )
             )
         pad_infos = [PadInfo(i, pad_consumer.get(i)) for i in range(len(pads))]

@@ -145,8 +145,13 @@ def _packable_inputs(op: OpLoops) -> tuple[tuple[int, tuple[int, ...]], ...]:
 
 
 def _needs_rfactor(op: OpLoops) -> bool:
-    """Ansor's condition: little parallelism next to a long reduction."""
-    if not op.reduce:
+    """Ansor's condition: little parallelism next to a long reduction.
+
+    Upstream behaviour worked around here: `transform.structured.tile_reduction_using_for`
+    aborts (an assertion in `cast<AffineDimExpr>`) on an output map with constant results, a
+    keepdim reduction's `(d0, d1, d2) -> (d0, 0, 0)` (PyTorch's LayerNorm / GroupNorm /
+    InstanceNorm statistics), so such reductions get no rfactor sketch."""
+    if not op.reduce or not op.plain_output:
         return False
     space = math.prod(op.extents[d] for d in op.space)
     red = math.prod(op.extents[d] for d in op.reduce)
