@@ -529,7 +529,8 @@ double execOf(const Chain &c) {
 }
 
 int64_t elemsOf(Type t) {
-  if (auto v = dyn_cast<VectorType>(t))
+  // Null for an op without results in a body (torch-mlir's `cf.assert` on gather indices).
+  if (auto v = dyn_cast_if_present<VectorType>(t))
     return v.getNumElements();
   return 1;
 }

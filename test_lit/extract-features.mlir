@@ -101,3 +101,25 @@ func.func @copy_then_exp(%a: tensor<32x32xf32>, %out: tensor<32x32xf32>) -> tens
   %r = linalg.exp ins(%t : tensor<32x32xf32>) outs(%out : tensor<32x32xf32>) -> tensor<32x32xf32>
   return %r : tensor<32x32xf32>
 }
+
+// -----
+
+// A gather body with an op without results (torch-mlir's index bound `cf.assert`): it is not
+// compute, and used to abort the extractor (a null result type), so no gather candidate had features.
+// CHECK-LABEL: // func @gather_with_assert
+// CHECK-NEXT: // stmt 0 (linalg.generic): int_ops=16 vec_pos_none=1 par_pos_none=1 loop_prod=16
+func.func @gather_with_assert(%table: tensor<100x8xf32>, %ids: tensor<2xi64>, %out: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%ids : tensor<2xi64>) outs(%out : tensor<2x8xf32>) {
+    ^bb0(%id: i64, %o: f32):
+      %c100 = arith.constant 100 : i64
+      %ok = arith.cmpi slt, %id, %c100 : i64
+      cf.assert %ok, "index out of bounds"
+      %row = arith.index_cast %id : i64 to index
+      %col = linalg.index 1 : index
+      %v = tensor.extract %table[%row, %col] : tensor<100x8xf32>
+      linalg.yield %v : f32
+  } -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
