@@ -46,17 +46,7 @@ _BUFFERIZE = (
     "buffer-deallocation-pipeline"
 )
 
-# Upstream behaviour worked around here (1): without `full-unroll`, `convert-vector-to-scf` lowers
-# n-D transfers through a `memref.alloca` placed inside the enclosing loop; LLVM never pops it,
-# so a register tile read inside the reduction loop grows the stack every iteration and the
-# kernel segfaults (seen with 64x4 register tiles on matmul-1024). Fully unrolled transfers need
-# no temporary buffer.
-# Upstream behaviour worked around here (2): `convert-scf-to-openmp` wraps each parallel body in a
-# `memref.alloca_scope`, whose region must stay single-block; running `convert-scf-to-cf` before
-# `finalize-memref-to-llvm` has inlined those scopes makes the verifier fail
-# ("'memref.alloca_scope' op expects region #0 to have 0 or 1 blocks"). So memref lowering
-# comes before scf->cf.
-# Upstream behaviour worked around here (3): `convert-math-to-llvm` turns a `math.fpowi` on vectors
+# Upstream behaviour worked around here (fpowi): `convert-math-to-llvm` turns a `math.fpowi` on vectors
 # (GELU's tanh form computes x^3 with it, vectorized by our scripts) into `llvm.intr.powi` with a
 # vector exponent, which the verifier rejects ("operand #1 must be signless integer"), so the
 # candidate failed to compile. `math-expand-ops{ops=fpowi}` first rewrites a constant exponent
@@ -68,6 +58,16 @@ _EXPAND_FPOWI = "math-expand-ops{ops=fpowi},"
 # is sign(x) * (1 - exp(-2|x|)) / (1 + exp(-2|x|)), whose `math.exp` then becomes vector arithmetic.
 _EXPAND_MATH_CPU = "math-expand-ops{ops=fpowi,tanh}"
 
+# Upstream behaviour worked around here (1): without `full-unroll`, `convert-vector-to-scf` lowers
+# n-D transfers through a `memref.alloca` placed inside the enclosing loop; LLVM never pops it,
+# so a register tile read inside the reduction loop grows the stack every iteration and the
+# kernel segfaults (seen with 64x4 register tiles on matmul-1024). Fully unrolled transfers need
+# no temporary buffer.
+# Upstream behaviour worked around here (2): `convert-scf-to-openmp` wraps each parallel body in a
+# `memref.alloca_scope`, whose region must stay single-block; running `convert-scf-to-cf` before
+# `finalize-memref-to-llvm` has inlined those scopes makes the verifier fail
+# ("'memref.alloca_scope' op expects region #0 to have 0 or 1 blocks"). So memref lowering
+# comes before scf->cf.
 _TO_LLVM_CPU = (
     "convert-linalg-to-loops,convert-vector-to-scf{full-unroll=true},lower-affine,"
     "scf-forall-to-parallel,convert-scf-to-openmp,"
