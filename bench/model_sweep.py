@@ -76,7 +76,7 @@ def main() -> int:
         res = TaskScheduler(net.tasks).tune(a.trials, batch_size=a.batch_size, log_path=log,
                                             callback=SchedulerTable(table_every=10**9))
         seconds = time.perf_counter() - t0
-        errors = collections.Counter(str(r.error.value) for r in load_records(log) if r.error is not None)
+        errors = collections.Counter(str(getattr(r.error, "value", r.error)) for r in load_records(log) if r.error is not None)
         xs = _inputs(shapes)
         got = ansor.compile(mlir, log=log)(*xs)
         got = got if isinstance(got, tuple) else (got,)
