@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from ansor import workloads
 from ansor.measure import MeasureInput, Measurer, MeasureResult
 from ansor.records import load_records
-from ansor.scheduler import TaskScheduler
+from ansor.scheduler import SchedulerTable, TaskScheduler
 from ansor.task import SearchTask, create_task
 
 
@@ -128,6 +129,11 @@ def test_network_tuning_resumes_from_its_log(two_tasks, tmp_path) -> None:
     assert [r.trials for r in res.results] == [8, 8]
     keys = [r.key for r in load_records(log)]
     assert len(keys) == len(set(keys)) == 48  # nothing measured twice across the two runs
+    # the progress table says that this run's trials come on top of the log's
+    out = io.StringIO()
+    TaskScheduler(two_tasks, strategy="round-robin").tune(2, batch_size=8, measurer=ScaledMeasurer(scale),
+                                                         log_path=log, search="random", callback=SchedulerTable(out))
+    assert "resuming: 48 records already in the log" in out.getvalue()
 
 
 def test_early_stopping_ends_a_flat_run(two_tasks) -> None:

@@ -368,6 +368,10 @@ class SchedulerTable(SchedulerCallback):
 
     def on_start(self, sched: TaskScheduler, tuners: list[TaskTuner], objective: float) -> None:
         self._p(f"{len(tuners)} tasks, strategy {sched.strategy}; untuned estimate {_ms(objective)} ms")
+        prior = sum(len(tn.prior) for tn in tuners)
+        if prior:
+            # unlike one task's --trials (a total, resumed records included), a network's counts this run
+            self._p(f"resuming: {prior} records already in the log; this run's trials come on top of them")
 
     def on_round(self, sched: TaskScheduler, tuners: list[TaskTuner], task_index: int, trials: int,
                  objective: float) -> None:
