@@ -63,8 +63,8 @@ def main() -> int:
         if name not in SWEEP:
             print(f"unknown sweep model '{name}' (known: {', '.join(SWEEP)})", file=sys.stderr)
             return 2
-        factory, shapes = SWEEP[name]
-        spec = f"{HERE / 'sweep_models.py'}:{factory}"
+        cls, shapes = SWEEP[name]
+        spec = f"{HERE / 'sweep_models.py'}:{cls}"
         parsed = [parse_input_shape(s) for s in shapes]
         text = frontend.import_file(spec, [s for s, _ in parsed], input_dtypes=[d for _, d in parsed])
         mlir = out / f"{name}.mlir"

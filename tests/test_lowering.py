@@ -58,15 +58,16 @@ def _expands_once(task, expand, op: str) -> str:
     return text
 
 
-def _scalar_and_vector_outputs(task, x: np.ndarray) -> list[np.ndarray]:
-    """`task` (one element-wise generic on 4x128) on `x`, untuned (scalar) and as 16-lane vectors."""
+def _scalar_and_vector_outputs(task, *xs: np.ndarray) -> list[np.ndarray]:
+    """`task` (one element-wise generic on 4x128) on `xs`, untuned (scalar) and as 16-lane vectors."""
     from ansor.annotation import validate
     from ansor.rules import generate_sketches
 
     sk = next(s for s in generate_sketches(task) if s.stages)
     values = {k.name: k.options[0] for k in sk.knobs} | {"op0.d1.t1": 128, "op0.d1.t2": 16}
     assert validate(sk, values) is None
-    return [lowering.compile_task(task, script).run([x])[0].astype(np.float64) for script in (None, sk.script(values))]
+    return [lowering.compile_task(task, script).run(list(xs))[0].astype(np.float64)
+            for script in (None, sk.script(values))]
 
 
 def test_exp_expanded_to_vector_arithmetic() -> None:
@@ -128,18 +129,10 @@ def test_vector_fpowi_compiles() -> None:
     """Upstream `convert-math-to-llvm` makes `llvm.intr.powi` with a vector exponent out of a
     vector `math.fpowi` (GELU's tanh form: x^3), which fails to verify; `math-expand-ops{ops=fpowi}`
     runs first (constant exponent: multiplications; variable: `math.powf`)."""
-    from ansor.annotation import validate
-    from ansor.rules import generate_sketches
-
-    task = ansor.create_task(_FPOWI)
-    sk = next(s for s in generate_sketches(task) if s.stages)
-    values = {k.name: k.options[0] for k in sk.knobs} | {"op0.d1.t1": 128, "op0.d1.t2": 16}
-    assert validate(sk, values) is None
     x = np.linspace(-3, 3, 512, dtype=np.float32).reshape(4, 128)
     n = np.resize(np.arange(-2, 3, dtype=np.int64), (4, 128))
     ref = x.astype(np.float64) ** 3 + x.astype(np.float64) ** n
-    for script in (None, sk.script(values)):  # scalar, then 16-lane vectors
-        out = lowering.compile_task(task, script).run([x, n])[0]
+    for out in _scalar_and_vector_outputs(ansor.create_task(_FPOWI), x, n):
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
 
 
