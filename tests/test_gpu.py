@@ -318,3 +318,35 @@ def test_padded_conv_runs_on_the_gpu() -> None:
     for script in scripts:
         (out,) = compile_task_cuda(task, script).run([x, w, scale, shift])
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_unit_axis_broadcast_consumer_gets_a_fused_gpu_sketch() -> None:
+    """ResNet's convolution + batch norm (parameters `tensor<C x 1 x 1>` read at `(d3, 0, 0)`) +
+    residual + ReLU: one anchor with a fused consumer (it used to count as two ops with data reuse,
+    which left every such task of an imported network without a GPU schedule)."""
+    from ansor.gpu_lowering import emit_ptx
+    from test_sketches import _resnet_conv_task_ir
+
+    task = create_task(_resnet_conv_task_ir(transpose_out=False), name="rn", target="cuda")
+    sk = generate_sketches(task)[0]
+    assert sk.rule == "gpu_multi_level_tiling_with_fusion(op1<-op2)"
+    rng = random.Random(6)
+    for script in [default_script(task)] + [sk.script(sample(sk, rng).values()) for _ in range(2)]:
+        assert "fma.rn.f32" in emit_ptx(task, script, arch="sm_90")
+
+
+@pytest.mark.gpu
+def test_unit_axis_broadcast_consumer_runs_on_the_gpu() -> None:
+    from ansor.gpu_lowering import compile_task_cuda
+    from ansor.lowering import compile_task
+    from ansor.measure import make_inputs
+    from test_sketches import _resnet_conv_task_ir
+
+    ir = _resnet_conv_task_ir(transpose_out=False)
+    task = create_task(ir, name="rn", target="cuda")
+    inputs = make_inputs(task)
+    (want,) = compile_task(create_task(ir, name="rn"), None).run(inputs)
+    sk = generate_sketches(task)[0]
+    for script in [None] + [sk.script(sample(sk, random.Random(s)).values()) for s in range(3)]:
+        (out,) = compile_task_cuda(task, script).run(inputs)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)

@@ -256,10 +256,14 @@ def test_keepdim_reduction_gets_no_rfactor_sketch() -> None:
 
 # ResNet-18's last 3x3 convolution with its batch norm, residual add, ReLU and the transpose back to
 # NCHW (512 channels there, 32 here): the task whose candidates failed with "repeated target op".
+# There the batch-norm parameters were `tensor<512x1x1>` read at `(d3, 0, 0)`, which made the
+# consumer look like a second op with data reuse (no fusion, two multi-level tilings). That is a
+# broadcast now (see `test_unit_axis_broadcast_consumer_is_fused`); reading them at `(d3, 1, 0)` of
+# `tensor<32x2x1>` keeps the two-tiling sketch the failing schedule below belongs to.
 _CONV_TRANSPOSE_OUT = """#map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
-#map1 = affine_map<(d0, d1, d2, d3) -> (d3, 0, 0)>
+#map1 = affine_map<(d0, d1, d2, d3) -> (d3, 1, 0)>
 module {
-  func.func @main__t20(%arg0: tensor<1x7x7x32xf32>, %arg1: tensor<3x3x32x32xf32>, %arg2: tensor<32x1x1xf32>, %arg3: tensor<32x1x1xf32>, %arg4: tensor<32x1x1xf32>, %arg5: tensor<32x1x1xf32>, %arg6: tensor<1x7x7x32xf32>) -> tensor<1x32x7x7xf32> {
+  func.func @main__t20(%arg0: tensor<1x7x7x32xf32>, %arg1: tensor<3x3x32x32xf32>, %arg2: tensor<32x2x1xf32>, %arg3: tensor<32x2x1xf32>, %arg4: tensor<32x2x1xf32>, %arg5: tensor<32x2x1xf32>, %arg6: tensor<1x7x7x32xf32>) -> tensor<1x32x7x7xf32> {
     %cst = arith.constant 0.000000e+00 : f32
     %0 = tensor.empty() : tensor<1x7x7x32xf32>
     %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<1x7x7x32xf32>) -> tensor<1x7x7x32xf32>
@@ -275,22 +279,22 @@ module {
       tensor.yield %cst : f32
     } : tensor<1x7x7x32xf32> to tensor<1x9x9x32xf32>
     %9 = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%padded, %arg1 : tensor<1x9x9x32xf32>, tensor<3x3x32x32xf32>) outs(%1 : tensor<1x7x7x32xf32>) -> tensor<1x7x7x32xf32>
-    %10 = linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%9, %arg2 : tensor<1x7x7x32xf32>, tensor<32x1x1xf32>) outs(%2 : tensor<1x7x7x32xf32>) {
+    %10 = linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%9, %arg2 : tensor<1x7x7x32xf32>, tensor<32x2x1xf32>) outs(%2 : tensor<1x7x7x32xf32>) {
     ^bb0(%in: f32, %in_0: f32, %out: f32):
       %16 = arith.subf %in, %in_0 : f32
       linalg.yield %16 : f32
     } -> tensor<1x7x7x32xf32>
-    %11 = linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%10, %arg3 : tensor<1x7x7x32xf32>, tensor<32x1x1xf32>) outs(%3 : tensor<1x7x7x32xf32>) {
+    %11 = linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%10, %arg3 : tensor<1x7x7x32xf32>, tensor<32x2x1xf32>) outs(%3 : tensor<1x7x7x32xf32>) {
     ^bb0(%in: f32, %in_0: f32, %out: f32):
       %16 = arith.mulf %in, %in_0 : f32
       linalg.yield %16 : f32
     } -> tensor<1x7x7x32xf32>
-    %12 = linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%11, %arg4 : tensor<1x7x7x32xf32>, tensor<32x1x1xf32>) outs(%4 : tensor<1x7x7x32xf32>) {
+    %12 = linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%11, %arg4 : tensor<1x7x7x32xf32>, tensor<32x2x1xf32>) outs(%4 : tensor<1x7x7x32xf32>) {
     ^bb0(%in: f32, %in_0: f32, %out: f32):
       %16 = arith.mulf %in, %in_0 : f32
       linalg.yield %16 : f32
     } -> tensor<1x7x7x32xf32>
-    %13 = linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%12, %arg5 : tensor<1x7x7x32xf32>, tensor<32x1x1xf32>) outs(%5 : tensor<1x7x7x32xf32>) {
+    %13 = linalg.generic {indexing_maps = [#map, #map1, #map], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%12, %arg5 : tensor<1x7x7x32xf32>, tensor<32x2x1xf32>) outs(%5 : tensor<1x7x7x32xf32>) {
     ^bb0(%in: f32, %in_0: f32, %out: f32):
       %16 = arith.addf %in, %in_0 : f32
       linalg.yield %16 : f32
@@ -332,3 +336,37 @@ def test_peeled_register_tiles_are_matched_once() -> None:
     want = compile_task(task, None).run(inputs)[0]
     got = compile_task(task, sketch.script(values)).run(inputs)[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _resnet_conv_task_ir(*, transpose_out: bool = True) -> str:
+    """`_CONV_TRANSPOSE_OUT` as torch-mlir emits it: batch-norm parameters `tensor<32x1x1>` read at
+    `(d3, 0, 0)`; without the transpose back to NCHW when `transpose_out` is False."""
+    text = _CONV_TRANSPOSE_OUT.replace("(d3, 1, 0)", "(d3, 0, 0)").replace("tensor<32x2x1xf32>", "tensor<32x1x1xf32>")
+    if not transpose_out:
+        head, tail = text.split("    %transposed = ")
+        text = head + "    return %15 : tensor<1x7x7x32xf32>\n  }\n}"
+        text = text.replace("-> tensor<1x32x7x7xf32> {", "-> tensor<1x7x7x32xf32> {", 1)
+    return text
+
+
+def test_unit_axis_broadcast_consumer_is_fused(measurer) -> None:
+    """A consumer reading per-channel parameters at `(d3, 0, 0)` is element-wise (a broadcast along
+    unit axes): the convolution gets consumer-fusion sketches instead of a second multi-level
+    tiling of the consumer as if it reused data; sampled candidates compute the untuned result."""
+    from ansor.loops import analyze_graph
+
+    task = ansor.create_task(_resnet_conv_task_ir())
+    ops, _ = analyze_graph(task.ir)
+    consumer = next(o for o in ops if o.name == "linalg.generic" and len(o.input_dims) > 2)
+    assert consumer.is_elementwise() and not all(consumer.plain_inputs)
+    # a non-zero constant index is a slice, not a broadcast: still not element-wise
+    sliced = next(o for o in analyze_graph(ansor.create_task(_CONV_TRANSPOSE_OUT).ir)[0]
+                  if o.name == "linalg.generic" and len(o.input_dims) > 2)
+    assert not sliced.is_elementwise()
+    sketches = [s for s in generate_sketches(task) if s.name != "skip"]
+    assert sketches and all(s.rule.startswith("multi_level_tiling_with_fusion(op1<-op2") for s in sketches)
+    rng = random.Random(0)
+    inputs = [MeasureInput(task, sch, sk.script(sch.values())) for sk in sketches for sch in
+              (sample(sk, rng) for _ in range(3))]
+    results = measurer.measure(inputs)
+    assert [r.error for r in results] == [None] * len(inputs), [r.error_msg for r in results]

@@ -62,6 +62,9 @@ class OpLoops:
     window_dims: tuple[int, ...] = ()
     # The output indexed by loop dims only: False for a keepdim reduction's `(d0, d1) -> (d0, 0)`.
     plain_output: bool = True
+    # Input indexed by loop dims or the constant 0 only: `plain_inputs`, or a broadcast along unit
+    # axes such as torch-mlir's batch-norm parameters `tensor<64x1x1>` read at `(d3, 0, 0)`.
+    pointwise_inputs: tuple[bool, ...] | None = None
 
     @property
     def space(self) -> tuple[int, ...]:
@@ -85,8 +88,10 @@ class OpLoops:
         return self.output_dims[-1] if self.output_dims else None
 
     def is_elementwise(self) -> bool:
-        """No reduction and every input indexed by loop dims directly (a map permutation/broadcast)."""
-        return not self.reduce and all(self.plain_inputs)
+        """No reduction and every input indexed by loop dims directly (a map permutation/broadcast),
+        or at the constant 0 along a unit axis (a broadcast too)."""
+        inputs = self.plain_inputs if self.pointwise_inputs is None else self.pointwise_inputs
+        return not self.reduce and all(inputs)
 
     def is_init(self) -> bool:
         """An initialiser such as `linalg.fill`: no tensor inputs, no reduction."""
@@ -164,6 +169,10 @@ def _dims_of(map_attr: ir.Attribute) -> tuple[tuple[int, ...], list[int | None]]
         per_result.append(e.position if isinstance(e, ir.AffineDimExpr) else None)
     plain = tuple(d for d in per_result if d is not None)
     return plain, per_result
+
+
+def _is_zero(e: ir.AffineExpr) -> bool:
+    return isinstance(e, ir.AffineConstantExpr) and e.value == 0
 
 
 def _linear(e: ir.AffineExpr) -> dict[int, int] | None:
@@ -246,6 +255,7 @@ def analyze_graph(task_ir: str) -> tuple[list[OpLoops], list[PadInfo]]:
             extents: list[int | None] = [None] * len(kinds)
             dims_per_operand: list[tuple[int, ...]] = []
             identity: list[bool] = []
+            pointwise: list[bool] = []
             window: set[int] = set()
             for m in maps[:n_in]:
                 window |= _window_dims(m, kinds)
@@ -255,6 +265,9 @@ def analyze_graph(task_ir: str) -> tuple[list[OpLoops], list[PadInfo]]:
                 dims_per_operand.append(plain)
                 identity.append(all(d is not None for d in per_result))
                 shape = ir.ShapedType(v.type).shape if isinstance(v.type, ir.ShapedType) else []
+                pointwise.append(all(d is not None or (_is_zero(e) and axis < len(shape) and shape[axis] == 1)
+                                     for axis, (d, e) in enumerate(zip(per_result, ir.AffineMapAttr(m).value.results,
+                                                                       strict=True))))
                 for axis, d in enumerate(per_result):
                     if d is not None and extents[d] is None and axis < len(shape):
                         extents[d] = shape[axis]
@@ -285,6 +298,7 @@ def analyze_graph(task_ir: str) -> tuple[list[OpLoops], list[PadInfo]]:
                     plain_inputs=tuple(identity[:n_in]),
                     window_dims=tuple(sorted(window)),
                     plain_output=identity[n_in] if n_out else True,
+                    pointwise_inputs=tuple(pointwise[:n_in]),
                 )
             )
         pad_infos = [PadInfo(i, pad_consumer.get(i)) for i in range(len(pads))]
