@@ -337,16 +337,70 @@ def test_unit_axis_broadcast_consumer_gets_a_fused_gpu_sketch() -> None:
 
 @pytest.mark.gpu
 def test_unit_axis_broadcast_consumer_runs_on_the_gpu() -> None:
+    """Against numpy (the GPU host's MLIR runtime has no CPU ExecutionEngine libraries)."""
     from ansor.gpu_lowering import compile_task_cuda
-    from ansor.lowering import compile_task
-    from ansor.measure import make_inputs
     from test_sketches import _resnet_conv_task_ir
 
-    ir = _resnet_conv_task_ir(transpose_out=False)
-    task = create_task(ir, name="rn", target="cuda")
-    inputs = make_inputs(task)
-    (want,) = compile_task(create_task(ir, name="rn"), None).run(inputs)
+    task = create_task(_resnet_conv_task_ir(transpose_out=False), name="rn", target="cuda")
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((1, 7, 7, 32)).astype(np.float32), rng.standard_normal((3, 3, 32, 32)).astype(np.float32)
+    mean, inv, gamma, beta = (rng.standard_normal((32, 1, 1)).astype(np.float32) for _ in range(4))
+    res = rng.standard_normal((1, 7, 7, 32)).astype(np.float32)
+    p = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    conv = sum(np.einsum("nhwc,cf->nhwf", p[:, i:i + 7, j:j + 7], w[i, j]) for i in range(3) for j in range(3))
+    want = np.maximum((conv - mean[:, 0, 0]) * inv[:, 0, 0] * gamma[:, 0, 0] + beta[:, 0, 0] + res, 0.0)
     sk = generate_sketches(task)[0]
     for script in [None] + [sk.script(sample(sk, random.Random(s)).values()) for s in range(3)]:
-        (out,) = compile_task_cuda(task, script).run(inputs)
+        (out,) = compile_task_cuda(task, script).run([x, w, mean, inv, gamma, beta, res])
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+# y[b, j, i] = x[b, i, j] * s[j] + 1: an element-wise op with a transposed output and a broadcast
+_SCALE_TRANSPOSE = """#in = affine_map<(d0, d1, d2) -> (d0, d2, d1)>
+#bc = affine_map<(d0, d1, d2) -> (d1)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @scale_t(%x: tensor<4x40x24xf32>, %s: tensor<24xf32>) -> tensor<4x24x40xf32> {
+  %one = arith.constant 1.0 : f32
+  %e = tensor.empty() : tensor<4x24x40xf32>
+  %y = linalg.generic {indexing_maps = [#in, #bc, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %s : tensor<4x40x24xf32>, tensor<24xf32>) outs(%e : tensor<4x24x40xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %m, %one : f32
+    linalg.yield %r : f32
+  } -> tensor<4x24x40xf32>
+  return %y : tensor<4x24x40xf32>
+}"""
+
+
+def test_elementwise_task_gets_thread_binding() -> None:
+    """No op with data reuse and no reduction: the space loops are bound to blocks and threads
+    (the untuned program too, which used to fail: "0 ops with data reuse")."""
+    from ansor.gpu_lowering import emit_ptx
+
+    task = create_task(_SCALE_TRANSPOSE, name="scale_t", target="cuda")
+    sketches = generate_sketches(task)
+    assert [s.name for s in sketches] == ["s0", "skip"]
+    sk = sketches[0]
+    assert sk.rule == "gpu_thread_binding(op0)"
+    assert sk.gpu_stage.mapped == (2, 1, 0) and sk.gpu_stage.promoted == ()
+    rng = random.Random(7)
+    for _ in range(20):
+        assert validate(sk, sample(sk, rng).values()) is None
+    for script in [default_script(task)] + [sk.script(sample(sk, rng).values()) for _ in range(2)]:
+        ptx = emit_ptx(task, script, arch="sm_90")
+        assert ".entry" in ptx and "%ctaid" in ptx and "%tid" in ptx and ".shared" not in ptx
+
+
+@pytest.mark.gpu
+def test_elementwise_task_runs_on_the_gpu() -> None:
+    from ansor.gpu_lowering import compile_task_cuda
+
+    task = create_task(_SCALE_TRANSPOSE, name="scale_t", target="cuda")
+    rng = np.random.default_rng(3)
+    x, s = rng.standard_normal((4, 40, 24)).astype(np.float32), rng.standard_normal(24).astype(np.float32)
+    want = np.transpose(x, (0, 2, 1)) * s[None, :, None] + 1.0
+    sk = generate_sketches(task)[0]
+    for script in [None] + [sk.script(sample(sk, random.Random(i)).values()) for i in range(4)]:
+        (out,) = compile_task_cuda(task, script).run([x, s])
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)

@@ -20,7 +20,12 @@ Rules, tried on the op graph (element-wise producers are already inlined by `loo
 2. **... with consumer fusion**: when the op's only user is element-wise (bias, ReLU, BN), the
    consumer is tiled to blocks and the op fused into it; the consumer then runs per thread on the
    block's tile after the reduction, writing the op's buffer in place (no extra global buffer).
-3. the **skip** sketch: the default GPU schedule (`default_script`), which is also the untuned
+3. **thread binding** for a task with no op with data reuse and no reduction (element-wise ops,
+   transposes, broadcasts, gathers; one op after inlining): its space loops get the same `S0..S4`
+   split (blocks, virtual threads, threads, a loop inside the thread, the vectorized register
+   tile) with no reduction levels and no shared memory. Reductions without data reuse go to the
+   cross-thread reduction rule (`gpu_reduction.py`).
+4. the **skip** sketch: the default GPU schedule (`default_script`), which is also the untuned
    program (the baseline and the reference outputs).
 
 At most three space loops are mapped to blocks/threads (x = the output's innermost); other space
@@ -81,6 +86,7 @@ class GpuStage:
     consumer: int | None = None  # fused element-wise consumer
     consumer_dims: tuple[int, ...] = ()  # consumer loop c <-> op loop consumer_dims[c]
     decompose_row: int | None = None  # 2-D convolution: output row loop kept at 1 per register tile
+    vectorize_optional: bool = False  # the register tile stays scalar where the vectorizer declines
 
     @property
     def reduce(self) -> tuple[int, ...]:
@@ -158,6 +164,8 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
     ops, pads = analyze_graph(task.ir)
     by_index = {o.index: o for o in ops}
     anchors = [o for o in ops if o.has_data_reuse() and not o.is_elementwise() and not o.is_init()]
+    if not anchors and not any(o.reduce for o in ops):
+        return _thread_binding_stage(task, ops, bool(pads))
     if len(anchors) != 1:
         return None, f"{len(anchors)} ops with data reuse (the GPU rules handle exactly one)"
     op = anchors[0]
@@ -184,6 +192,36 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
     if fc:
         rule = f"gpu_multi_level_tiling_with_fusion(op{op.index}<-op{fc[0].index})"
     return stage, rule
+
+
+def _thread_binding_stage(task: SearchTask, ops: list[OpLoops], padded: bool) -> tuple[GpuStage | None, str]:
+    """Rule 4: a task without data reuse or reductions (element-wise, transposes, broadcasts,
+    gathers: what is left of a network between its anchors) is one op after inlining. Its
+    space loops are bound to blocks and threads like Ansor's thread binding of such a stage: the
+    multi-level tiling structure without reduction levels or shared-memory copies."""
+    outs = [o for o in ops if (not o.users or None in o.users) and not o.is_init()]
+    if len(outs) != 1:
+        return None, f"{len(outs)} output ops and no op with data reuse (thread binding takes one)"
+    e = outs[0]
+    if padded:
+        return None, "a tensor.pad in a task without data reuse"
+    rest = sorted({o.index for o in ops} - {e.index})
+    if rest:
+        return None, f"ops {rest} are neither fused nor inlined (one GPU kernel per task for now)"
+    mapped = _mapped_dims(e)
+    if not mapped:
+        return None, f"op{e.index} has no loop of extent > 1 to bind to threads"
+    per_thread = math.prod(e.extents[d] for d in e.space if d not in mapped)
+    if per_thread > MAX_THREAD_TILE:
+        return None, (f"op{e.index}: {per_thread} elements per thread in the loops beyond the {MAX_MAPPED} "
+                      f"bound ones > {MAX_THREAD_TILE}")
+    stage = GpuStage(
+        op=e.index, op_name=e.name, extents=e.extents, kinds=e.kinds, mapped=mapped, input_dims=e.input_dims,
+        output_dims=e.output_dims, promoted=(), elem_bytes=_elem_bytes(task),
+        # a gather or strided read: the vectorizer may decline; the thread's loop is then scalar
+        vectorize_optional=not e.is_elementwise(),
+    )
+    return stage, f"gpu_thread_binding(op{e.index})"
 
 
 def gpu_schedulable(task: SearchTask) -> tuple[bool, str]:
@@ -615,7 +653,7 @@ class _GpuRenderer:
         self.emit("// vectorize: register tile (contraction -> outer-product FMAs), copies, initialiser")
         for h, sizes in to_vectorize:
             vs = f" vector_sizes [{', '.join(str(s) for s in sizes)}]" if sizes else ""
-            if sizes is None and h != cur:
+            if sizes is None and (h != cur or st.vectorize_optional):
                 self.emit(f"transform.sequence {h} : {_ANY} failures(suppress) {{")
                 self.emit(f"^bb0(%v: {_ANY}):")
                 self.emit(f"  transform.structured.vectorize %v : {_ANY}")
