@@ -343,7 +343,7 @@ def _resnet_conv_task_ir(*, transpose_out: bool = True) -> str:
     `(d3, 0, 0)`; without the transpose back to NCHW when `transpose_out` is False."""
     text = _CONV_TRANSPOSE_OUT.replace("(d3, 1, 0)", "(d3, 0, 0)").replace("tensor<32x2x1xf32>", "tensor<32x1x1xf32>")
     if not transpose_out:
-        head, tail = text.split("    %transposed = ")
+        head = text.split("    %transposed = ")[0]
         text = head + "    return %15 : tensor<1x7x7x32xf32>\n  }\n}"
         text = text.replace("-> tensor<1x32x7x7xf32> {", "-> tensor<1x7x7x32xf32> {", 1)
     return text

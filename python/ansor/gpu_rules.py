@@ -195,7 +195,7 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
 
 
 def _thread_binding_stage(task: SearchTask, ops: list[OpLoops], padded: bool) -> tuple[GpuStage | None, str]:
-    """Rule 4: a task without data reuse or reductions (element-wise, transposes, broadcasts,
+    """Rule 3: a task without data reuse or reductions (element-wise, transposes, broadcasts,
     gathers: what is left of a network between its anchors) is one op after inlining. Its
     space loops are bound to blocks and threads like Ansor's thread binding of such a stage: the
     multi-level tiling structure without reduction levels or shared-memory copies."""
@@ -225,8 +225,8 @@ def _thread_binding_stage(task: SearchTask, ops: list[OpLoops], padded: bool) ->
 
 
 def gpu_schedulable(task: SearchTask) -> tuple[bool, str]:
-    """Whether a GPU rule (multi-level tiling or cross-thread reduction) schedules `task`, and
-    the rule (or why none does)."""
+    """Whether a GPU rule (multi-level tiling, thread binding or cross-thread reduction)
+    schedules `task`, and the rule (or why none does)."""
     from .gpu_reduction import row_stage_for
 
     stage, why = gpu_stage_for(task)
