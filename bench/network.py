@@ -136,7 +136,8 @@ def main() -> int:
                         "(e.g. gradient-no-transfer) turns off transfer between tasks (ablation)")
     p.add_argument("--search", default="learned", choices=["learned", "random"])
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--resume", action="store_true", help="keep existing logs (default: start fresh)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep existing logs; their records count toward --trials (default: start fresh)")
     p.add_argument("--report-only", action="store_true",
                    help="no tuning: rebuild each listed strategy's tuning curve from its log, compile the "
                         "best one's records and time them against untuned MLIR and PyTorch")

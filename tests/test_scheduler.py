@@ -118,22 +118,27 @@ def test_gradient_spends_the_budget_where_the_latency_is(two_tasks, tmp_path) ->
 
 
 def test_network_tuning_resumes_from_its_log(two_tasks, tmp_path) -> None:
+    """`trials` is a total, the log's records included (as for one task): rerunning a command
+    finishes its budget instead of spending a new one."""
     log = tmp_path / "net.jsonl"
     scale = {t.hash: 1e-3 for t in two_tasks}
     TaskScheduler(two_tasks, strategy="round-robin").tune(32, batch_size=8, measurer=ScaledMeasurer(scale),
                                                          log_path=log, search="random")
     m = ScaledMeasurer(scale)
-    res = TaskScheduler(two_tasks, strategy="round-robin").tune(16, batch_size=8, measurer=m, log_path=log,
+    res = TaskScheduler(two_tasks, strategy="round-robin").tune(48, batch_size=8, measurer=m, log_path=log,
                                                                search="random")
-    assert res.trials == 16
-    assert [r.trials for r in res.results] == [8, 8]
+    assert res.trials == 48
+    assert [r.trials for r in res.results] == [8, 8]  # this run's share
+    assert res.history[0][0] == 32
     keys = [r.key for r in load_records(log)]
     assert len(keys) == len(set(keys)) == 48  # nothing measured twice across the two runs
-    # the progress table says that this run's trials come on top of the log's
+    # the same command again: its budget is spent, nothing is measured; the progress says why
     out = io.StringIO()
-    TaskScheduler(two_tasks, strategy="round-robin").tune(2, batch_size=8, measurer=ScaledMeasurer(scale),
-                                                         log_path=log, search="random", callback=SchedulerTable(out))
-    assert "resuming: 48 records already in the log" in out.getvalue()
+    res = TaskScheduler(two_tasks, strategy="round-robin").tune(48, batch_size=8, measurer=ScaledMeasurer(scale),
+                                                               log_path=log, search="random",
+                                                               callback=SchedulerTable(out))
+    assert [r.trials for r in res.results] == [0, 0] and len(load_records(log)) == 48
+    assert "resuming: 48 records already in the log count toward the trial budget" in out.getvalue()
 
 
 def test_early_stopping_ends_a_flat_run(two_tasks) -> None:
@@ -196,9 +201,9 @@ def test_resumed_gradient_run_skips_the_warmup_of_tuned_tasks(two_tasks, tmp_pat
     TaskScheduler(two_tasks, strategy="gradient", seed=1).tune(48, batch_size=8, measurer=ScaledMeasurer(scale),
                                                                 log_path=log, search="random")
     m = ScaledMeasurer(scale)
-    res = TaskScheduler(two_tasks, strategy="gradient", seed=1).tune(24, batch_size=8, measurer=m, log_path=log,
+    res = TaskScheduler(two_tasks, strategy="gradient", seed=1).tune(72, batch_size=8, measurer=m, log_path=log,
                                                                       search="random")
-    assert res.trials == 24
+    assert res.trials == 72  # the log's 48 and this run's 24
     assert m.count.get(heavy.hash, 0) == 24 and light.hash not in m.count  # no warm-up round for light
 
 

@@ -289,7 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "limits follow the host (AVX-512: 32-lane rows; else AVX2's 16); set "
                                    "ANSOR_VECTOR_BITS=256 or 512 to choose.")
     source_args(t)
-    t.add_argument("--trials", type=int, default=200, help="candidates to measure (default 200)")
+    t.add_argument("--trials", type=int, default=200,
+                   help="candidates to measure in total, the log's records included (default 200)")
     t.add_argument("--log", help="JSON-lines log to append to and resume from (default NAME.TARGET.jsonl)")
     t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     t.add_argument("--batch-size", type=int, default=64, help="candidates per measured batch (default 64, Ansor's)")

@@ -56,9 +56,10 @@ class NetworkTuneResult:
 
     tasks: tuple[SearchTask, ...]
     results: list[TuneResult]
-    #: (trials measured so far in this run, estimated objective in seconds) after every round
+    #: (trials measured so far, resumed records included, estimated objective in seconds)
+    #: at the start and after every round
     history: list[tuple[int, float]] = field(default_factory=list)
-    trials: int = 0
+    trials: int = 0  # measured in total, resumed records included
 
     @property
     def latencies(self) -> np.ndarray:
@@ -223,10 +224,11 @@ class TaskScheduler:
         search_options: dict | None = None,
         transfer: bool = True,
     ) -> NetworkTuneResult:
-        """Measure up to `trials` candidates in total (this run; the untuned programs measured
-        first count), `min(batch_size, remaining trials // tasks)` per round, the warm-up round
-        of the tasks with the largest share of the objective first. Records go to `log_path`
-        (resumable: each task resumes from its records).
+        """Measure until `trials` candidates are measured in total: records resumed from
+        `log_path` and the untuned programs count, as in one task's `tune`, so rerunning a killed
+        run's command finishes its budget. `min(batch_size, remaining trials // tasks)` per
+        round, the warm-up round of the tasks with the largest share of the objective first.
+        Records go to `log_path` (each task resumes from its records).
         `transfer` (learned search): before each round, the task's search gets the fastest
         schedules of the other tasks, adapted to its shapes (`EvolutionarySearch.transfer`);
         `transfer=False` is the ablation switch."""
@@ -251,8 +253,9 @@ class TaskScheduler:
             for tn in tuners:
                 tn.start(0)
             g = np.array([_cost(tn.best, tn.baseline) for tn in tuners])
-            # the untuned programs logged by start() (once per log) are trials of this run too
-            spent, turn = sum(tn.run_trials for tn in tuners), 0
+            # the budget is a total: the log's records and the untuned programs logged by start()
+            # (once per log) count
+            spent, turn = sum(tn.done for tn in tuners), 0
             per_round = max(1, min(batch_size, (trials - spent) // n))
             cb.on_start(self, tuners, self.objective(g))
             # Resuming: a task with tuned records in the log has had its rounds; rebuild its
@@ -269,7 +272,7 @@ class TaskScheduler:
                 log.warning("%d trials leave %d of the %d tasks untuned (a round needs at least one trial); "
                             "the tasks with the largest share of the latency go first",
                             left, len(warmup) - left, n)
-            result = NetworkTuneResult(self.tasks, [], [(0, self.objective(g))])
+            result = NetworkTuneResult(self.tasks, [], [(spent, self.objective(g))])
             best_obj, best_at = self.objective(g), spent
             since_improved = [0] * n
             alive = list(range(n))
@@ -370,8 +373,7 @@ class SchedulerTable(SchedulerCallback):
         self._p(f"{len(tuners)} tasks, strategy {sched.strategy}; untuned estimate {_ms(objective)} ms")
         prior = sum(len(tn.prior) for tn in tuners)
         if prior:
-            # unlike one task's --trials (a total, resumed records included), a network's counts this run
-            self._p(f"resuming: {prior} records already in the log; this run's trials come on top of them")
+            self._p(f"resuming: {prior} records already in the log count toward the trial budget")
 
     def on_round(self, sched: TaskScheduler, tuners: list[TaskTuner], task_index: int, trials: int,
                  objective: float) -> None:
