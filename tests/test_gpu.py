@@ -404,3 +404,47 @@ def test_elementwise_task_runs_on_the_gpu() -> None:
     for script in [None] + [sk.script(sample(sk, random.Random(i)).values()) for i in range(4)]:
         (out,) = compile_task_cuda(task, script).run([x, s])
         np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+
+
+# ResNet's 3x3 stride-2 max pool with its -inf padding (112x112x64 there, 16x16x8 here)
+_MAX_POOL = """func.func @pool(%x: tensor<1x16x16x8xf32>) -> tensor<1x8x8x8xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %win = tensor.empty() : tensor<3x3xf32>
+  %e = tensor.empty() : tensor<1x8x8x8xf32>
+  %init = linalg.fill ins(%ninf : f32) outs(%e : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
+  %p = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {
+  ^bb0(%a: index, %b: index, %c: index, %d: index):
+    tensor.yield %ninf : f32
+  } : tensor<1x16x16x8xf32> to tensor<1x18x18x8xf32>
+  %y = linalg.pooling_nhwc_max {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>}
+      ins(%p, %win : tensor<1x18x18x8xf32>, tensor<3x3xf32>) outs(%init : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
+  return %y : tensor<1x8x8x8xf32>
+}"""
+
+
+def test_windowed_op_the_vectorizer_declines_keeps_a_scalar_tile() -> None:
+    """MLIR 22 does not vectorize a pooling op (or a grouped / 3-D convolution) as tiled here:
+    "Attempted to vectorize, but failed" used to fail every GPU candidate of ResNet's max pool,
+    the untuned program included. The register tile now stays scalar instead."""
+    from ansor.gpu_lowering import emit_ptx
+
+    task = create_task(_MAX_POOL, name="pool", target="cuda")
+    sk = generate_sketches(task)[0]
+    assert sk.gpu_stage.vectorize_optional
+    rng = random.Random(8)
+    for script in [default_script(task)] + [sk.script(sample(sk, rng).values()) for _ in range(2)]:
+        assert "max.f32" in emit_ptx(task, script, arch="sm_90")
+
+
+@pytest.mark.gpu
+def test_windowed_op_the_vectorizer_declines_runs_on_the_gpu() -> None:
+    from ansor.gpu_lowering import compile_task_cuda
+
+    task = create_task(_MAX_POOL, name="pool", target="cuda")
+    x = np.random.default_rng(4).standard_normal((1, 16, 16, 8)).astype(np.float32)
+    p = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
+    want = np.max([p[:, i:i + 16:2, j:j + 16:2] for i in range(3) for j in range(3)], axis=0)
+    sk = generate_sketches(task)[0]
+    for script in [None] + [sk.script(sample(sk, random.Random(i)).values()) for i in range(3)]:
+        (out,) = compile_task_cuda(task, script).run([x])
+        np.testing.assert_array_equal(out, want)
