@@ -187,10 +187,6 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         init=inits[0].index if inits else None,
         consumer=fc[0].index if fc else None, consumer_dims=fc[1] if fc else (),
         decompose_row=_DECOMPOSE_ROW.get(op.name),
-        # A windowed op MLIR 22 cannot vectorize as it is (pooling, a grouped or 3-D convolution:
-        # "Attempted to vectorize, but failed", the untuned program included) keeps a scalar
-        # register tile instead of failing every candidate.
-        vectorize_optional=op.name not in _DECOMPOSE_ROW and not all(op.plain_inputs),
     )
     rule = f"gpu_multi_level_tiling(op{op.index})"
     if fc:
