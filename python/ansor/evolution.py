@@ -314,7 +314,10 @@ class EvolutionarySearch(SearchPolicy):
         self.info = {s.name: _SketchInfo(s, ragged_prob) for s in self.sketches}
         self.model = model
         self.features_fn = features_fn
-        self.rng = random.Random(seed)
+        # Not `random.Random(seed)`: `RandomSearch(seed)` draws from that stream, and the warm-up
+        # batches (uniform samples) would repeat random search's programs one for one, so a
+        # same-seed comparison of the two (bench/search_efficiency.py) measured the same programs.
+        self.rng = random.Random(f"evolution-{seed}")
         self.np_rng = np.random.default_rng(seed)
         self.measured: set[str] = set(measured or ())  # keys measured or already proposed
         self.best_measured: dict[Schedule, float] = {}  # successful schedules -> seconds
