@@ -361,3 +361,13 @@ def test_untrained_model_gets_uniform_samples(mm, monkeypatch) -> None:
     monkeypatch.setattr(ev, "_offspring", lambda pool, pop: calls.append(1) or [])
     ev.next_batch(16)
     assert calls  # trained: the evolutionary search runs again
+
+
+def test_warmup_samples_are_not_random_searchs(mm) -> None:
+    """Same seed, different streams: a same-seed comparison with random search (the benchmark's)
+    must not measure the same warm-up programs on both sides."""
+    _, sketches = mm
+    ev = small(sketches, XGBModel(few_shot_threshold=1000, nthread=1), seed=5)
+    rs = RandomSearch(sketches, seed=5)
+    a, b = ev.next_batch(32), rs.next_batch(32)
+    assert len({s.key() for s in a} & {s.key() for s in b}) < 4
