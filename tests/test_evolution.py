@@ -335,39 +335,3 @@ def test_transferred_schedules_are_measured_first(mm) -> None:
     batch = ev.next_batch(8)
     assert sum(s in adapted for s in batch) == 2  # transfer_ratio 0.25 of 8
     assert not (set(ev.foreign) & set(batch))  # measured ones leave the seeds
-
-
-def test_untrained_model_gets_uniform_samples(mm, monkeypatch) -> None:
-    """Before the cost model has its few-shot threshold of programs, a batch is the transferred
-    seeds and then uniform samples: no evolution under the untrained model's noise. Once it
-    is trained, evolution resumes."""
-    task, sketches = mm
-    other = create_task(workloads.get("matmul-96x128x384"), name="other")
-    donor_info = _SketchInfo(next(s for s in generate_sketches(other) if s.stages))
-    model = XGBModel(few_shot_threshold=32, nthread=1)
-    ev = small(sketches, model, seed=2)
-    ev.transfer([donor_info.sample(random.Random(i)) for i in range(6)])
-    adapted = set(ev.foreign)
-
-    def no_evolution(*_a, **_k):
-        raise AssertionError("evolved while the model is untrained")
-
-    monkeypatch.setattr(ev, "_offspring", no_evolution)
-    _, batches = run(task, sketches, ev, batches=2, n=16, model=model)
-    assert sum(s in adapted for s in batches[0]) == 4  # transfer_ratio 0.25 of 16
-    assert model.trained
-    monkeypatch.undo()
-    calls = []
-    monkeypatch.setattr(ev, "_offspring", lambda pool, pop: calls.append(1) or [])
-    ev.next_batch(16)
-    assert calls  # trained: the evolutionary search runs again
-
-
-def test_warmup_samples_are_not_random_searchs(mm) -> None:
-    """Same seed, different streams: a same-seed comparison with random search (the benchmark's)
-    must not measure the same warm-up programs on both sides."""
-    _, sketches = mm
-    ev = small(sketches, XGBModel(few_shot_threshold=1000, nthread=1), seed=5)
-    rs = RandomSearch(sketches, seed=5)
-    a, b = ev.next_batch(32), rs.next_batch(32)
-    assert len({s.key() for s in a} & {s.key() for s in b}) < 4

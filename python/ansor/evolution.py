@@ -314,10 +314,7 @@ class EvolutionarySearch(SearchPolicy):
         self.info = {s.name: _SketchInfo(s, ragged_prob) for s in self.sketches}
         self.model = model
         self.features_fn = features_fn
-        # Not `random.Random(seed)`: `RandomSearch(seed)` draws from that stream, and the warm-up
-        # batches (uniform samples) would repeat random search's programs one for one, so a
-        # same-seed comparison of the two (bench/search_efficiency.py) measured the same programs.
-        self.rng = random.Random(f"evolution-{seed}")
+        self.rng = random.Random(seed)
         self.np_rng = np.random.default_rng(seed)
         self.measured: set[str] = set(measured or ())  # keys measured or already proposed
         self.best_measured: dict[Schedule, float] = {}  # successful schedules -> seconds
@@ -352,8 +349,6 @@ class EvolutionarySearch(SearchPolicy):
     def next_batch(self, n: int) -> list[Schedule]:
         t_start = time.perf_counter()
         self._t_features = self._t_predict = 0.0
-        if getattr(self.model, "trained", True) is False:
-            return self._warmup_batch(n, t_start)
         pool = _Pool()
         pop = pool.add(self._initial_population())
         self._score(pool)
@@ -400,27 +395,6 @@ class EvolutionarySearch(SearchPolicy):
             self._t_predict,
         )
         return out  # shorter than n when the space is exhausted
-
-    def _warmup_batch(self, n: int, t_start: float) -> list[Schedule]:
-        """A batch while the cost model is still untrained (fewer programs than its few-shot
-        threshold): its scores would be noise, and evolving under noisy scores narrows the batch
-        to mutants of a few programs. Measured (`bench/search_efficiency.py`, 3 seeds x 3
-        workloads) the evolved warm-up batches were worse than uniform samples at 80 trials in 6
-        of 9 runs, so the batch is the other tasks' adapted schedules (`transfer`, up to
-        `transfer_ratio` of it, best donor first) and then uniform random samples."""
-        out: list[Schedule] = []
-        for sch in self.foreign:
-            if len(out) >= int(self.transfer_ratio * n + 0.5):
-                break
-            if sch.key() not in self.measured:
-                self.measured.add(sch.key())
-                out.append(sch)
-        self.foreign = [s for s in self.foreign if s.key() not in self.measured]
-        out += self._random_unmeasured(n - len(out))
-        total = time.perf_counter() - t_start
-        self.last_stats = {"total_s": total, "features_s": 0.0, "predict_s": 0.0, "search_s": total,
-                           "scored": 0.0}
-        return out
 
     def transfer(self, schedules: Sequence[Schedule]) -> int:
         """Replace the foreign seeds by `schedules` (other tasks' schedules, best first) adapted
