@@ -64,7 +64,7 @@ class OpLoops:
     plain_output: bool = True
     # Input indexed by loop dims or the constant 0 only: `plain_inputs`, or a broadcast along unit
     # axes such as torch-mlir's batch-norm parameters `tensor<64x1x1>` read at `(d3, 0, 0)`.
-    pointwise_inputs: tuple[bool, ...] | None = None
+    pointwise_inputs: tuple[bool, ...] = ()
 
     @property
     def space(self) -> tuple[int, ...]:
@@ -90,8 +90,7 @@ class OpLoops:
     def is_elementwise(self) -> bool:
         """No reduction and every input indexed by loop dims directly (a map permutation/broadcast),
         or at the constant 0 along a unit axis (a broadcast too)."""
-        inputs = self.plain_inputs if self.pointwise_inputs is None else self.pointwise_inputs
-        return not self.reduce and all(inputs)
+        return not self.reduce and all(self.pointwise_inputs)
 
     def is_init(self) -> bool:
         """An initialiser such as `linalg.fill`: no tensor inputs, no reduction."""
