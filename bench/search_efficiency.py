@@ -6,7 +6,9 @@
 For every workload and seed, tunes twice with the same seed (`search="random"` and
 `search="learned"`, each with its own resumable log), then reports per workload: random search's
 best at the full budget, the first trial at which learned search reached it, and learned/random
-best latency at the full budget (medians over seeds). Plots best-so-far curves to OUT/curves.png.
+best latency at the full budget (medians over seeds), and both searches' best as a share of the
+CPU's measured FMA peak (`lowering.fma_peak_gflops`, all cores): where random search already runs
+near the peak, no search can be much faster. Plots best-so-far curves to OUT/curves.png.
 Defaults are the issue's: matmul-1024, C2D (1,56,56,64,64,1,1,0), T2D (1,8,8,256,128,4,2,1).
 """
 
@@ -45,10 +47,12 @@ def main() -> None:
 
     import ansor
     from ansor import workloads
+    from ansor.lowering import fma_peak_gflops
     from ansor.progress import TableProgress
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    peak = fma_peak_gflops(threads=os.cpu_count())  # before tuning starts OpenMP in this process
     seeds = [int(s) for s in args.seeds.split(",")]
     curves: dict[tuple[str, str, int], list[float]] = {}
     for name in args.workloads.split(","):
@@ -61,21 +65,26 @@ def main() -> None:
                            crossover=not args.no_crossover, callback=TableProgress(), **tune_kwargs(args, seed))
                 curves[(name, search, seed)] = curve(log)
 
-    print(f"\nmachine: {os.uname().nodename}, {os.cpu_count()} cores; {args.trials} trials; seeds {seeds}")
-    print(f"{'workload':<30} {'random@N (ms)':>14} {'learned reaches it at':>22} {'learned@N / random@N':>21}")
+    print(f"\nmachine: {os.uname().nodename}, {os.cpu_count()} cores, f32 FMA peak {peak:.0f} GFLOP/s; "
+          f"{args.trials} trials; seeds {seeds}")
+    print(f"{'workload':<30} {'random@N (ms)':>14} {'learned reaches it at':>22} {'learned@N / random@N':>21} "
+          f"{'random@N % peak':>16} {'learned@N % peak':>17}")
     for name in args.workloads.split(","):
-        reach, ratio, rnd = [], [], []
+        flops = ansor.create_task(workloads.get(name), name=name).flops
+        reach, ratio, rnd, lrn = [], [], [], []
         for seed in seeds:
             r, lcurve = curves[(name, "random", seed)], curves[(name, "learned", seed)]
             target = r[-1]
             rnd.append(target)
+            lrn.append(lcurve[-1])
             hit = next((i + 1 for i, v in enumerate(lcurve) if v <= target), math.inf)
             reach.append(hit)
             ratio.append(lcurve[-1] / target)
         med_hit = statistics.median(reach)
         print(f"{name:<30} {statistics.median(rnd) * 1e3:>14.3f} "
               f"{(f'{med_hit:.0f} trials') if math.isfinite(med_hit) else 'not reached':>22} "
-              f"{statistics.median(ratio):>21.3f}")
+              f"{statistics.median(ratio):>21.3f} "
+              f"{flops / statistics.median(rnd) / 1e9 / peak:>16.0%} {flops / statistics.median(lrn) / 1e9 / peak:>17.0%}")
     try:
         import matplotlib
 

@@ -291,3 +291,13 @@ def test_index_inputs_get_valid_random_values() -> None:
     finally:
         m.close()
     assert res.error is None, res.error_msg
+
+
+def test_fma_peak_is_measured_not_folded() -> None:
+    """The roofline probe times real FMAs: a folded-away loop would report an absurd rate, a
+    scalarized one a tiny rate. Bounds for one core: above 2 GFLOP/s (scalar code at 1 GHz), below
+    2 FMA pipes x lanes x 2 flops x 6 GHz."""
+    one = lowering.fma_peak_gflops(threads=1, vector_bits=256, seconds=0.05, repeats=2)
+    assert 2.0 < one < 2 * 8 * 2 * 6.0
+    wide = lowering.fma_peak_gflops(threads=1, vector_bits=512, seconds=0.05, repeats=2)
+    assert 2.0 < wide < 2 * 16 * 2 * 6.0

@@ -535,3 +535,74 @@ def _lower_and_jit(module: ir.Module, task: SearchTask, opt_level: int) -> Compi
 def set_threads(n: int | None) -> None:
     """Number of OpenMP threads for kernels compiled afterwards in this process (None: all cores)."""
     os.environ["OMP_NUM_THREADS"] = str(n or os.cpu_count() or 1)
+
+
+def fma_peak_gflops(*, threads: int | None = None, vector_bits: int | None = None,
+                    seconds: float = 0.2, repeats: int = 5) -> float:
+    """The CPU's measured f32 FMA throughput in GFLOP/s: the roofline a tuned kernel can reach.
+
+    JIT-compiles, through this module's own CPU pipeline, a kernel in which every OpenMP thread
+    chains FMAs on 12 independent vector registers (enough to cover the FMA latency of current
+    x86 cores) and returns the best of `repeats` timings of about `seconds` each. `threads` is
+    the OpenMP thread count (None: the current `OMP_NUM_THREADS`, else all cores); `vector_bits`
+    the vector width (None: `sketch.VECTOR_BITS`, what the search targets)."""
+    import time
+
+    from .sketch import VECTOR_BITS
+
+    lanes = (vector_bits or VECTOR_BITS) // 32
+    nthreads = threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or os.cpu_count() or 1
+    acc = 12
+    vt = f"vector<{lanes}xf32>"
+    inits = "\n".join(f"    %i{k} = arith.constant dense<{k}.0> : {vt}" for k in range(acc))
+    args = ", ".join(f"%a{k} = %i{k}" for k in range(acc))
+    body = "\n".join(f"      %x{k} = vector.fma %a{k}, %b, %c : {vt}" for k in range(acc))
+    yields = ", ".join(f"%x{k}" for k in range(acc))
+    sums = "\n".join(f"    %s{k} = arith.addf %s{k - 1}, %r#{k} : {vt}" for k in range(1, acc))
+    text = f"""
+func.func @fma_peak(%out: memref<?xf32>, %n: index) attributes {{llvm.emit_c_interface}} {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %nt = memref.dim %out, %c0 : memref<?xf32>
+  scf.forall (%t) in (%nt) {{
+    %b = arith.constant dense<1.0000001> : {vt}
+    %c = arith.constant dense<1.0e-7> : {vt}
+{inits}
+    %r:{acc} = scf.for %i = %c0 to %n step %c1 iter_args({args}) -> ({", ".join([vt] * acc)}) {{
+{body}
+      scf.yield {yields} : {", ".join([vt] * acc)}
+    }}
+    %s0 = arith.addf %r#0, %r#0 : {vt}
+{sums}
+    %red = vector.reduction <add>, %s{acc - 1} : {vt} into f32
+    memref.store %red, %out[%t] : memref<?xf32>
+  }}
+  return
+}}"""
+    _native.register_everything()
+    old = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = str(nthreads)
+    try:
+        with ir.Context(), ir.Location.unknown():
+            module = ir.Module.parse(text)
+            _run_passes(module, _TO_LLVM_CPU, "lower")
+            engine = ExecutionEngine(module, opt_level=3, shared_libs=list(runtime_libs()))
+            out = np.zeros(nthreads, dtype=np.float32)
+            desc = ctypes.pointer(ctypes.pointer(memref_descriptor(out)))
+
+            def run(n: int) -> float:
+                t0 = time.perf_counter()
+                engine.invoke("fma_peak", desc, ctypes.pointer(ctypes.c_longlong(n)))
+                return time.perf_counter() - t0
+
+            n = 1 << 16
+            while run(n) < seconds / 4:
+                n *= 2
+            n = int(n * seconds / max(run(n), 1e-9))
+            best = min(run(n) for _ in range(repeats))
+    finally:
+        if old is None:
+            del os.environ["OMP_NUM_THREADS"]
+        else:
+            os.environ["OMP_NUM_THREADS"] = old
+    return 2.0 * acc * lanes * n * nthreads / best / 1e9
