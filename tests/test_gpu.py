@@ -405,3 +405,77 @@ def test_elementwise_task_runs_on_the_gpu() -> None:
         (out,) = compile_task_cuda(task, script).run([x, s])
         np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
 
+
+
+# ResNet's max pool: -inf padding, 3x3 window, stride 2 (NHWC)
+_MAXPOOL = """func.func @maxpool(%x: tensor<1x16x16x24xf32>) -> tensor<1x8x8x24xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %p = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %ninf : f32
+  } : tensor<1x16x16x24xf32> to tensor<1x18x18x24xf32>
+  %win = tensor.empty() : tensor<3x3xf32>
+  %e = tensor.empty() : tensor<1x8x8x24xf32>
+  %f = linalg.fill ins(%ninf : f32) outs(%e : tensor<1x8x8x24xf32>) -> tensor<1x8x8x24xf32>
+  %y = linalg.pooling_nhwc_max {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%p, %win : tensor<1x18x18x24xf32>, tensor<3x3xf32>) outs(%f : tensor<1x8x8x24xf32>) -> tensor<1x8x8x24xf32>
+  return %y : tensor<1x8x8x24xf32>
+}"""
+
+
+# A channels-first convolution (decomposed along its output rows, loop d2)
+_CONV_NCHW = """func.func @cnchw(%x: tensor<1x8x12x12xf32>, %w: tensor<16x8x3x3xf32>) -> tensor<1x16x10x10xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x16x10x10xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x16x10x10xf32>) -> tensor<1x16x10x10xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%x, %w : tensor<1x8x12x12xf32>, tensor<16x8x3x3xf32>) outs(%f : tensor<1x16x10x10xf32>) -> tensor<1x16x10x10xf32>
+  return %y : tensor<1x16x10x10xf32>
+}"""
+
+
+@pytest.mark.parametrize("ir, row, op", [(_MAXPOOL, 1, "max.NaN.f32"), (_CONV_NCHW, 2, "fma.rn.f32")],
+                         ids=["maxpool-nhwc", "conv-nchw"])
+def test_windowed_ops_are_decomposed_and_vectorized_on_the_gpu(ir: str, row: int, op: str) -> None:
+    """MLIR 22 vectorizes pooling and channels-first convolutions only in their 1-D form (like the
+    NHWC convolutions): the GPU sketch keeps the output-row register tile at 1 and decomposes the
+    tile. Before, every such schedule, the untuned one included, failed with "Attempted to
+    vectorize, but failed"."""
+    from ansor.gpu_lowering import emit_ptx
+
+    task = create_task(ir, name="windowed", target="cuda")
+    sk = generate_sketches(task)[0]
+    assert sk.rule == "gpu_multi_level_tiling(op1)" and sk.gpu_stage.decompose_row == row
+    rng = random.Random(8)
+    for script in [default_script(task)] + [sk.script(sample(sk, rng).values()) for _ in range(3)]:
+        assert "transform.structured.decompose" in script
+        ptx = emit_ptx(task, script, arch="sm_90")
+        assert ".entry" in ptx and op in ptx
+
+
+@pytest.mark.gpu
+def test_pooling_runs_on_the_gpu() -> None:
+    from ansor.gpu_lowering import compile_task_cuda
+
+    task = create_task(_MAXPOOL, name="maxpool", target="cuda")
+    x = np.random.default_rng(4).standard_normal((1, 16, 16, 24)).astype(np.float32)
+    p = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
+    want = np.max([p[:, i:i + 16:2, j:j + 16:2] for i in range(3) for j in range(3)], axis=0)
+    sk = generate_sketches(task)[0]
+    for script in [None] + [sk.script(sample(sk, random.Random(i)).values()) for i in range(4)]:
+        (out,) = compile_task_cuda(task, script).run([x])
+        np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.gpu
+def test_channels_first_conv_runs_on_the_gpu() -> None:
+    from ansor.gpu_lowering import compile_task_cuda
+
+    task = create_task(_CONV_NCHW, name="cnchw", target="cuda")
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((1, 8, 12, 12)).astype(np.float32), rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    want = sum(np.einsum("nchw,fc->nfhw", x[:, :, i:i + 10, j:j + 10], w[:, :, i, j]) for i in range(3) for j in range(3))
+    sk = generate_sketches(task)[0]
+    for script in [None] + [sk.script(sample(sk, random.Random(i)).values()) for i in range(4)]:
+        (out,) = compile_task_cuda(task, script).run([x, w])
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)

@@ -62,7 +62,12 @@ MAX_INNERMOST = 64
 MAX_MAPPED = 3
 #: 2-D convolutions MLIR 22 vectorizes only once decomposed to 1-D (`transform.structured.decompose`,
 #: which needs unit output-row and filter-row tiles): named op -> its output row loop.
-_DECOMPOSE_ROW = {"linalg.conv_2d_nhwc_hwcf": 1, "linalg.conv_2d_nhwc_fhwc": 1, "linalg.depthwise_conv_2d_nhwc_hwc": 1}
+_DECOMPOSE_ROW = {
+    **{name: 1 for name in ("linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nhwc_fhwc", "linalg.depthwise_conv_2d_nhwc_hwc",
+                            "linalg.pooling_nhwc_max", "linalg.pooling_nhwc_sum", "linalg.pooling_nhwc_min")},
+    **{name: 2 for name in ("linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nchw_max",
+                            "linalg.pooling_nchw_sum")},
+}
 
 _ANY = "!transform.any_op"
 _PARAM = "!transform.param<i64>"
