@@ -406,7 +406,6 @@ def test_elementwise_task_runs_on_the_gpu() -> None:
         np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
 
 
-
 # ResNet's max pool: -inf padding, 3x3 window, stride 2 (NHWC)
 _MAXPOOL = """func.func @maxpool(%x: tensor<1x16x16x24xf32>) -> tensor<1x8x8x24xf32> {
   %ninf = arith.constant 0xFF800000 : f32
