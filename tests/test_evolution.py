@@ -335,3 +335,28 @@ def test_transferred_schedules_are_measured_first(mm) -> None:
     batch = ev.next_batch(8)
     assert sum(s in adapted for s in batch) == 2  # transfer_ratio 0.25 of 8
     assert not (set(ev.foreign) & set(batch))  # measured ones leave the seeds
+
+
+def test_a_failed_draw_is_skipped_not_fatal(mm, monkeypatch) -> None:
+    """A sketch whose constraints rarely admit a random draw must not stop the search (a GPU 3-D
+    convolution's sampler gave up after 4000 tries once in a population and crashed
+    `ansor tune --target cuda`): both searches draw again."""
+    import ansor.search
+    from ansor.annotation import SamplingError
+
+    _, sketches = mm
+    calls = {"n": 0}
+
+    def flaky(real):
+        def draw(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] % 3 == 0:
+                raise SamplingError("no valid annotation found")
+            return real(*args, **kwargs)
+        return draw
+
+    monkeypatch.setattr(ansor.search, "sample", flaky(ansor.search.sample))
+    assert len(RandomSearch(sketches, seed=0).next_batch(16)) == 16
+    monkeypatch.setattr(_SketchInfo, "sample", flaky(_SketchInfo.sample))
+    batch = small(sketches, RandomModel(seed=0)).next_batch(16)
+    assert len(batch) == 16 and calls["n"] > 48

@@ -433,21 +433,33 @@ _CONV_NCHW = """func.func @cnchw(%x: tensor<1x8x12x12xf32>, %w: tensor<16x8x3x3x
 }"""
 
 
-@pytest.mark.parametrize("ir, row, op", [(_MAXPOOL, 1, "max.NaN.f32"), (_CONV_NCHW, 2, "fma.rn.f32")],
-                         ids=["maxpool-nhwc", "conv-nchw"])
-def test_windowed_ops_are_decomposed_and_vectorized_on_the_gpu(ir: str, row: int, op: str) -> None:
-    """MLIR 22 vectorizes pooling and channels-first convolutions only in their 1-D form (like the
-    NHWC convolutions): the GPU sketch keeps the output-row register tile at 1 and decomposes the
-    tile. Before, every such schedule, the untuned one included, failed with "Attempted to
+# A 3-D convolution (decomposed by our transform.ansor.decompose_conv3d: output depth and rows, d1 d2)
+_CONV3D = """func.func @c3d(%x: tensor<1x4x6x6x4xf32>, %w: tensor<3x3x3x4x8xf32>) -> tensor<1x2x4x4x8xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x2x4x4x8xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x2x4x4x8xf32>) -> tensor<1x2x4x4x8xf32>
+  %y = linalg.conv_3d_ndhwc_dhwcf {dilations = dense<1> : tensor<3xi64>, strides = dense<1> : tensor<3xi64>}
+      ins(%x, %w : tensor<1x4x6x6x4xf32>, tensor<3x3x3x4x8xf32>) outs(%f : tensor<1x2x4x4x8xf32>) -> tensor<1x2x4x4x8xf32>
+  return %y : tensor<1x2x4x4x8xf32>
+}"""
+
+
+@pytest.mark.parametrize("ir, rows, op", [(_MAXPOOL, (1,), "max.NaN.f32"), (_CONV_NCHW, (2,), "fma.rn.f32"),
+                                          (_CONV3D, (1, 2), "fma.rn.f32")],
+                         ids=["maxpool-nhwc", "conv-nchw", "conv3d"])
+def test_windowed_ops_are_decomposed_and_vectorized_on_the_gpu(ir: str, rows: tuple[int, ...], op: str) -> None:
+    """MLIR 22 vectorizes pooling, channels-first and 3-D convolutions only in their 1-D form (like
+    the NHWC convolutions): the GPU sketch keeps the output-row register tiles at 1 and decomposes
+    the tile. Before, every such schedule, the untuned one included, failed with "Attempted to
     vectorize, but failed"."""
     from ansor.gpu_lowering import emit_ptx
 
     task = create_task(ir, name="windowed", target="cuda")
     sk = generate_sketches(task)[0]
-    assert sk.rule == "gpu_multi_level_tiling(op1)" and sk.gpu_stage.decompose_row == row
+    assert sk.rule == "gpu_multi_level_tiling(op1)" and sk.gpu_stage.decompose_rows == rows
     rng = random.Random(8)
     for script in [default_script(task)] + [sk.script(sample(sk, rng).values()) for _ in range(3)]:
-        assert "transform.structured.decompose" in script
+        assert sk.gpu_stage.decompose_op in script
         ptx = emit_ptx(task, script, arch="sm_90")
         assert ".entry" in ptx and op in ptx
 
@@ -474,6 +486,21 @@ def test_channels_first_conv_runs_on_the_gpu() -> None:
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((1, 8, 12, 12)).astype(np.float32), rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
     want = sum(np.einsum("nchw,fc->nfhw", x[:, :, i:i + 10, j:j + 10], w[:, :, i, j]) for i in range(3) for j in range(3))
+    sk = generate_sketches(task)[0]
+    for script in [None] + [sk.script(sample(sk, random.Random(i)).values()) for i in range(4)]:
+        (out,) = compile_task_cuda(task, script).run([x, w])
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_conv3d_runs_on_the_gpu() -> None:
+    from ansor.gpu_lowering import compile_task_cuda
+
+    task = create_task(_CONV3D, name="c3d", target="cuda")
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal((1, 4, 6, 6, 4)).astype(np.float32), rng.standard_normal((3, 3, 3, 4, 8)).astype(np.float32)
+    want = sum(np.einsum("ndhwc,cf->ndhwf", x[:, a:a + 2, b:b + 4, c:c + 4], w[a, b, c])
+               for a in range(3) for b in range(3) for c in range(3))
     sk = generate_sketches(task)[0]
     for script in [None] + [sk.script(sample(sk, random.Random(i)).values()) for i in range(4)]:
         (out,) = compile_task_cuda(task, script).run([x, w])

@@ -192,6 +192,11 @@ def validate(sketch: Sketch, values: Mapping[str, int]) -> str | None:
     return None
 
 
+class SamplingError(RuntimeError):
+    """No valid annotation found within the tries: a rare draw on a tightly constrained sketch
+    (the search skips it and draws again)."""
+
+
 def sample(sketch: Sketch, rng: random.Random, *, max_tries: int = 1000) -> Schedule:
     """A random valid annotation of `sketch` (uniform, but for `FULL_VECTOR_PROB`)."""
     if hasattr(sketch, "sample"):  # GPU sketches (gpu_rules.py)
@@ -210,4 +215,4 @@ def sample(sketch: Sketch, rng: random.Random, *, max_tries: int = 1000) -> Sche
                 values[k.name] = rng.choice(k.options)
         if validate(sketch, values) is None:
             return Schedule.of(sketch.name, values)
-    raise RuntimeError(f"sketch {sketch.name}: no valid annotation found in {max_tries} tries")
+    raise SamplingError(f"sketch {sketch.name}: no valid annotation found in {max_tries} tries")

@@ -39,6 +39,7 @@ import numpy as np
 
 from .annotation import (
     RAGGED_PROB,
+    SamplingError,
     Schedule,
     choose_sizes,
     factors_from_sizes,
@@ -186,7 +187,7 @@ class _SketchInfo:
                 if math.prod(values[n] for n in reg) <= MAX_REGISTER_TILE:
                     break
             else:
-                raise RuntimeError(
+                raise SamplingError(
                     f"sketch {self.sketch.name}: no valid annotation found in {max_tries} tries"
                 )
         for k in self.non_tile:
@@ -438,7 +439,10 @@ class EvolutionarySearch(SearchPolicy):
         for _ in range(2 * self.population):
             if len(out) >= want:
                 break
-            out.setdefault(self.info[self.rng.choice(self.sketches).name].sample(self.rng))
+            try:
+                out.setdefault(self.info[self.rng.choice(self.sketches).name].sample(self.rng))
+            except SamplingError:
+                continue
         return list(out)
 
     def _random_unmeasured(self, n: int) -> list[Schedule]:
@@ -446,7 +450,10 @@ class EvolutionarySearch(SearchPolicy):
         for _ in range(50 * n):
             if len(out) >= n:
                 break
-            sch = self.info[self.rng.choice(self.sketches).name].sample(self.rng)
+            try:
+                sch = self.info[self.rng.choice(self.sketches).name].sample(self.rng)
+            except SamplingError:
+                continue
             key = sch.key()
             if key not in self.measured:
                 self.measured.add(key)

@@ -33,7 +33,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .annotation import Schedule
+from .annotation import SamplingError, Schedule
 from .loops import OP_ATTR, analyze_graph
 from .sketch import Knob, LoopSplit, Sketch
 from .task import SearchTask
@@ -233,7 +233,7 @@ class RowSketch(Sketch):
             values = {k.name: rng.choice(k.options) for k in self.knobs}
             if self.validate(values) is None:
                 return Schedule.of(self.name, values)
-        raise RuntimeError(f"sketch {self.name}: no valid annotation found in {max_tries} tries")
+        raise SamplingError(f"sketch {self.name}: no valid annotation found in {max_tries} tries")
 
     def __hash__(self) -> int:
         return hash((self.name, self.rules, self.gpu_stage))

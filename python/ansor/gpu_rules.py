@@ -41,7 +41,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .annotation import Schedule, factorizations, sizes_from_factors
+from .annotation import SamplingError, Schedule, factorizations, sizes_from_factors
 from .loops import OP_ATTR, OpLoops, analyze_graph
 from .sketch import Knob, LoopSplit, Sketch
 from .task import SearchTask
@@ -60,13 +60,17 @@ MAX_VTHREAD = 8
 MAX_INNERMOST = 64
 #: Space loops mapped to block/thread ids (x, y, z).
 MAX_MAPPED = 3
-#: 2-D convolutions MLIR 22 vectorizes only once decomposed to 1-D (`transform.structured.decompose`,
-#: which needs unit output-row and filter-row tiles): named op -> its output row loop.
-_DECOMPOSE_ROW = {
-    **{name: 1 for name in ("linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nhwc_fhwc", "linalg.depthwise_conv_2d_nhwc_hwc",
-                            "linalg.pooling_nhwc_max", "linalg.pooling_nhwc_sum", "linalg.pooling_nhwc_min")},
-    **{name: 2 for name in ("linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nchw_max",
-                            "linalg.pooling_nchw_sum")},
+#: Windowed named ops MLIR 22 vectorizes only once decomposed to 1-D: op -> (its output-row loops,
+#: kept at 1 per register tile (the matching window loops step by 1 in R2 anyway), the transform
+#: op that turns such a tile into the 1-D op). `transform.ansor.decompose_conv3d` is ours.
+_DECOMPOSE = {
+    **{name: ((1,), "transform.structured.decompose") for name in (
+        "linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nhwc_fhwc", "linalg.depthwise_conv_2d_nhwc_hwc",
+        "linalg.pooling_nhwc_max", "linalg.pooling_nhwc_sum", "linalg.pooling_nhwc_min")},
+    **{name: ((2,), "transform.structured.decompose") for name in (
+        "linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nchw_max",
+        "linalg.pooling_nchw_sum")},
+    "linalg.conv_3d_ndhwc_dhwcf": ((1, 2), "transform.ansor.decompose_conv3d"),
 }
 
 _ANY = "!transform.any_op"
@@ -90,7 +94,8 @@ class GpuStage:
     init: int | None = None  # fused linalg.fill
     consumer: int | None = None  # fused element-wise consumer
     consumer_dims: tuple[int, ...] = ()  # consumer loop c <-> op loop consumer_dims[c]
-    decompose_row: int | None = None  # 2-D convolution: output row loop kept at 1 per register tile
+    decompose_rows: tuple[int, ...] = ()  # windowed op: output-row loops kept at 1 per register tile
+    decompose_op: str = ""  # the transform op turning such a tile into the 1-D op
     vectorize_optional: bool = False  # the register tile stays scalar where the vectorizer declines
 
     @property
@@ -191,7 +196,8 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         input_dims=op.input_dims, output_dims=op.output_dims, promoted=promoted, elem_bytes=_elem_bytes(task),
         init=inits[0].index if inits else None,
         consumer=fc[0].index if fc else None, consumer_dims=fc[1] if fc else (),
-        decompose_row=_DECOMPOSE_ROW.get(op.name),
+        decompose_rows=_DECOMPOSE[op.name][0] if op.name in _DECOMPOSE else (),
+        decompose_op=_DECOMPOSE[op.name][1] if op.name in _DECOMPOSE else "",
     )
     rule = f"gpu_multi_level_tiling(op{op.index})"
     if fc:
@@ -366,8 +372,8 @@ def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, 
             continue
         if any(chain[i] % chain[i + 1] for i in range(len(chain) - 1)):
             return f"op{stage.op} loop d{d}: tile sizes {chain[1:]} do not nest in extent {e}"
-        if kind == "S" and d == stage.decompose_row and chain[4] != 1:
-            return f"op{stage.op} loop d{d}: a convolution's output-row register tile must be 1"
+        if kind == "S" and d in stage.decompose_rows and chain[4] != 1:
+            return f"op{stage.op} loop d{d}: a windowed op's output-row register tile must be 1"
         if kind == "S":
             thread_tile *= chain[3]
             vthreads *= chain[1] // chain[2]
@@ -399,12 +405,16 @@ def sample_gpu(sketch: GpuSketch, rng: random.Random, *, max_tries: int = 4000) 
             if not s.tile_knobs:
                 continue
             choices = factorizations(s.extent, s.levels)
+            if s.kind == "S" and s.op == stage.op and s.dim in stage.decompose_rows:
+                # a windowed op's output-row register tile is 1 (validate_gpu): sampled as such,
+                # since rejection alone rarely meets it on two rows (a 3-D convolution)
+                choices = tuple(f for f in choices if f[-1] == 1)
             factors = rng.choice(choices)
             values.update(zip(s.tile_knobs, sizes_from_factors(factors), strict=True))
         values[stage.unroll_knob] = rng.choice(GPU_UNROLL_OPTIONS)
         if validate_gpu(stage, sketch.knobs, values) is None:
             return Schedule.of(sketch.name, values)
-    raise RuntimeError(f"sketch {sketch.name}: no valid GPU annotation found in {max_tries} tries")
+    raise SamplingError(f"sketch {sketch.name}: no valid GPU annotation found in {max_tries} tries")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -640,10 +650,10 @@ class _GpuRenderer:
                 c = self.fresh("cst")
                 self.emit(f"{c} = transform.param.constant {tag} : i64 -> {_PARAM}")
                 self.emit(f'transform.annotate {lp} "ansor.r1" = {c} : {_ANY}, {_PARAM}')
-        if st.decompose_row is not None:
-            self.emit("// a 2-D convolution with unit row tiles is a 1-D one: the vectorizer takes only those")
+        if st.decompose_rows:
+            self.emit("// a windowed op with unit row tiles is a 1-D one: the vectorizer takes only those")
             dec = self.fresh("dec")
-            self.emit(f"{dec} = transform.structured.decompose {cur} : ({_ANY}) -> {_ANY}")
+            self.emit(f"{dec} = {st.decompose_op} {cur} : ({_ANY}) -> {_ANY}")
             cur = dec
         to_vectorize.append((cur, None))
         if st.consumer is not None:
@@ -676,7 +686,7 @@ class _GpuRenderer:
         self.emit("  transform.apply_patterns.vector.lower_outerproduct")
         self.emit("  transform.apply_patterns.canonicalization")
         self.emit(f"}} : {_ANY}")
-        if st.decompose_row is not None:
+        if st.decompose_rows:
             # (hoisting around the decomposed convolution's rank-reducing slices makes bufferization
             # copy the accumulator into a buffer that the block's threads would share)
             self.emit("// decomposed convolution: the accumulator is not hoisted")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import random
 
-from .annotation import Schedule, sample
+from .annotation import SamplingError, Schedule, sample
 from .measure import MeasureInput, MeasureResult
 from .sketch import Sketch
 
@@ -47,7 +47,10 @@ class RandomSearch(SearchPolicy):
             if len(out) == n:
                 break
             sk = self.rng.choice(self.sketches)
-            sch = sample(sk, self.rng)
+            try:
+                sch = sample(sk, self.rng)
+            except SamplingError:  # a rare draw on a tightly constrained sketch: draw again
+                continue
             if sch.key() in keys:
                 continue
             keys.add(sch.key())
