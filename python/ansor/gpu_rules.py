@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from .annotation import SamplingError, Schedule, factorizations, sizes_from_factors
 from .loops import OP_ATTR, OpLoops, analyze_graph
+from .rules import DECOMPOSE
 from .sketch import Knob, LoopSplit, Sketch
 from .task import SearchTask
 
@@ -60,19 +61,6 @@ MAX_VTHREAD = 8
 MAX_INNERMOST = 64
 #: Space loops mapped to block/thread ids (x, y, z).
 MAX_MAPPED = 3
-#: Windowed named ops MLIR 22 vectorizes only once decomposed to 1-D: op -> (its output-row loops,
-#: kept at 1 per register tile (the matching window loops step by 1 in R2 anyway), the transform
-#: op that turns such a tile into the 1-D op). `transform.ansor.decompose_conv3d` is ours.
-_DECOMPOSE = {
-    **{name: ((1,), "transform.structured.decompose") for name in (
-        "linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nhwc_fhwc", "linalg.depthwise_conv_2d_nhwc_hwc",
-        "linalg.pooling_nhwc_max", "linalg.pooling_nhwc_sum", "linalg.pooling_nhwc_min")},
-    **{name: ((2,), "transform.structured.decompose") for name in (
-        "linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nchw_max",
-        "linalg.pooling_nchw_sum")},
-    "linalg.conv_3d_ndhwc_dhwcf": ((1, 2), "transform.ansor.decompose_conv3d"),
-}
-
 _ANY = "!transform.any_op"
 _PARAM = "!transform.param<i64>"
 _AXES = "xyz"
@@ -196,8 +184,10 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         input_dims=op.input_dims, output_dims=op.output_dims, promoted=promoted, elem_bytes=_elem_bytes(task),
         init=inits[0].index if inits else None,
         consumer=fc[0].index if fc else None, consumer_dims=fc[1] if fc else (),
-        decompose_rows=_DECOMPOSE[op.name][0] if op.name in _DECOMPOSE else (),
-        decompose_op=_DECOMPOSE[op.name][1] if op.name in _DECOMPOSE else "",
+        # windowed ops: the CPU rules' table (output-row loops kept at 1, the decomposing op);
+        # on the GPU the window loops step by 1 in R2 anyway
+        decompose_rows=DECOMPOSE[op.name][0] if op.name in DECOMPOSE else (),
+        decompose_op=DECOMPOSE[op.name][1] if op.name in DECOMPOSE else "",
     )
     rule = f"gpu_multi_level_tiling(op{op.index})"
     if fc:

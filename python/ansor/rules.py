@@ -51,8 +51,9 @@ MAX_SKETCHES = 8
 #: scalar, ~1 GFLOP/s): op -> (its output-row loops, the transform op turning a register tile
 #: whose row loops and matching window loops have extent 1 into the 1-D op). The row loops'
 #: innermost tiles are limited to 1; every window loop steps by 1 in R1 anyway.
-#: `transform.ansor.decompose_conv3d` is ours (dialects/AnsorTransformOps.td).
-_DECOMPOSE = {
+#: `transform.ansor.decompose_conv3d` is ours (dialects/AnsorTransformOps.td). The GPU rules use this
+#: table too (gpu_rules.GpuStage.decompose_rows).
+DECOMPOSE = {
     **{name: ((1,), "transform.structured.decompose") for name in (
         "linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nhwc_fhwc", "linalg.depthwise_conv_2d_nhwc_hwc",
         "linalg.pooling_nhwc_max", "linalg.pooling_nhwc_sum", "linalg.pooling_nhwc_min")},
@@ -68,7 +69,7 @@ def _folds_units(op: OpLoops) -> bool:
     generic only when every index is a plain loop, so its register tile keeps the window's
     strided space loops at 1 (`window_dims`) and, with every reduction loop stepping by 1 in R1,
     folding the unit loops away (`fold_unit_extent_dims`) leaves plain indices to vectorize."""
-    return op.name not in _DECOMPOSE and not all(op.plain_inputs)
+    return op.name not in DECOMPOSE and not all(op.plain_inputs)
 
 
 def _exact_tiles_suffice(extent: int, vector: bool) -> bool:
@@ -89,8 +90,8 @@ def _splits(op: OpLoops, kind: str, *, ragged: bool = False) -> tuple[LoopSplit,
     vec = op.innermost_output_dim()
     if kind != "mlt":
         rows: tuple[int, ...] = ()
-    elif op.name in _DECOMPOSE:
-        rows = _DECOMPOSE[op.name][0]
+    elif op.name in DECOMPOSE:
+        rows = DECOMPOSE[op.name][0]
     else:  # a windowed linalg.generic: see `_folds_units`
         rows = op.window_dims
     out = []
@@ -234,7 +235,7 @@ def _variants(op: OpLoops, by_index: dict[int, OpLoops], inits: dict[int, list[O
     my_inits = tuple((i.index, len(i.extents)) for i in inits.get(op.index, []))
     my_pads = tuple(pads.get(op.index, []))
     if op.has_data_reuse() and not op.is_elementwise() and not op.is_init():
-        decompose = _DECOMPOSE[op.name][1] if op.name in _DECOMPOSE else ""
+        decompose = DECOMPOSE[op.name][1] if op.name in DECOMPOSE else ""
         fold = _folds_units(op)
         fc = _fusable_consumer(op, by_index)
         if fc is not None:
