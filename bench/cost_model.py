@@ -10,8 +10,8 @@ Three evaluations, each training `XGBModel` from scratch:
   other task  - leave one task out: train on all other tasks' records, test on that task's.
 Metrics on the test programs' normalized throughput (higher is better): pairwise comparison
 accuracy, recall@k of the true top-k, and R². Ansor reported R² 0.958, pairwise 0.851,
-recall@30 0.624 on ResNet-50 records. Ansor's protocol also prints recall@k within each task
-that has at least 2k test programs.
+recall@30 0.624 on ResNet-50 records. Under Ansor's protocol it also prints recall@k within each
+task that has at least 2k test programs.
 
 The labels are measurements, so the metrics also say how well a re-measurement of the same test
 programs would agree with them ("re-measured"), simulated by multiplying the labels by

@@ -207,7 +207,10 @@ class _SketchInfo:
         options; knobs the donor lacks are drawn at random. None when the result breaks the
         register-tile limit (or a GPU sketch's device limits)."""
         if any(n not in values for n in self.names):
-            fill = self.sample(rng).values()
+            try:
+                fill = self.sample(rng).values()
+            except SamplingError:
+                return None
         else:
             fill = {}
         new: dict[str, int] = {}
