@@ -464,44 +464,41 @@ def test_windowed_ops_are_decomposed_and_vectorized_on_the_gpu(ir: str, rows: tu
         assert ".entry" in ptx and op in ptx
 
 
-@pytest.mark.gpu
-def test_pooling_runs_on_the_gpu() -> None:
+def _untuned_and_sampled_match(ir: str, name: str, inputs: list[np.ndarray], want: np.ndarray, tol: float) -> None:
+    """The untuned program and 4 sampled schedules of `ir` on the GPU, against a numpy result
+    (`tol` 0: exactly equal)."""
     from ansor.gpu_lowering import compile_task_cuda
 
-    task = create_task(_MAXPOOL, name="maxpool", target="cuda")
+    task = create_task(ir, name=name, target="cuda")
+    sk = generate_sketches(task)[0]
+    for script in [None] + [sk.script(sample(sk, random.Random(i)).values()) for i in range(4)]:
+        (out,) = compile_task_cuda(task, script).run(inputs)
+        if tol:
+            np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
+        else:
+            np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.gpu
+def test_pooling_runs_on_the_gpu() -> None:
     x = np.random.default_rng(4).standard_normal((1, 16, 16, 24)).astype(np.float32)
     p = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
     want = np.max([p[:, i:i + 16:2, j:j + 16:2] for i in range(3) for j in range(3)], axis=0)
-    sk = generate_sketches(task)[0]
-    for script in [None] + [sk.script(sample(sk, random.Random(i)).values()) for i in range(4)]:
-        (out,) = compile_task_cuda(task, script).run([x])
-        np.testing.assert_array_equal(out, want)
+    _untuned_and_sampled_match(_MAXPOOL, "maxpool", [x], want, 0.0)
 
 
 @pytest.mark.gpu
 def test_channels_first_conv_runs_on_the_gpu() -> None:
-    from ansor.gpu_lowering import compile_task_cuda
-
-    task = create_task(_CONV_NCHW, name="cnchw", target="cuda")
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((1, 8, 12, 12)).astype(np.float32), rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
     want = sum(np.einsum("nchw,fc->nfhw", x[:, :, i:i + 10, j:j + 10], w[:, :, i, j]) for i in range(3) for j in range(3))
-    sk = generate_sketches(task)[0]
-    for script in [None] + [sk.script(sample(sk, random.Random(i)).values()) for i in range(4)]:
-        (out,) = compile_task_cuda(task, script).run([x, w])
-        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    _untuned_and_sampled_match(_CONV_NCHW, "cnchw", [x, w], want, 1e-4)
 
 
 @pytest.mark.gpu
 def test_conv3d_runs_on_the_gpu() -> None:
-    from ansor.gpu_lowering import compile_task_cuda
-
-    task = create_task(_CONV3D, name="c3d", target="cuda")
     rng = np.random.default_rng(6)
     x, w = rng.standard_normal((1, 4, 6, 6, 4)).astype(np.float32), rng.standard_normal((3, 3, 3, 4, 8)).astype(np.float32)
     want = sum(np.einsum("ndhwc,cf->ndhwf", x[:, a:a + 2, b:b + 4, c:c + 4], w[a, b, c])
                for a in range(3) for b in range(3) for c in range(3))
-    sk = generate_sketches(task)[0]
-    for script in [None] + [sk.script(sample(sk, random.Random(i)).values()) for i in range(4)]:
-        (out,) = compile_task_cuda(task, script).run([x, w])
-        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    _untuned_and_sampled_match(_CONV3D, "c3d", [x, w], want, 1e-4)
