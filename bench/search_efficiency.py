@@ -1,7 +1,7 @@
 """Benchmark: learned (evolutionary + XGBoost) vs random search, best-so-far latency vs trials.
 
     python bench/search_efficiency.py [--trials 200] [--seeds 0,1,2] [--workloads matmul-1024,...]
-                                      [--no-crossover] [--out bench/out/search]
+                                      [--no-crossover] [--pretrain LOG,...] [--out bench/out/search]
 
 For every workload and seed, tunes twice with the same seed (`search="random"` and
 `search="learned"`, each with its own resumable log), then reports per workload: random search's
@@ -42,6 +42,9 @@ def main() -> None:
     ap.add_argument("--workloads", default=DEFAULT)
     ap.add_argument("--no-crossover", action="store_true")
     ap.add_argument("--out", default="bench/out/search")
+    ap.add_argument("--pretrain", default="",
+                    help="comma-separated logs to pre-train the learned search's cost model on "
+                         "(the tuned workload's own records are left out); its logs are tagged 'learned-pre'")
     add_search_args(ap)
     args = ap.parse_args()
 
@@ -49,20 +52,30 @@ def main() -> None:
     from ansor import workloads
     from ansor.lowering import fma_peak_gflops
     from ansor.progress import TableProgress
+    from ansor.tuner import pretrain
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     peak = fma_peak_gflops(threads=os.cpu_count())  # before tuning starts OpenMP in this process
     seeds = [int(s) for s in args.seeds.split(",")]
+    pretrain_logs = [p for p in args.pretrain.split(",") if p]
     curves: dict[tuple[str, str, int], list[float]] = {}
     for name in args.workloads.split(","):
         task = ansor.create_task(workloads.get(name), name=name)
         for seed in seeds:
             for search in ("random", "learned"):
-                tag = search + ("-nox" if search == "learned" and args.no_crossover else "")
+                tag = search
+                kw = tune_kwargs(args, seed)
+                if search == "learned":
+                    tag += "-nox" if args.no_crossover else ""
+                    if pretrain_logs:
+                        tag += "-pre"
+                        n, n_tasks = pretrain(kw["cost_model"], pretrain_logs, target=task.target,
+                                              skip_tasks={task.hash})
+                        print(f"cost model pre-trained on {n} programs of {n_tasks} other tasks")
                 log = out / f"{name}.{tag}.s{seed}.jsonl"
                 ansor.tune(task, trials=args.trials, log_path=log, seed=seed, search=search,
-                           crossover=not args.no_crossover, callback=TableProgress(), **tune_kwargs(args, seed))
+                           crossover=not args.no_crossover, callback=TableProgress(), **kw)
                 curves[(name, search, seed)] = curve(log)
 
     print(f"\nmachine: {os.uname().nodename}, {os.cpu_count()} cores, f32 FMA peak {peak:.0f} GFLOP/s; "

@@ -117,6 +117,27 @@ def test_random_before_few_shot_threshold() -> None:
     assert model.trained
 
 
+def test_prior_guides_until_own_programs_replace_it() -> None:
+    """Programs of earlier logs train the model before the search measures anything, and are
+    left out once it has `few_shot_threshold` programs of its own: here the new task's programs
+    run fast where the prior's ran slow (features mirrored), and the model ends up following
+    the new task."""
+    prior_in, prior_res, prior_f, _ = programs(200, seed=11, task=_task("old"))
+    own_in, own_res, own_f, own_thr = programs(300, seed=12, task=_task("new"))
+    own_f = [1.0 - f for f in own_f]
+    model = XGBModel(few_shot_threshold=100, nthread=1)
+    model.update_prior(prior_in, prior_res, prior_f)
+    assert model.trained and model.inputs == []
+    test = slice(200, 300)
+    assert pairwise_accuracy(model.predict(own_f[test]), own_thr[test]) < 0.75  # the prior's view
+    model.update(own_in[:50], own_res[:50], own_f[:50])  # fewer than 100 own: the prior stays
+    assert len(model._training_set()[0]) == 250
+    model.update(own_in[50:200], own_res[50:200], own_f[50:200])
+    assert len(model._training_set()[0]) == 200
+    # (0.94 here; trained on the prior and the own programs together it would be 0.81)
+    assert pairwise_accuracy(model.predict(own_f[test]), own_thr[test]) > 0.9
+
+
 def test_failed_programs_and_missing_features_train() -> None:
     inputs, results, feats, _ = programs(40, seed=8)
     results[0] = dataclasses.replace(results[0], costs=(), error=MeasureError.RUNTIME)

@@ -76,7 +76,7 @@ def _tune_network(args: argparse.Namespace, net, opts) -> int:
                           early_stopping=args.early_stopping)
     res = sched.tune(args.trials, batch_size=args.batch_size, log_path=log_path, run_options=opts,
                      callback=SchedulerTable(), search=args.search, crossover=args.crossover,
-                     transfer=args.transfer)
+                     transfer=args.transfer, cost_model=_cost_model(args))
     untuned = sum(t.weight * r.baseline.latency for t, r in zip(net.tasks, res.results, strict=True)
                   if r.baseline.error is None)
     failed = res.failed_tasks()
@@ -86,6 +86,25 @@ def _tune_network(args: argparse.Namespace, net, opts) -> int:
           f"(untuned {untuned * 1e3:.3f} ms)")
     print(f"log: {log_path}")
     return 0
+
+
+def _cost_model(args: argparse.Namespace):
+    """The cost model to tune with: "xgb", or with `--pretrain LOG` one already trained on those
+    logs' records."""
+    if not args.pretrain:
+        return "xgb"
+    if args.search != "learned":
+        raise ValueError("--pretrain trains the learned search's cost model: drop it or --search random")
+    from .cost_model import XGBModel
+    from .tuner import pretrain
+
+    model = XGBModel(seed=args.seed)
+    n, n_tasks = pretrain(model, args.pretrain, target=args.target)
+    print(f"cost model pre-trained on {n} programs of {n_tasks} tasks ({', '.join(args.pretrain)})")
+    if n == 0:
+        print(f"warning: no usable {args.target} record in {', '.join(args.pretrain)}: "
+              "the model starts untrained", file=sys.stderr)
+    return model
 
 
 def _setup_target(args: argparse.Namespace) -> None:
@@ -121,7 +140,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     cb = JsonProgress() if args.json else TableProgress(verbose=args.verbose)
     log_path = args.log or f"{task.name}.{task.target}.jsonl"
     res = tune(task, trials=args.trials, log_path=log_path, seed=args.seed, batch_size=args.batch_size,
-               run_options=opts, callback=cb, search=args.search, crossover=args.crossover)
+               run_options=opts, callback=cb, search=args.search, crossover=args.crossover,
+               cost_model=_cost_model(args))
     if not args.json:
         print(f"log: {log_path}")
     return 1 if res.unrunnable else 0
@@ -306,6 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "random: uniform random annotations (default learned)")
     t.add_argument("--no-crossover", dest="crossover", action="store_false",
                    help="evolutionary search without crossover (ablation)")
+    t.add_argument("--pretrain", action="append", default=[], metavar="LOG",
+                   help="train the cost model on this earlier log's records (any tasks, same target) before "
+                        "the first round, so that round is already guided (repeatable; TVM's load_log_file)")
     t.add_argument("--no-transfer", dest="transfer", action="store_false",
                    help="for a model: no transfer of schedules between similar tasks (ablation)")
     t.add_argument("--json", action="store_true", help="JSON progress events instead of a table")

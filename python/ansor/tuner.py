@@ -7,6 +7,9 @@
 XGBoost cost model on program features (`features.py`, the C++ pass `ansor-extract-features`)
 that is retrained after every measured batch; `search="random"` samples uniformly.
 
+`pretrain(model, logs)` trains the cost model on earlier logs' records (other tasks too) before
+the search starts, so its first batch is already guided (TVM's `load_log_file`).
+
 Resuming: records of the same task and target already in the log count toward `trials`,
 seed the best result, and are never measured again.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -113,6 +117,67 @@ def _make_policy(task: SearchTask, sketches: list[Sketch], prior: list[Record], 
         model.update([MeasureInput(task, r.schedule, r.script) for r in prior], [r.result for r in prior],
                      policy.features([r.schedule for r in prior]))
     return policy
+
+
+def pretrain(model: CostModel, logs: Sequence[str | Path], *, target: str = "cpu",
+             skip_tasks: Collection[str] = (), extractor: FeatureExtractor | None = None) -> tuple[int, int]:
+    """Train `model` on the measured programs of earlier tuning logs before a search starts
+    (TVM's `load_log_file`): (programs, tasks) learned from.
+
+    Without it the XGBoost model scores at random until it has seen `few_shot_threshold`
+    programs, so with Ansor's rounds of 64 the first two rounds are unguided; with it the model
+    trains on these records until it has that many of its own (`XGBModel.update_prior`). Records of any
+    task of the same `target` count (features are per statement, labels are normalized per task,
+    so other tasks teach which loop structures run fast); `skip_tasks` are task hashes to leave
+    out (a benchmark keeps the task it tunes out of its own prior). Each record's schedule is
+    rendered again from its task's current sketches, as the search renders its candidates;
+    records that no current sketch accepts are skipped. Raises `LogError` naming a log that
+    does not exist or is not a log.
+    """
+    by_task: dict[str, list[Record]] = {}
+    for path in logs:
+        if not Path(path).is_file():
+            raise LogError(f"{path}: no such log to pre-train the cost model on")
+        for r in iter_records(path):
+            if r.task.target == target and r.task.hash not in skip_tasks:
+                by_task.setdefault(r.task.hash, []).append(r)
+    own = extractor is None
+    if own:
+        from .features import FeatureExtractor
+
+        extractor = FeatureExtractor()
+    inputs: list[MeasureInput] = []
+    results: list[MeasureResult] = []
+    feats: list = []
+    try:
+        for recs in by_task.values():
+            task = recs[0].task
+            try:
+                names = {s.name: s for s in generate_sketches(task)}
+            except Exception as e:  # noqa: BLE001 - a task today's rules reject teaches nothing
+                log.warning("pre-training: skipping %d records of %s: %s", len(recs), task.name, e)
+                continue
+            seen: set[str] = set()
+            keep = []
+            for r in recs:
+                sk = names.get(r.schedule.sketch)
+                if sk is None or r.key in seen or (sk.stages and validate(sk, r.schedule.values()) is not None):
+                    continue
+                seen.add(r.key)  # a program measured twice (resumed runs) counts once
+                keep.append((r, sk.script(r.schedule.values(), lower_vectors=False)))
+            for (r, script), f in zip(keep, extractor.extract(task, [s for _, s in keep]), strict=True):
+                if f is not None:
+                    inputs.append(MeasureInput(task, r.schedule, script))
+                    results.append(r.result)
+                    feats.append(f)
+    finally:
+        if own:
+            extractor.close()
+    if inputs:
+        model.update_prior(inputs, results, feats)
+    n_tasks = len({i.task.hash for i in inputs})
+    log.info("cost model pre-trained on %d programs of %d tasks", len(inputs), n_tasks)
+    return len(inputs), n_tasks
 
 
 class TaskTuner:
