@@ -7,6 +7,7 @@
         best records re-measured now, tuning curves (PNG)
 
 Usage: python bench/network.py resnet18 --trials 400 [--threads 2] [--strategies gradient,round-robin]
+       [--pretrain LOG,...]   (cost model trained on earlier logs first; logs go to NAME-pre.*)
 NAME is a built-in network (`ansor import --list`) or a built-in linalg workload such as
 mlp-64x256x4 (then there is no PyTorch column). Logs, the model and the plot go to bench/out/.
 """
@@ -153,18 +154,23 @@ def main() -> int:
                    help="comma-separated log stems in bench/out (e.g. resnet18,resnet18-w4-cold) whose tuned models "
                         "are timed in the same rounds (-w4 / -w2 in a stem: that Winograd setting); default: "
                         "NAME (the direct model) when Winograd is on and its log exists")
+    p.add_argument("--pretrain", default="",
+                   help="comma-separated logs to pre-train the cost model on (`tuner.pretrain`); logs go to NAME-pre.*")
     p.add_argument("--cache-flush", action="store_true",
                    help="measure every candidate after flushing the CPU caches (TVM's enable_cpu_cache_flush: "
                         "weights and inputs come from memory, as inside the network; logs NAME[-wM]-cold.*.jsonl)")
     a = p.parse_args()
-    stem = a.name + (f"-w{a.winograd}" if a.winograd else "") + ("-cold" if a.cache_flush else "")
+    stem = (a.name + (f"-w{a.winograd}" if a.winograd else "") + ("-cold" if a.cache_flush else "")
+            + ("-pre" if a.pretrain else ""))
     OUT.mkdir(parents=True, exist_ok=True)
 
     import ansor  # noqa: F401 (registers the dialect and passes)
     from ansor.compile import compile_network
+    from ansor.cost_model import XGBModel
     from ansor.measure import RunOptions, create_measurer
     from ansor.partition import extract_tasks, task_table
     from ansor.scheduler import SchedulerTable, TaskScheduler
+    from ansor.tuner import pretrain
 
     text, is_torch = _model_text(a.name)
     net = extract_tasks(text, name=a.name, winograd=a.winograd)
@@ -192,9 +198,14 @@ def main() -> int:
                 log.unlink()
             t0 = time.perf_counter()
             base, transfer = strategy.removesuffix("-no-transfer"), not strategy.endswith("-no-transfer")
+            model = XGBModel(seed=a.seed)
+            if a.pretrain:
+                n, n_tasks = pretrain(model, a.pretrain.split(","), target="cpu")
+                print(f"cost model pre-trained on {n} programs of {n_tasks} tasks")
             res = TaskScheduler(net.tasks, strategy=base, seed=a.seed).tune(
                 a.trials, batch_size=a.batch_size, log_path=log, measurer=measurer,
                 callback=SchedulerTable(table_every=1000), search=a.search, transfer=transfer,
+                cost_model=model if a.search == "learned" else "xgb",
                 search_options={"population": a.population, "generations": a.generations})
             curves[strategy], logs[strategy] = res.history, log
             print(f"== {strategy}: {res.trials} trials in {time.perf_counter() - t0:.0f} s, "
