@@ -68,6 +68,14 @@ class TuneResult:
         return self.baseline.latency / self.best.latency
 
 
+def _current_sketch(r: Record, names: dict[str, Sketch]) -> Sketch | None:
+    """The sketch among today's (`names`) that `r`'s schedule is a valid annotation of, or None."""
+    sk = names.get(r.schedule.sketch)
+    if sk is None or (sk.stages and validate(sk, r.schedule.values()) is not None):
+        return None
+    return sk
+
+
 def _prior_records(log_path: Path | None, task: SearchTask, sketches: list[Sketch]) -> list[Record]:
     if log_path is None:
         return []
@@ -80,8 +88,7 @@ def _prior_records(log_path: Path | None, task: SearchTask, sketches: list[Sketc
         if r.task.hash != task.hash:
             continue
         # (every record is re-validated: a rule change may give a sketch name to other knobs)
-        sk = names.get(r.schedule.sketch)
-        if sk is None or (sk.stages and validate(sk, r.schedule.values()) is not None):
+        if _current_sketch(r, names) is None:
             log.warning("%s: ignoring record %s: it is not a valid schedule of sketch %s (generator v%d)",
                         log_path, r.key, r.schedule.sketch, r.sketch_version)
             continue
@@ -160,8 +167,8 @@ def pretrain(model: CostModel, logs: Sequence[str | Path], *, target: str = "cpu
             seen: set[str] = set()
             keep = []
             for r in recs:
-                sk = names.get(r.schedule.sketch)
-                if sk is None or r.key in seen or (sk.stages and validate(sk, r.schedule.values()) is not None):
+                sk = _current_sketch(r, names)
+                if sk is None or r.key in seen:
                     continue
                 seen.add(r.key)  # a program measured twice (resumed runs) counts once
                 keep.append((r, sk.script(r.schedule.values(), lower_vectors=False)))
