@@ -1718,9 +1718,17 @@ class CudaKernel:
         return [ctypes.pointer(ctypes.pointer(b.desc)) for b in bufs]
 
     def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray] | None = None) -> list[np.ndarray]:
+        """Outputs of one call. Given `outputs`, their contents are copied to the device output
+        buffers first and the results are written back into them."""
         if len(inputs) != len(self.task.inputs):
             raise ValueError(f"{self.task.func_name}: expected {len(self.task.inputs)} inputs, got {len(inputs)}")
         bufs = self._buffers(inputs)
+        if outputs is not None:
+            # The device output allocations start as `outputs` (verification passes arrays filled
+            # with a sentinel): without this they hold whatever the previous call -- usually the
+            # previous, correct candidate -- left there, and a kernel that skips work would pass.
+            for b, o in zip(bufs[len(self.task.inputs):], outputs, strict=True):
+                b.upload(o)
         self.engine.invoke(self.task.func_name, *self._args(bufs))
         _check_device("running the kernel")
         outs = [b.download() for b in bufs[len(self.task.inputs):]]

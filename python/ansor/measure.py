@@ -89,8 +89,10 @@ class RunOptions:
     min_repeat_ms: float = 100.0
     timeout_s: float = 30.0
     threads: int = 0  # OpenMP threads; 0 = all cores
-    rtol: float = 1e-4
-    atol: float = 1e-4
+    #: Verification tolerances (`verify.check_output`): None = by dtype (rtol) and derived from the
+    #: task's reduction length and the reference's RMS (atol).
+    rtol: float | None = None
+    atol: float | None = None
     #: TVM's `enable_cpu_cache_flush`: each of the `repeat` measurements is one call timed after
     #: writing a buffer of twice the last-level cache (`number` and `min_repeat_ms` are ignored),
     #: so inputs and weights come from memory as they do inside a network, not from a cache
@@ -197,19 +199,85 @@ def index_bounds(task: SearchTask) -> dict[int, int]:
         return {}
 
 
-def check_outputs(outs: list[np.ndarray], refs: list[np.ndarray], rtol: float, atol: float) -> str | None:
-    """None when `outs` match `refs`; else a one-line description of the worst mismatch."""
-    for i, (o, r) in enumerate(zip(outs, refs, strict=True)):
-        if o.shape != r.shape:
-            return f"output #{i} has shape {o.shape}, expected {r.shape}"
-        if not np.all(np.isfinite(o) == np.isfinite(r)):
-            return f"output #{i} has non-finite values where the reference has none"
-        scale = float(np.max(np.abs(r))) if r.size else 1.0
-        err = float(np.max(np.abs(o.astype(np.float64) - r.astype(np.float64)))) if r.size else 0.0
-        # Reductions reassociate under tiling: allow error growing with the magnitude of the result.
-        if err > atol + rtol * max(scale, 1.0) * 10:
-            return f"output #{i} differs from the reference by {err:.3g} (scale {scale:.3g})"
+def check_outputs(outs: list[np.ndarray], refs: list[np.ndarray], rtol: float | None = None,
+                  atol: float | None = None) -> str | None:
+    """None when `outs` match `refs` element-wise (`verify.check_outputs`: allclose semantics,
+    non-finite values matched exactly); else a one-line description of the worst mismatch."""
+    from .verify import check_outputs as check
+
+    return check(outs, refs, rtol=rtol, atol=atol)
+
+
+#: Version of the cached reference files (bump when inputs or the reference's definition change).
+REF_VERSION = 1
+
+
+def verify_kernel(kernel: Any, inputs: list[np.ndarray], expected: list[np.ndarray], opts: RunOptions, *,
+                  corrupt: bool = False) -> str | None:
+    """Run `kernel` into poisoned output buffers (`verify.poisoned`; a second sentinel where the
+    reference holds the first) and compare with `expected`; None or the one-line mismatch.
+    `corrupt` is the fault-injection hook's "wrong" (outputs shifted by 1)."""
+    from . import verify
+
+    for which in verify.sentinel_runs(expected):
+        outs = kernel.run(inputs, verify.poisoned(kernel.task.outputs, which))
+        if corrupt:
+            outs = [o + 1 for o in outs]
+        bad = verify.check_task_outputs(kernel.task, outs, expected, rtol=opts.rtol, atol=opts.atol)
+        if bad is not None:
+            return bad
     return None
+
+
+def _numpy_reference(task: SearchTask, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+    from .baselines import numpy_function
+
+    fn = numpy_function(task) if len(task.outputs) == 1 else None
+    if fn is None:
+        return None
+    out = np.asarray(fn(*inputs)).astype(task.outputs[0].numpy_dtype())
+    return [out.reshape(task.outputs[0].shape)]
+
+
+def reference_outputs(task: SearchTask) -> tuple[list[np.ndarray], list[np.ndarray], Any]:
+    """(inputs, reference outputs, the CPU kernel that computed them or None) for `task`.
+
+    CPU task: the untransformed program (no script; trusted lowering) into poisoned outputs,
+    cross-checked against numpy where `baselines` has the task; the kernel is returned so its
+    latency becomes the baseline. GPU task: numpy where it has the task, else the untransformed
+    program lowered for the CPU -- never a GPU schedule, so no GPU rewrite can agree with itself;
+    cached on disk (`config.CACHE_DIR/refs`) since the CPU loops of a large GPU task are slow.
+    Raises RuntimeError when the untransformed program and numpy disagree."""
+    import dataclasses
+
+    from . import config, lowering, verify
+
+    inputs = make_inputs(task)
+    if task.target != "cpu":
+        path = config.CACHE_DIR / "refs" / f"{task.hash}-{task.target}-v{REF_VERSION}.npz"
+        if path.exists():
+            try:
+                data = np.load(path)
+                return inputs, [data[f"o{i}"] for i in range(len(task.outputs))], None
+            except (OSError, ValueError, KeyError):
+                pass  # a torn cache file: recompute
+        outs = _numpy_reference(task, inputs)
+        if outs is None:
+            cpu = lowering.compile_task(dataclasses.replace(task, target="cpu"), None)
+            outs = cpu.run(inputs, verify.poisoned(task.outputs))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+        np.savez(tmp, **{f"o{i}": o for i, o in enumerate(outs)})
+        os.replace(tmp, path)
+        return inputs, outs, None
+    kernel = lowering.compile_task(task, None)
+    outs = kernel.run(inputs, verify.poisoned(task.outputs))
+    np_outs = _numpy_reference(task, inputs)
+    if np_outs is not None:
+        bad = verify.check_task_outputs(task, outs, np_outs)
+        if bad is not None:
+            raise RuntimeError(f"the untransformed program disagrees with numpy: {bad}")
+    return inputs, outs, kernel
 
 
 # ----------------------------------------------------------------------------------------------
@@ -253,10 +321,13 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
                 conn.send({"features": featurize(task, req["scripts"]), "error": None, "msg": "", "build_s": 0.0})
                 continue
             if kind == "reference":
-                kernel = lowering.compile_task(task, None)
-                inputs = make_inputs(task)
-                outs = kernel.run(inputs)
-                costs = _time_kernel(kernel, inputs, opts, slow_s=1.0)
+                inputs, outs, base_kernel = reference_outputs(task)
+                if base_kernel is None:  # a GPU task: its baseline is the default GPU schedule
+                    base_kernel = lowering.compile_task(task, None)
+                    bad = verify_kernel(base_kernel, inputs, outs, opts)
+                    if bad is not None:
+                        raise RuntimeError(f"the default GPU program is wrong: {bad}")
+                costs = _time_kernel(base_kernel, inputs, opts, slow_s=1.0)
                 np.savez(req["ref_path"], **{f"a{i}": a for i, a in enumerate(inputs + outs)})
                 conn.send({"costs": costs, "error": None, "msg": "", "build_s": 0.0})
                 continue
@@ -269,7 +340,7 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
             inputs, expected = reference(task, req["ref_path"])
             # The first call also finishes JIT compilation (ORC materializes the code on first
             # lookup: 0.1-1 s), so it is the warm-up and never a timing.
-            outs = kernel.run(inputs)
+            kernel.run(inputs)
             fault = config.injected_fault(req["script"])
             if fault == "abort":
                 os.abort()
@@ -277,9 +348,7 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
                 ctypes.string_at(0)  # a real invalid read
             elif fault == "hang":
                 time.sleep(1e6)
-            elif fault == "wrong":
-                outs = [o + 1 for o in outs]
-            bad = check_outputs(outs, expected, opts.rtol, opts.atol)
+            bad = verify_kernel(kernel, inputs, expected, opts, corrupt=fault == "wrong")
             if bad is not None:
                 conn.send({"costs": (), "error": "wrong_answer", "msg": bad, "build_s": build_s})
                 continue
