@@ -37,7 +37,7 @@ def faults(trials: int, workdir: Path) -> tuple[int, Counter, int]:
 def kill_resume(trials: int, kills: int, workdir: Path, seed: int) -> dict[str, int]:
     import ansor
 
-    env = dict(os.environ, ANSOR_SYNTHETIC_MEASURE_DELAY="0.04")
+    env = dict(os.environ, ANSOR_SYNTHETIC_MEASURE_DELAY="0.04", ANSOR_ALLOW_TEST_HOOKS="1")
 
     def cmd(log: Path) -> list[str]:
         return [sys.executable, "-m", "ansor.cli", "tune", "--workload", "matmul-256", "--trials", str(trials),

@@ -68,7 +68,7 @@ def test_tasks_table_and_network_tuning(tmp_path) -> None:
     assert "2 tasks (4 calls)" in p.stdout
     import os
 
-    env = {**os.environ, "ANSOR_SYNTHETIC_MEASURE_DELAY": "0"}
+    env = {**os.environ, "ANSOR_SYNTHETIC_MEASURE_DELAY": "0", "ANSOR_ALLOW_TEST_HOOKS": "1"}
     log = tmp_path / "mlp.jsonl"
     p = subprocess.run([sys.executable, "-m", "ansor.cli", "tune", "--workload", "mlp-16x32x4", "--trials", "12",
                         "--batch-size", "4", "--search", "random", "--log", str(log)],

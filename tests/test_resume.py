@@ -20,7 +20,7 @@ def _cmd(log) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    return dict(os.environ, ANSOR_SYNTHETIC_MEASURE_DELAY="0.02")
+    return dict(os.environ, ANSOR_SYNTHETIC_MEASURE_DELAY="0.02", ANSOR_ALLOW_TEST_HOOKS="1")
 
 
 def test_sigkill_then_resume_loses_and_repeats_nothing(tmp_path) -> None:

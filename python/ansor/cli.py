@@ -153,7 +153,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .baselines import numpy_function
     from .compile import CompiledFunction
     from .measure import check_outputs, make_inputs
-    from .records import best_record, load_records
+    from .records import best_record, load_records, warn_if_mixed
 
     net = _network(args, args.log)
     if len(net.calls) > 1:
@@ -161,7 +161,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     task = _task(args)
     if net.tasks[0].hash != task.hash:  # one task that extraction rewrote, as `cmd_tune` decides
         return _bench_network(args, net)
-    rec = best_record(load_records(args.log), task.hash, task.target, current_only=True) if args.log else None
+    records = load_records(args.log) if args.log else []
+    if args.log:
+        warn_if_mixed(records, args.log)
+    rec = best_record(records, task.hash, task.target, current_only=True) if args.log else None
     if args.log and rec is None:
         print(f"warning: {args.log} has no successful record for {task.name}: tuned = untuned", file=sys.stderr)
     threads = args.threads or os.cpu_count() or 1

@@ -19,7 +19,7 @@ from mlir import ir
 
 from . import lowering
 from .partition import DEFAULT_WINOGRAD, Network, extract_tasks
-from .records import SKETCH_VERSION, Record, best_record, load_records
+from .records import SKETCH_VERSION, Record, best_record, load_records, warn_if_mixed
 from .task import SearchTask, create_task
 
 log = logging.getLogger(__name__)
@@ -120,6 +120,8 @@ def compile_network(net: Network, log: str | Path | None = None, *, threads: int
     the log's records when the caller has loaded them already)."""
     if records is None:
         records = load_records(log) if log is not None else []
+        if log is not None:
+            warn_if_mixed(records, log)
     chosen: dict[str, Record | None] = {}
     missing = []
     for t in net.tasks:
@@ -152,6 +154,8 @@ def compile(
         raise ValueError(f"target '{target}' is not supported yet (supported: cpu)")
     task = create_task(source, func=func, target=target)
     records = load_records(log) if log is not None else []
+    if log is not None:
+        warn_if_mixed(records, log)
     record = _best(records, task, target, log) if log is not None else None
     if record is None or winograd:  # (a record of the whole function: the log tuned it as it is)
         net = extract_for_log(source, log, func=func, target=target, winograd=winograd, records=records)

@@ -122,6 +122,18 @@ class Measurer(abc.ABC):
         """The untuned program's result (latency of the baseline); default: unknown."""
         return MeasureResult(error=MeasureError.RUNTIME, error_msg="no baseline")
 
+    #: What records measured by this measurer name as their "measurer" (see `provenance`).
+    kind: str = "custom"
+
+    def provenance(self, task: SearchTask) -> dict[str, Any]:
+        """How this measurer measures `task`, stored in every record (`provenance.provenance`)."""
+        from .provenance import provenance
+
+        opts = getattr(self, "options", None)
+        return provenance(self.kind if self.kind != "custom" else f"custom:{type(self).__name__}",
+                          threads=getattr(opts, "threads", 0), cache_flush=getattr(opts, "cache_flush", False),
+                          target=task.target)
+
     def close(self) -> None:
         pass
 
@@ -509,6 +521,8 @@ class SyntheticMeasurer(Measurer):
     with `ANSOR_SYNTHETIC_MEASURE_DELAY`). Schedules whose key ends in "0" fail with a compile error.
     """
 
+    kind = "synthetic"
+
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
 
@@ -535,6 +549,7 @@ def create_measurer(options: RunOptions | None = None) -> Measurer:
     """The measurer a tuning run uses: real workers, or the synthetic one when the test hook is set."""
     from . import config
 
+    config.announce_test_hooks()
     if config.SYNTHETIC_MEASURE_DELAY >= 0:
         return SyntheticMeasurer(config.SYNTHETIC_MEASURE_DELAY)
     return LocalMeasurer(options)
@@ -546,6 +561,8 @@ class LocalMeasurer(Measurer):
     Candidates run sequentially so timings do not disturb each other; the worker is reused
     across candidates (start-up costs ~0.5 s) and replaced whenever it dies or hangs.
     """
+
+    kind = "local"
 
     def __init__(self, options: RunOptions | None = None, *, memory_mb: int | None = None) -> None:
         from . import config

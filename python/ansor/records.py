@@ -51,6 +51,9 @@ class Record:
     result: MeasureResult
     version: int = LOG_VERSION
     sketch_version: int = SKETCH_VERSION
+    #: How it was measured (`provenance.provenance`: measurer kind, threads, cache flush, CPU
+    #: model, GPU name, package version, git commit); None in logs written before it existed.
+    provenance: dict[str, Any] | None = None
 
     @property
     def latency(self) -> float:
@@ -84,6 +87,7 @@ class Record:
                 "total_s": round(r.total_s, 4),
                 "timestamp": r.timestamp,
             },
+            **({"provenance": self.provenance} if self.provenance is not None else {}),
         }
 
     @staticmethod
@@ -105,11 +109,13 @@ class Record:
             result=result,
             version=int(d["v"]),
             sketch_version=int(d.get("sketch_v", 0)),
+            provenance=d.get("provenance"),
         )
 
     @staticmethod
-    def of(inp: MeasureInput, res: MeasureResult) -> Record:
-        return Record(record_key(inp.task, inp.schedule), inp.task, inp.schedule, inp.script, res)
+    def of(inp: MeasureInput, res: MeasureResult, provenance: dict[str, Any] | None = None) -> Record:
+        return Record(record_key(inp.task, inp.schedule), inp.task, inp.schedule, inp.script, res,
+                      provenance=provenance)
 
 
 class LogError(ValueError):
@@ -183,6 +189,22 @@ class RecordWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def warn_if_mixed(records: list[Record], source: str | Path) -> str | None:
+    """Log (warning) and return a one-line message when the successful records of `source` were
+    measured on different hosts or by different measurers or options
+    (`provenance.mixed_provenance`): their latencies are not comparable, so "the best" of them is
+    not well defined. None when they agree."""
+    from .provenance import mixed_provenance
+
+    ok = [r for r in records if r.error is None]
+    diff = mixed_provenance([r.provenance for r in ok]) if ok else None
+    if diff is None:
+        return None
+    line = f"{source} mixes measurements that are not comparable ({diff}); the best record may not be the fastest here"
+    log.warning("%s", line)
+    return line
 
 
 def best_record(records: list[Record], task_hash: str | None = None, target: str | None = None,

@@ -148,6 +148,9 @@ def pretrain(model: CostModel, logs: Sequence[str | Path], *, target: str = "cpu
         for r in iter_records(path):
             if r.task.target == target and r.task.hash not in skip_tasks:
                 by_task.setdefault(r.task.hash, []).append(r)
+    from .records import warn_if_mixed
+
+    warn_if_mixed([r for recs in by_task.values() for r in recs], ", ".join(str(p) for p in logs))
     own = extractor is None
     if own:
         from .features import FeatureExtractor
@@ -255,7 +258,8 @@ class TaskTuner:
         sch = Schedule.of(skip.name, {})
         if sch.key() in self.measured:
             return
-        rec = Record(record_key(self.task, sch), self.task, sch, skip.script({}), self.baseline)
+        rec = Record(record_key(self.task, sch), self.task, sch, skip.script({}), self.baseline,
+                     provenance=self.measurer.provenance(self.task))
         if self.writer is not None:
             self.writer.append(rec)
         self.measured.add(sch.key())
@@ -276,10 +280,11 @@ class TaskTuner:
             return []
         inputs = [MeasureInput(task, s, self._by_name[s.sketch].script(s.values())) for s in schedules]
         batch: list[Record] = []
+        prov = self.measurer.provenance(task)
 
         def log_result(i: int, res: MeasureResult) -> None:
             inp = inputs[i]
-            rec = Record(record_key(task, inp.schedule), task, inp.schedule, inp.script, res)
+            rec = Record(record_key(task, inp.schedule), task, inp.schedule, inp.script, res, provenance=prov)
             if self.writer is not None:
                 self.writer.append(rec)  # at once: a killed run loses at most the candidate in flight
             batch.append(rec)
