@@ -4,6 +4,7 @@
 #   bash run.sh tune   # set up, then tune the default workload (matmul-1024) end to end and print the result
 #   bash run.sh test   # set up, then run the whole test suite (pytest + lit)
 #   bash run.sh setup  # only set up (.venv with the pinned MLIR 22 wheels, C++ core built)
+#   bash run.sh gpu-test  # on the GPU host only: the GPU test set, its output archived under results/
 #
 # Set-up is idempotent: a second run only rebuilds what changed.
 set -euo pipefail
@@ -51,8 +52,38 @@ case "${1:-}" in
     "$VENV/bin/python" -m pytest -q -m "not gpu" tests "$@"
     "$VENV/bin/lit" -q test_lit
     ;;
+  gpu-test)
+    # The GPU host has Python 3.12, CUDA and PyTorch but no MLIR and no network: the runtime comes
+    # from .gpu/ (a copy of ../shared/gpu, or /tmp/ansor-rt once unpacked), the C++ library is the
+    # one built here by `setup` (carried along; it loads under 3.12 unchanged). The output goes to
+    # $OUT/gpu-tests.txt (the device tool brings $OUT back) or results/gpu-tests/, with the commit
+    # (ANSOR_COMMIT, else git) and the card in its first lines; commit it under results/gpu-tests/.
+    shift
+    rt=.gpu/with-mlir.sh
+    [ -f "$rt" ] || rt=/tmp/ansor-rt/with-mlir.sh
+    [ -f "$rt" ] || { echo "run.sh gpu-test: no MLIR runtime (.gpu/with-mlir.sh from ../shared/gpu)" >&2; exit 2; }
+    lib=${ANSOR_NATIVE_LIB:-$(ls build/*/lib/libAnsorMLIR.so 2>/dev/null | head -1)}
+    [ -f "$lib" ] || { echo "run.sh gpu-test: no libAnsorMLIR.so (run 'bash run.sh setup' here and carry build/)" >&2; exit 2; }
+    dest=${OUT:-results/gpu-tests}
+    mkdir -p "$dest"
+    report="$dest/gpu-tests.txt"
+    {
+      echo "commit: ${ANSOR_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}"
+      echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+      echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo none)"
+      echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+      echo "command: bash run.sh gpu-test $*"
+    } > "$report"
+    set +e
+    ANSOR_NATIVE_LIB="$PWD/$lib" ANSOR_WORKER_MEMORY_MB=0 bash "$rt" bash -c \
+      'PYTHONPATH="$PWD/python:$PYTHONPATH" exec python3 -m pytest -p no:cacheprovider -q -rfEs -m gpu tests "$@"' \
+      gpu-test "$@" 2>&1 | tee -a "$report"
+    rc=${PIPESTATUS[0]}
+    echo "exit status: $rc" >> "$report"
+    exit "$rc"
+    ;;
   *)
-    echo "usage: bash run.sh {tune|test|setup}" >&2
+    echo "usage: bash run.sh {tune|test|setup|gpu-test}" >&2
     exit 2
     ;;
 esac
