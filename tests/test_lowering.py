@@ -301,3 +301,21 @@ def test_fma_peak_is_measured_not_folded() -> None:
     assert 2.0 < one < 2 * 8 * 2 * 6.0
     wide = lowering.fma_peak_gflops(threads=1, vector_bits=512, seconds=0.05, repeats=2)
     assert 2.0 < wide < 2 * 16 * 2 * 6.0
+
+
+def test_runtime_libraries_that_do_not_load_are_left_out(monkeypatch, tmp_path) -> None:
+    """The ExecutionEngine aborts the process on a shared library it cannot load (the GPU host's
+    runtime bundle lacks a dependency of libmlir_c_runner_utils.so): such a library is left out."""
+    import mlir
+    from ansor import lowering
+
+    fake = tmp_path / "mlir"
+    (fake / "lib").mkdir(parents=True)
+    (fake / "lib" / "libmlir_c_runner_utils.so").write_bytes(b"not an ELF file")
+    monkeypatch.setattr(mlir, "__path__", [str(fake)])
+    lowering.runtime_libs.cache_clear()
+    try:
+        libs = lowering.runtime_libs()
+    finally:
+        lowering.runtime_libs.cache_clear()
+    assert not any("libmlir_c_runner_utils" in lib for lib in libs)
