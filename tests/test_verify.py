@@ -188,14 +188,56 @@ def test_planted_bugs_are_wrong_answers_on_cpu(workload: str) -> None:
         assert res.error == MeasureError.WRONG_ANSWER, (name, res.error, res.error_msg)
 
 
+def matmul_skipping_last(m: int, n: int, k: int, dim: int) -> str:
+    """matmul whose last row (dim 0) or column (dim 1) keeps the fill: its reduction adds nothing
+    there. One `linalg.generic` over the whole output (the GPU lowering takes no slices of results)."""
+    last = m - 1 if dim == 0 else n - 1
+    return f"""func.func @matmul(%A: tensor<{m}x{k}xf32>, %B: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<{m}x{n}xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %C = linalg.generic {{indexing_maps = [affine_map<(i, j, r) -> (i, r)>, affine_map<(i, j, r) -> (r, j)>,
+                                        affine_map<(i, j, r) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel", "reduction"]}}
+      ins(%A, %B : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%init : tensor<{m}x{n}xf32>) {{
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    %at = linalg.index {dim} : index
+    %lim = arith.constant {last} : index
+    %skip = arith.cmpi eq, %at, %lim : index
+    %r = arith.select %skip, %c, %s : f32
+    linalg.yield %r : f32
+  }} -> tensor<{m}x{n}xf32>
+  return %C : tensor<{m}x{n}xf32>
+}}
+"""
+
+
 @pytest.mark.gpu
 def test_planted_bugs_are_wrong_answers_on_gpu() -> None:
-    for text, name in [(workloads.matmul(37, 29, 53), "matmul-odd"), (workloads.softmax(6, 4096), "softmax")]:
-        task = create_task(text, name=name, target="cuda")
-        planted, good = _planted_results(task)
-        assert good.error is None, good.error_msg
-        for what, res in planted.items():
-            assert res.error == MeasureError.WRONG_ANSWER, (name, what, res.error, res.error_msg)
+    """Through the GPU builder (default GPU schedule of each twin) and runner: device outputs are
+    poisoned, so neither an unwritten output nor a lost fill can show the previous candidate's result."""
+    m, n, k = 37, 29, 53
+    task = create_task(workloads.matmul(m, n, k), name="matmul-odd", target="cuda")
+    twins = {"drop last row": _twin(task, create_task(matmul_skipping_last(m, n, k, 0), target="cuda").ir),
+             "drop last column": _twin(task, create_task(matmul_skipping_last(m, n, k, 1), target="cuda").ir),
+             "write nothing": _twin(task, write_nothing(task.ir)),
+             "lose the fill": _twin(task, lose_fill(task.ir))}
+    sm = create_task(workloads.softmax(6, 4096), name="softmax", target="cuda")
+    sm_twins = {"write nothing": _twin(sm, write_nothing(sm.ir)), "lose the fill": _twin(sm, lose_fill(sm.ir))}
+    m_ = LocalMeasurer(FAST)
+    try:
+        for t, tw in ((task, twins), (sm, sm_twins)):
+            assert m_.baseline(t).error is None, m_.baseline(t).error_msg
+            # the correct program first: its results are what a stale device buffer would hold
+            good = m_.measure([MeasureInput(t, Schedule.of("untuned", {}), None)])[0]
+            assert good.error is None, good.error_msg
+            res = m_.measure([MeasureInput(x, Schedule.of(name, {}), None) for name, x in tw.items()])
+            for name, r in zip(tw, res, strict=True):
+                assert r.error == MeasureError.WRONG_ANSWER, (t.name, name, r.error, r.error_msg)
+    finally:
+        m_.close()
 
 
 @pytest.mark.gpu
