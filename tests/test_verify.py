@@ -189,29 +189,48 @@ def test_planted_bugs_are_wrong_answers_on_cpu(workload: str) -> None:
 
 
 def matmul_skipping_last(m: int, n: int, k: int, dim: int) -> str:
-    """matmul whose last row (dim 0) or column (dim 1) keeps the fill: its reduction adds nothing
-    there. One `linalg.generic` over the whole output (the GPU lowering takes no slices of results)."""
-    last = m - 1 if dim == 0 else n - 1
+    """matmul whose last row (dim 0) or column (dim 1) keeps the fill: there every product is
+    multiplied by 0 from a constant mask. One `linalg.generic` over the whole output, which the
+    default GPU schedule vectorizes (the GPU lowering takes no slices of results, and a body with
+    `linalg.index` does not vectorize)."""
+    size = m if dim == 0 else n
+    vals = ", ".join(["1.0"] * (size - 1) + ["0.0"])
+    idx = "(i)" if dim == 0 else "(j)"
     return f"""func.func @matmul(%A: tensor<{m}x{k}xf32>, %B: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
   %zero = arith.constant 0.0 : f32
+  %mask = arith.constant dense<[{vals}]> : tensor<{size}xf32>
   %empty = tensor.empty() : tensor<{m}x{n}xf32>
   %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
   %C = linalg.generic {{indexing_maps = [affine_map<(i, j, r) -> (i, r)>, affine_map<(i, j, r) -> (r, j)>,
-                                        affine_map<(i, j, r) -> (i, j)>],
+                                        affine_map<(i, j, r) -> {idx}>, affine_map<(i, j, r) -> (i, j)>],
                        iterator_types = ["parallel", "parallel", "reduction"]}}
-      ins(%A, %B : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%init : tensor<{m}x{n}xf32>) {{
-  ^bb0(%a: f32, %b: f32, %c: f32):
+      ins(%A, %B, %mask : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>, tensor<{size}xf32>)
+      outs(%init : tensor<{m}x{n}xf32>) {{
+  ^bb0(%a: f32, %b: f32, %w: f32, %c: f32):
     %p = arith.mulf %a, %b : f32
-    %s = arith.addf %c, %p : f32
-    %at = linalg.index {dim} : index
-    %lim = arith.constant {last} : index
-    %skip = arith.cmpi eq, %at, %lim : index
-    %r = arith.select %skip, %c, %s : f32
-    linalg.yield %r : f32
+    %q = arith.mulf %p, %w : f32
+    %s = arith.addf %c, %q : f32
+    linalg.yield %s : f32
   }} -> tensor<{m}x{n}xf32>
   return %C : tensor<{m}x{n}xf32>
 }}
 """
+
+
+def test_gpu_planted_bugs_lower_to_ptx() -> None:
+    """The GPU planted bugs build (PTX needs no GPU): on the GPU host they can only fail by
+    verification, never by a build error. ("Write nothing" has no GPU program at all: a function
+    without ops gets no GPU schedule, so it is a CPU-only planted bug.)"""
+    from ansor.gpu_lowering import emit_ptx
+    from ansor.gpu_rules import default_script
+
+    m, n, k = 37, 29, 53
+    task = create_task(workloads.matmul(m, n, k), name="matmul-odd", target="cuda")
+    sm = create_task(workloads.softmax(6, 4096), name="softmax", target="cuda")
+    for t in [create_task(matmul_skipping_last(m, n, k, 0), target="cuda"),
+              create_task(matmul_skipping_last(m, n, k, 1), target="cuda"),
+              _twin(task, lose_fill(task.ir)), _twin(sm, lose_fill(sm.ir))]:
+        assert ".entry" in emit_ptx(t, default_script(t), arch="sm_90")
 
 
 @pytest.mark.gpu
@@ -222,10 +241,9 @@ def test_planted_bugs_are_wrong_answers_on_gpu() -> None:
     task = create_task(workloads.matmul(m, n, k), name="matmul-odd", target="cuda")
     twins = {"drop last row": _twin(task, create_task(matmul_skipping_last(m, n, k, 0), target="cuda").ir),
              "drop last column": _twin(task, create_task(matmul_skipping_last(m, n, k, 1), target="cuda").ir),
-             "write nothing": _twin(task, write_nothing(task.ir)),
              "lose the fill": _twin(task, lose_fill(task.ir))}
     sm = create_task(workloads.softmax(6, 4096), name="softmax", target="cuda")
-    sm_twins = {"write nothing": _twin(sm, write_nothing(sm.ir)), "lose the fill": _twin(sm, lose_fill(sm.ir))}
+    sm_twins = {"lose the fill": _twin(sm, lose_fill(sm.ir))}
     m_ = LocalMeasurer(FAST)
     try:
         for t, tw in ((task, twins), (sm, sm_twins)):
