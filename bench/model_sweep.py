@@ -88,9 +88,9 @@ def main() -> int:
         print(f"{name}: {len(net.tasks)} tasks, {seconds:.0f} s, estimate {res.estimated_latency() * 1e3:.3f} ms, "
               f"errors {dict(errors)}, max |diff| {diff:.2e}", flush=True)
 
-    print(f"\n{'model':<10} {'tasks':>5} {'tune s':>7} {'estimate ms':>12} {'untuned ms':>11} {'max |diff|':>11}  failed candidates")
+    print(f"\n{'model':<10} {'tasks':>5} {'tune s':>7} {'estimate ms':>12} {'naive loops ms':>14} {'max |diff|':>11}  failed candidates")
     for name, n, s, est, unt, errs, diff in rows:
-        print(f"{name:<10} {n:>5} {s:>7.0f} {est * 1e3:>12.3f} {unt * 1e3:>11.3f} {diff:>11.2e}  "
+        print(f"{name:<10} {n:>5} {s:>7.0f} {est * 1e3:>12.3f} {unt * 1e3:>14.3f} {diff:>11.2e}  "
               f"{', '.join(f'{k} {v}' for k, v in sorted(errs.items())) or '-'}")
     return 0
 

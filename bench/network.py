@@ -2,14 +2,21 @@
 
     network NAME --ansor import (torch-mlir, own process)--> model.mlir --extract_tasks--> tasks
     tasks --TaskScheduler(gradient) and TaskScheduler(round-robin), same trials--> two logs + curves
-    best records --compile_network--> tuned model; untuned model; PyTorch eager (own process)
-    --> numerics checked against PyTorch, latency table, the estimate as logged and with the
-        best records re-measured now, tuning curves (PNG)
+    best records --compile_network--> tuned model; the naive loops (untransformed model);
+    PyTorch eager, TorchScript frozen and torch.compile (own process, bench/torch_network.py)
+    --> numerics checked against PyTorch, a table of medians (min–max) over >= 5 alternating
+        rounds, the estimate as logged and with the best records re-measured now, tuning
+        curves (PNG), results/network-STEM.json (tools/render_results.py)
 
 Usage: python bench/network.py resnet18 --trials 400 [--threads 2] [--strategies gradient,round-robin]
        [--pretrain LOG,...]   (cost model trained on earlier logs first; logs go to NAME-pre.*)
+       [--torch-variants eager,jit,compile] [--rounds 5] [--results FILE]
 NAME is a built-in network (`ansor import --list`) or a built-in linalg workload such as
 mlp-64x256x4 (then there is no PyTorch column). Logs, the model and the plot go to bench/out/.
+Every program is timed the same way in each round: the median of 20 Python-level calls after
+3 warm-up calls (ours: `compile_network(...)(*inputs)`; the naive loops: one call). PyTorch's
+stronger variant (TorchScript frozen: conv-bn folded; torch.compile: Inductor) is headlined;
+one that cannot run here is reported with the reason, not timed.
 """
 
 from __future__ import annotations
@@ -18,7 +25,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +34,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
+sys.path.insert(0, str(ROOT / "bench"))
+
+CALL, NAIVE = "ours, Python call", "naive loops"
+#: torch_network.py's variants, as the table names them.
+TORCH_LABELS = {"eager": "PyTorch eager", "jit": "TorchScript frozen", "compile": "torch.compile"}
 
 
 def _cpu() -> str:
@@ -55,26 +66,31 @@ def _model_text(name: str) -> tuple[str, bool]:
     return workloads.get(name), False
 
 
-def _torch(name: str, inputs: list[np.ndarray], threads: int) -> tuple[np.ndarray, tuple[float, float]]:
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = []
-        for i, a in enumerate(inputs):
-            paths.append(os.path.join(tmp, f"x{i}.npy"))
-            np.save(paths[-1], a)
-        out = os.path.join(tmp, "y.npy")
-        res = subprocess.run([sys.executable, str(ROOT / "bench" / "torch_network.py"), name, "--threads",
-                              str(threads), "--inputs", *paths, "--out", out],
-                             capture_output=True, text=True, check=True)
-        ans = json.loads(res.stdout.strip().splitlines()[-1])
-        return np.load(out), (ans["latency_s"], ans["min_s"])
+def _torch_child(name: str, inputs: list[np.ndarray], threads: int, variants: str, tmp: str):
+    """The PyTorch process (bench/torch_network.py --serve): its hello says which variants run."""
+    from common import Child
+
+    paths = []
+    for i, a in enumerate(inputs):
+        paths.append(os.path.join(tmp, f"x{i}.npy"))
+        np.save(paths[-1], a)
+    out = os.path.join(tmp, "y.npy")
+    child = Child([sys.executable, str(ROOT / "bench" / "torch_network.py"), name, "--threads", str(threads),
+                   "--inputs", *paths, "--out", out, "--variants", variants, "--serve"],
+                  env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+    return child, (np.load(out) if child.hello.get("available") else None)
 
 
 def _time_calls(model, inputs: list[np.ndarray], repeat: int = 20) -> tuple[float, float]:
-    """(median, min) seconds of `repeat` single calls after 3 warm-up calls: the statistics
-    torch_network.py reports for PyTorch."""
+    """(median, min) seconds of `repeat` Python-level calls after 3 warm-up calls: the statistics
+    torch_network.py reports for PyTorch, timed the same way."""
     for _ in range(3):
         model(*inputs)
-    times = [model.time(*inputs, number=1) for _ in range(repeat)]
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        model(*inputs)
+        times.append(time.perf_counter() - t0)
     return float(np.median(times)), float(np.min(times))
 
 
@@ -141,10 +157,13 @@ def main() -> int:
                    help="keep existing logs; their records count toward --trials (default: start fresh)")
     p.add_argument("--report-only", action="store_true",
                    help="no tuning: rebuild each listed strategy's tuning curve from its log, compile the "
-                        "best one's records and time them against untuned MLIR and PyTorch")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="alternating tuned / PyTorch timing rounds at the end (the host is shared: "
-                        "timings drift by tens of percent between minutes, so each ratio is taken within a round)")
+                        "best one's records and time them against the naive loops and PyTorch")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="alternating timing rounds at the end, >= 5 (the host is shared: timings drift by "
+                        "tens of percent between minutes, so each ratio is taken within a round)")
+    p.add_argument("--torch-variants", default="eager,jit,compile",
+                   help="PyTorch baselines: eager, jit (torch.jit.freeze of script/trace), compile (torch.compile)")
+    p.add_argument("--results", help="results file (default results/network-STEM.json)")
     p.add_argument("--population", type=int, default=2048, help="evolutionary search population (Ansor: 2048)")
     p.add_argument("--generations", type=int, default=4, help="evolutionary search generations (Ansor: 4)")
     p.add_argument("--winograd", type=int, default=0, choices=[0, 2, 4],
@@ -160,6 +179,8 @@ def main() -> int:
                    help="measure every candidate after flushing the CPU caches (TVM's enable_cpu_cache_flush: "
                         "weights and inputs come from memory, as inside the network; logs NAME[-wM]-cold.*.jsonl)")
     a = p.parse_args()
+    if a.rounds < 5:
+        p.error("--rounds: tables hold medians over >= 5 alternating rounds")
     stem = (a.name + (f"-w{a.winograd}" if a.winograd else "") + ("-cold" if a.cache_flush else "")
             + ("-pre" if a.pretrain else ""))
     OUT.mkdir(parents=True, exist_ok=True)
@@ -231,51 +252,67 @@ def main() -> int:
             print(f"error: --compare {other}: no {olog}", file=sys.stderr)
             return 2
         others[other] = compile_network(extract_tasks(text, name=a.name, winograd=wg), olog, threads=a.threads)
-    t_others = {o: [_time_calls(fn, inputs)] for o, fn in others.items()}
-    t_tuned = [_time_calls(tuned, inputs)]
-    rows = [("untuned MLIR", untuned.time(*inputs, number=1)), (f"ansor tuned ({best_strategy})", 0.0)]
-    check = f"tuned vs untuned max |diff| {float(np.max(np.abs(y_tuned - y_untuned))):.2e}"
+    check = f"tuned vs naive loops max |diff| {float(np.max(np.abs(y_tuned - y_untuned))):.2e}"
+    cands = {CALL: lambda: _time_calls(tuned, inputs)[0]}
+    for o, fn in others.items():
+        cands[f"ours, {o}"] = lambda fn=fn: _time_calls(fn, inputs)[0]
+    cands[NAIVE] = lambda: untuned.time(*inputs, number=1)
+    tmp = tempfile.TemporaryDirectory()
+    child, torch_info, torch_notes, layouts = None, {}, {}, {}
     if is_torch:
-        y_torch, t_torch = _torch(a.name, inputs, a.threads)
-        t_torchs = [t_torch]
-        for _ in range(a.rounds - 1):  # alternate: both sides see the same host load per round
-            for o, fn in others.items():
-                t_others[o].append(_time_calls(fn, inputs))
-            t_tuned.append(_time_calls(tuned, inputs))
-            t_torchs.append(_torch(a.name, inputs, a.threads)[1])
-        # Interference from other tenants only adds time: the min of a round is the least
-        # disturbed call, the median the typical one. Both sides get the same statistic.
-        for k, stat in enumerate(("median", "min")):
-            ratios = [tt[k] / tu[k] for tt, tu in zip(t_torchs, t_tuned, strict=True)]
-            print(f"rounds, {stat} of 20 calls (tuned ms / PyTorch ms = speedup): " + ", ".join(
-                f"{tu[k] * 1e3:.1f}/{tt[k] * 1e3:.1f} = {r:.2f}x"
-                for tu, tt, r in zip(t_tuned, t_torchs, ratios, strict=True)))
-            print(f"median speedup over PyTorch across rounds ({stat} of 20 calls): {float(np.median(ratios)):.2f}x")
-        rows.append((f"PyTorch {a.threads} threads", float(np.median([t[0] for t in t_torchs]))))
-        for o, t_o in t_others.items():
-            ratios = [to[0] / tw[0] for to, tw in zip(t_o, t_tuned, strict=True)]
-            print(f"rounds, median of 20 calls ({o} ms / {stem} ms = speedup of {stem}): "
-                  + ", ".join(f"{to[0] * 1e3:.1f}/{tw[0] * 1e3:.1f} = {r:.2f}x"
-                              for to, tw, r in zip(t_o, t_tuned, ratios, strict=True)))
-            print(f"median speedup of {stem} over {o} across rounds: {float(np.median(ratios)):.2f}x")
-            rows.append((f"ansor tuned, {o}", float(np.median([t[0] for t in t_o]))))
+        child, y_torch = _torch_child(a.name, inputs, a.threads, a.torch_variants, tmp.name)
+        hello = child.hello
+        torch_info = hello.get("info", {})
+        torch_notes = {TORCH_LABELS.get(v, v): n for v, n in hello.get("notes", {}).items()}
+        for v, how in hello.get("how", {}).items():
+            if v in hello.get("variants", []) and v != "eager":
+                torch_notes[TORCH_LABELS.get(v, v)] = how
+        for v in hello.get("variants", []):
+            label = TORCH_LABELS.get(v, v)
+            layouts[label] = []
+
+            def ask(v=v, label=label) -> float:
+                ans = child.ask({"variant": v})
+                layouts[label].append(ans["layout"])
+                return ans["median_s"]
+
+            cands[label] = ask
+        if y_torch is None:
+            print(f"error: PyTorch could not run {a.name}: {hello.get('notes')}", file=sys.stderr)
+            return 1
         err = max(float(np.max(np.abs(y - y_torch))) for y in [y_tuned] + [fn(*inputs) for fn in others.values()])
         scale = float(np.max(np.abs(y_torch)))
         check += f"; tuned vs PyTorch max |diff| {err:.2e} (max |y| {scale:.2f})"
         if err > 1e-3 * max(scale, 1.0):
             print(f"error: tuned {a.name} differs from PyTorch: {check}", file=sys.stderr)
             return 1
-    rows[1] = (rows[1][0], float(np.median([t[0] for t in t_tuned])))
     print(check)
+    print(f"timing: {a.rounds} alternating rounds of {', '.join(cands)}", flush=True)
+    from common import alternate, best_record_lines, host_meta, render, results_path, write_results
+
+    try:
+        times = alternate(cands, a.rounds, on_round=lambda r, this: print(
+            f"round {r + 1}: " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in this.items()), flush=True))
+    finally:
+        if child is not None:
+            child.close()
+        tmp.cleanup()
     logged, now = _estimate_now(net, logs[best_strategy], a.threads, a.cache_flush)
     print(f"estimate: {logged * 1e3:.3f} ms from the log (sum of each task's fastest measurement, "
           f"taken whenever it was), {now * 1e3:.3f} ms with the same records re-measured now")
-    t_ref = rows[1][1]
-    n_trials = "records of the existing log" if a.report_only else f"{a.trials} trials per strategy"
-    print(f"\n{a.name}: {net.flops / 1e9:.3f} GFLOP, {len(net.tasks)} tasks, {n_trials}")
-    print(f"{'program':<28} {'latency ms':>11} {'GFLOP/s':>9} {'vs tuned':>9}")
-    for label, t in rows:
-        print(f"{label:<28} {t * 1e3:>11.3f} {net.flops / t / 1e9:>9.2f} {t / t_ref:>8.2f}x")
+    n_trials = "records of the existing log" if a.report_only else a.trials
+    body = {"title": f"{a.name}: end to end vs PyTorch ({n_trials} trials per strategy)",
+            "settings": {"trials": n_trials, "strategies": a.strategies, "best_strategy": best_strategy,
+                         "rounds": a.rounds, "threads": a.threads, "calls": 20, "winograd": a.winograd,
+                         "cache_flush": a.cache_flush, "search": a.search, "seed": a.seed},
+            "flops": net.flops, "tasks": len(net.tasks), "torch_info": torch_info, "torch_notes": torch_notes,
+            "torch_layout": layouts, "check": check,
+            "estimate_s": {"logged": logged, "remeasured": now},
+            "times": times, "records": best_record_lines([logs[best_strategy]], net.tasks)}
+    path = write_results(results_path(f"network-{stem}", a.results), "network", host_meta(a.threads), body)
+    print()
+    print(render(json.loads(path.read_text())))
+    print(f"results: {path}")
     if "gradient" in curves and "round-robin" in curves:
         target = curves["round-robin"][-1][1]
         reach = _reach(curves["gradient"], target)

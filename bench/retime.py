@@ -1,15 +1,21 @@
 """Benchmark: re-time the best tuned programs of existing logs against PyTorch, each in its own process.
 
-    python bench/retime.py NAME=LOG[,LOG...] [NAME=LOG ...] [--rounds 5] [--threads N] [--out FILE.md]
+    python bench/retime.py NAME=LOG[,LOG...] [NAME=LOG ...] [--rounds 5] [--threads N] [--results FILE]
     python bench/retime.py --suite DIR[,DIR...]      # every suite workload with a log DIR/NAME.jsonl
 
 Per workload: a fresh child process compiles the best current record of its logs (the tuner's
-latency decides), checks its output against PyTorch's, and times it in its native loop
-alternately with PyTorch (eager, same threads), which runs in a process of its own
-(`torch_ops.py`): torch's OpenMP runtime in the same process as our kernels, or XGBoost's after a
-tuning run, slows both 1.3-1.7x, unevenly. Each round takes the best of 5 loops of ~0.1 s per
-side; reported are the medians and the median of the per-round ratios, so host drift hits both
-alike. No tuning happens here.
+latency decides), checks its output against PyTorch's, and times, in >= 5 alternating rounds:
+our compiled callable called from Python (`ansor.compile(...)(*args)`: output allocation and
+argument conversion included, timed the way PyTorch eager is timed), the same kernel in its
+native timing loop (as the tuner times it), PyTorch eager (same threads, one-op forms where they
+exist, the faster of two memory layouts for convolutions; in a process of its own,
+`torch_ops.py`: torch's OpenMP runtime in the same process as our kernels, or XGBoost's after a
+tuning run, slows both 1.3-1.7x, unevenly) and, unless --no-naive, the naive loops (the program
+as written, untransformed). Each round takes the best of 5 loops of ~0.1 s per side (the naive
+loops: one loop); the table shows medians over rounds with their range (min–max) and the median
+of the per-round ratios, so host drift hits both alike. The headline is PyTorch eager over our
+Python-level call, as a geomean over all workloads and over those of at least 50 µs. No tuning
+happens here. Writes results/retime.json (--results) unless --no-results.
 """
 
 from __future__ import annotations
@@ -18,30 +24,31 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-def calls_for(fn, seconds: float = 0.1) -> int:
-    t0 = time.perf_counter()
-    fn()
-    return max(1, int(seconds / max(time.perf_counter() - t0, 1e-6)))
+#: Labels of the timed candidates in a results file.
+CALL, NATIVE, TORCH, NAIVE = "ours, Python call", "ours, native loop", "PyTorch eager", "naive loops"
 
 
-def time_alternating(name: str, logs: dict[str, list[Path]], rounds: int, threads: int, tmp: Path) -> dict:
+def time_alternating(name: str, logs: dict[str, list[Path]], rounds: int, threads: int, tmp: Path,
+                     naive: bool = False) -> dict:
     """(Run in a fresh process.) Compile the best record of each label's logs, check the programs
     against each other and PyTorch, and time them and PyTorch in alternating rounds.
-    Returns {"times": {label: [s, ...], "torch": [...]}, "agree": "yes" or why not}."""
+    Returns {"times": {label: [native-loop s per round], "torch": [...]}, "calls": {label: [Python-call
+    s per round]}, "naive": [...] (with `naive`), "agree": "yes" or why not, "torch_layout": [...],
+    "torch_info": {...}}."""
     import ansor
     import numpy as np
+    import torch_ops
     from ansor import workloads
     from ansor.measure import check_outputs, make_inputs
     from ansor.records import best_record, load_records
-    from torch_ops import time_in_subprocess
+    from common import alternate, calls_for, loop_time, native_time
 
     text = workloads.get(name)
     task = ansor.create_task(text, name=name)
@@ -56,29 +63,75 @@ def time_alternating(name: str, logs: dict[str, list[Path]], rounds: int, thread
     outs = {label: np.asarray(fn(*inputs)) for label, fn in fns.items()}
     first = next(iter(outs.values()))
     bad = next((msg for o in outs.values() if (msg := check_outputs([o], [first], 1e-3, 1e-3))), None)
-    number = {label: calls_for(lambda f=fn, a=inputs: f(*a)) for label, fn in fns.items()}
-    times: dict[str, list[float]] = {label: [] for label in fns} | {"torch": []}
-    for _ in range(rounds):
-        for label, fn in fns.items():  # in their native timing loop, as the tuner times them
-            times[label].append(min(fn.time(*inputs, number=number[label]) for _ in range(5)))
-        timed = time_in_subprocess(name, inputs, threads, tmp)
-        if timed is None:
-            times.pop("torch")
-            break
-        times["torch"].append(timed[0])
-        bad = bad or check_outputs([first], [timed[1]], 1e-3, 1e-3)
-    return {"times": times, "agree": bad or "yes"}
+    cands = {}
+    for label, fn in fns.items():
+        n_call = calls_for(lambda f=fn: f(*inputs))
+        n_native = max(1, int(0.1 / max(min(fn.time(*inputs, number=1) for _ in range(3)), 1e-7)))
+        cands[f"{label}:call"] = lambda f=fn, n=n_call: loop_time(lambda: f(*inputs), number=n)
+        cands[label] = lambda f=fn, n=n_native: native_time(f, inputs, number=n)
+    if naive:
+        base = ansor.CompiledFunction(task, None, threads)
+        base(*inputs)  # (the first call finishes the JIT)
+        n_naive = max(1, int(0.1 / max(base.time(*inputs, number=1), 1e-7)))
+        cands[":naive"] = lambda: native_time(base, inputs, number=n_naive, repeats=1)
+    started = torch_ops.start(name, inputs, threads, tmp)
+    layouts: list[str] = []
+    info = {}
+    if started is not None:
+        child, y_torch = started
+        info = child.hello.get("info", {})
+        bad = bad or check_outputs([first], [y_torch], 1e-3, 1e-3)
+
+        def torch_round() -> float:
+            ans = child.ask()
+            layouts.append(ans["layout"])
+            return ans["latency_s"]
+
+        cands["torch"] = torch_round
+    try:
+        t = alternate(cands, rounds)
+    finally:
+        if started is not None:
+            child.close()
+    out = {"times": {label: t[label] for label in fns}, "calls": {label: t[f"{label}:call"] for label in fns},
+           "agree": bad or "yes", "torch_layout": layouts, "torch_info": info}
+    if "torch" in t:
+        out["times"]["torch"] = t["torch"]
+    if naive:
+        out["naive"] = t[":naive"]
+    return out
 
 
-def retime_in_child(name: str, logs: dict[str, list[Path]], rounds: int, threads: int, tmp: Path) -> dict:
+def retime_in_child(name: str, logs: dict[str, list[Path]], rounds: int, threads: int, tmp: Path,
+                    naive: bool = False) -> dict:
     """`time_alternating` in a fresh process (this one may hold torch, XGBoost or a tuner)."""
     spec = json.dumps({label: [str(p) for p in paths] for label, paths in logs.items()})
     child = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", name, spec,
-                            "--rounds", str(rounds), "--threads", str(threads), "--tmp", str(tmp)],
+                            "--rounds", str(rounds), "--threads", str(threads), "--tmp", str(tmp)]
+                           + ([] if naive else ["--no-naive"]),
                            capture_output=True, text=True, check=False)
     if child.returncode != 0:
         raise SystemExit(f"{name}: re-timing failed: {(child.stderr.strip().splitlines() or ['?'])[-1]}")
     return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def suite_entry(name: str, task, paths: list[Path], timed: dict) -> dict:
+    """One workload of a suite results file: per-round timings under the table's labels, the
+    best record (the replayable transform script), and how PyTorch ran."""
+    from common import best_record_lines
+
+    times = {CALL: timed["calls"]["tuned"], NATIVE: timed["times"]["tuned"]}
+    if "torch" in timed["times"]:
+        times[TORCH] = timed["times"]["torch"]
+    if "naive" in timed:
+        times[NAIVE] = timed["naive"]
+    from ansor.records import load_records
+
+    measured = sum(r.task.hash == task.hash for p in paths for r in load_records(p))
+    return {"name": name, "flops": task.flops, "logs": [str(p) for p in paths], "trials": measured,
+            "agree": timed["agree"],
+            "torch_layout": timed.get("torch_layout", []), "times": times,
+            "records": best_record_lines(paths, [task])}
 
 
 def ratio(times: dict[str, list[float]], num: str, den: str) -> float:
@@ -94,19 +147,25 @@ def main() -> None:
     ap.add_argument("--suite", metavar="DIR[,DIR...]", help="every suite workload with DIR/NAME.jsonl (all DIRs pooled)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--no-naive", action="store_true", help="do not time the naive loops (slow for big convolutions)")
     ap.add_argument("--out", help="also write the table to this markdown file")
+    ap.add_argument("--results", help="results file (default results/retime.json)")
+    ap.add_argument("--no-results", action="store_true", help="write no results file")
     ap.add_argument("--tmp", default="bench/out/retime-tmp")
     ap.add_argument("--child", nargs=2, metavar=("NAME", "LOGS_JSON"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.rounds < 5 and not args.child:
+        print(f"warning: {args.rounds} rounds; tables are meant to hold medians over >= 5", file=sys.stderr)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     if args.child:
         logs = {label: [Path(p) for p in paths] for label, paths in json.loads(args.child[1]).items()}
-        print(json.dumps(time_alternating(args.child[0], logs, args.rounds, args.threads, Path(args.tmp))))
+        print(json.dumps(time_alternating(args.child[0], logs, args.rounds, args.threads, Path(args.tmp),
+                                          naive=not args.no_naive)))
         return
 
     import ansor
     from ansor import workloads
+    from common import host_line, host_meta, render, results_path, write_results
 
     work: dict[str, list[Path]] = {}
     for pair in args.pairs:
@@ -128,32 +187,32 @@ def main() -> None:
             ap.error(str(exc.args[0]))
         if missing := [str(p) for p in paths if not p.exists()]:
             ap.error(f"{name}: no such log: {', '.join(missing)}")
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), "?")
-    header = (f"machine: {platform.node()} | {cpu} | {os.cpu_count()} cores | threads: {args.threads} | "
-              f"{args.rounds} alternating rounds, each side in its own process")
-    print(header, flush=True)
-    lines = [header, "", "| workload | GFLOP/s | tuned ms | PyTorch ms | PyTorch / tuned | same result | logs |",
-             "|---|---:|---:|---:|---:|---|---|"]
-    speedups = []
+    meta = host_meta(args.threads)
+    print(host_line(meta), flush=True)
+    print(f"{args.rounds} alternating rounds per workload; ours and PyTorch in separate processes", flush=True)
+    entries, torch_info = [], {}
     for name, paths in work.items():
-        flops = ansor.create_task(workloads.get(name), name=name).flops
-        timed = retime_in_child(name, {"tuned": paths}, args.rounds, args.threads, Path(args.tmp))
-        times = timed["times"]
-        ours = statistics.median(times["tuned"])
-        torch_ms = statistics.median(times["torch"]) * 1e3 if "torch" in times else math.nan
-        sp = ratio(times, "torch", "tuned")
-        if math.isfinite(sp):
-            speedups.append(sp)
-        row = (f"| {name} | {flops / ours / 1e9:.1f} | {ours * 1e3:.3f} | {torch_ms:.3f} | {sp:.2f}x | "
-               f"{timed['agree']} | {', '.join(str(p.parent.name) for p in paths)} |")
-        lines.append(row)
-        print(row, flush=True)
-    geo = math.exp(sum(map(math.log, speedups)) / len(speedups)) if speedups else math.nan
-    lines += ["", f"geometric-mean speedup over PyTorch: **{geo:.2f}x** over {len(speedups)} workloads"]
-    print(lines[-1])
+        task = ansor.create_task(workloads.get(name), name=name)
+        timed = retime_in_child(name, {"tuned": paths}, args.rounds, args.threads, Path(args.tmp),
+                                naive=not args.no_naive)
+        torch_info = torch_info or timed.get("torch_info", {})
+        entries.append(suite_entry(name, task, paths, timed))
+        e = entries[-1]["times"]
+        print(f"{name}: Python call {statistics.median(e[CALL]) * 1e3:.3f} ms, native loop "
+              f"{statistics.median(e[NATIVE]) * 1e3:.3f} ms, PyTorch "
+              f"{statistics.median(e[TORCH]) * 1e3 if TORCH in e else math.nan:.3f} ms", flush=True)
+    body = {"settings": {"rounds": args.rounds, "threads": args.threads, "trials": None,
+                         "per_round": "best of 5 loops of ~0.1 s (naive loops: one loop)"},
+            "torch_info": torch_info, "workloads": entries}
+    data = {"kind": "suite", "title": "Re-timed suite workloads vs PyTorch eager", "host": meta, **body}
+    table = render(data)
+    print("\n" + table)
     if args.out:
-        Path(args.out).write_text("\n".join(lines) + "\n")
+        Path(args.out).write_text(table + "\n")
+    if not args.no_results:
+        path = write_results(results_path("retime", args.results), "suite", meta,
+                             {"title": data["title"], **body})
+        print(f"results: {path}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,19 @@
 """PyTorch side of bench/network.py, run as its own process (torch never shares a process with
-our MLIR): build a built-in network by name, run it on saved inputs, time it.
+our MLIR): build a built-in network by name, run it on saved inputs, time it as PyTorch runs it.
 
-    python bench/torch_network.py NAME --threads T --inputs in0.npy [...] --out out.npy
-    -> prints {"latency_s": median seconds per call, "min_s": fastest call, "threads": T,
-       "layout": the faster memory layout} as JSON; saves the output
+    python bench/torch_network.py NAME --threads T --inputs in0.npy [...] --out out.npy [--serve]
+        [--variants eager,jit,compile]
+
+Variants (each in both memory layouts for 4-D inputs; the faster one counts, per round):
+  eager    the module as is, under `torch.inference_mode()`
+  jit      `torch.jit.freeze(torch.jit.script(model))` (`torch.jit.trace` where scripting fails):
+           TorchScript with weights folded (conv-bn folding, constant propagation)
+  compile  `torch.compile(model)` (Inductor, C++ codegen): where it cannot compile here the hello
+           line says why and the variant is left out
+Saves the eager output; the hello line (JSON) lists the variants that work, why others do not,
+each one's max |difference| from eager, and torch's BLAS. With --serve it then answers one line
+per request {"variant": V}: {"median_s": median of --repeat calls after 3 warm-up calls, "min_s",
+"layout"}; without, it prints one such answer per variant.
 """
 
 from __future__ import annotations
@@ -12,11 +22,43 @@ import argparse
 import importlib.util
 import json
 import statistics
+import sys
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+LABELS = {"eager": "PyTorch eager", "jit": "TorchScript frozen", "compile": "torch.compile"}
+
+
+def _models():
+    # models.py imports nothing from ansor: load it by path, not through the package.
+    spec = importlib.util.spec_from_file_location(
+        "ansor_models", Path(__file__).resolve().parents[1] / "python" / "ansor" / "models.py")
+    models = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(models)
+    return models
+
+
+def _build(factory, variant: str, xs: list[torch.Tensor], layout: str):
+    """A callable running `variant` of a fresh model on `xs`, and how it was built."""
+    model = factory().eval()
+    if layout == "channels_last":
+        model = model.to(memory_format=torch.channels_last)
+    if variant == "eager":
+        return model, "eager"
+    if variant == "jit":
+        try:
+            return torch.jit.freeze(torch.jit.script(model)), "torch.jit.freeze(torch.jit.script(model))"
+        except Exception:  # noqa: BLE001 (scripting fails on some Python constructs: trace instead)
+            return torch.jit.freeze(torch.jit.trace(model, tuple(xs))), "torch.jit.freeze(torch.jit.trace(model))"
+    if variant == "compile":
+        return torch.compile(model), "torch.compile(model)"
+    raise ValueError(variant)
 
 
 def main() -> None:
@@ -26,38 +68,73 @@ def main() -> None:
     p.add_argument("--inputs", nargs="+", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--variants", default="eager,jit,compile")
+    p.add_argument("--serve", action="store_true")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    # models.py imports nothing from ansor: load it by path, not through the package.
-    spec = importlib.util.spec_from_file_location(
-        "ansor_models", Path(__file__).resolve().parents[1] / "python" / "ansor" / "models.py")
-    models = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(models)
-    factory, _ = models.NETWORKS[a.name]
-    model = factory()
+    from common import serve, torch_blas
+
+    factory, _ = _models().NETWORKS[a.name]
     xs = [torch.from_numpy(np.load(f)) for f in a.inputs]
-    # Networks of 4-D inputs (convolutional) run in both memory layouts; the faster counts
-    # (oneDNN's convolutions are often faster channels_last: a 1x1 conv2d 0.27 vs 1.85 ms here).
-    best = None
-    for layout in ("contiguous", "channels_last") if all(x.dim() == 4 for x in xs) else ("contiguous",):
-        if layout == "channels_last":
-            model = model.to(memory_format=torch.channels_last)
-            xs = [x.contiguous(memory_format=torch.channels_last) for x in xs]
-        with torch.inference_mode():
-            out = model(*xs)
-            for _ in range(3):
-                model(*xs)
-            times = []
-            for _ in range(a.repeat):
-                t0 = time.perf_counter()
-                model(*xs)
-                times.append(time.perf_counter() - t0)
-        if best is None or statistics.median(times) < statistics.median(best[1]):
-            best = (layout, times, out)
-    layout, times, out = best
-    np.save(a.out, (out[0] if isinstance(out, tuple) else out).contiguous().numpy())
-    print(json.dumps({"latency_s": statistics.median(times), "min_s": min(times), "threads": a.threads,
-                      "layout": layout}))
+    layouts = ("contiguous", "channels_last") if all(x.dim() == 4 for x in xs) else ("contiguous",)
+    runs: dict[str, dict[str, tuple]] = {}  # variant -> layout -> (callable, inputs)
+    how: dict[str, str] = {}
+    notes: dict[str, str] = {}
+    diffs: dict[str, float] = {}
+    ref = None
+    for variant in a.variants.split(","):
+        for layout in layouts:
+            ins = xs if layout == "contiguous" else [x.contiguous(memory_format=torch.channels_last) for x in xs]
+            t0 = time.perf_counter()
+            try:
+                with torch.no_grad():
+                    fn, how[variant] = _build(factory, variant, ins, layout)
+                with torch.inference_mode():
+                    out = fn(*ins)
+                    for _ in range(2):  # (TorchScript profiles and optimizes on its first calls)
+                        fn(*ins)
+            except Exception as exc:  # noqa: BLE001 (report why a baseline is missing, do not crash)
+                notes[variant] = (f"not timed: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+                                  f" ({layout} layout)")
+                print(traceback.format_exc(), file=sys.stderr)
+                runs.pop(variant, None)
+                break
+            y = (out[0] if isinstance(out, tuple) else out).contiguous().numpy()
+            if ref is None:
+                ref = y
+                np.save(a.out, ref)
+            diffs[variant] = max(diffs.get(variant, 0.0), float(np.max(np.abs(y - ref))))
+            runs.setdefault(variant, {})[layout] = (fn, ins)
+            if variant in ("jit", "compile"):
+                how[variant] += f"; built and warmed in {time.perf_counter() - t0:.1f} s"
+    if ref is None:
+        print(json.dumps({"available": False, "notes": notes}))
+        return
+
+    def one(req: dict) -> dict:
+        variant = req.get("variant", "eager")
+        best = None
+        for layout, (fn, ins) in runs[variant].items():
+            with torch.inference_mode():
+                for _ in range(3):
+                    fn(*ins)
+                times = []
+                for _ in range(a.repeat):
+                    t0 = time.perf_counter()
+                    fn(*ins)
+                    times.append(time.perf_counter() - t0)
+            if best is None or statistics.median(times) < best["median_s"]:
+                best = {"median_s": statistics.median(times), "min_s": min(times), "layout": layout}
+        return best
+
+    hello = {"available": True, "variants": list(runs), "labels": {v: LABELS[v] for v in runs},
+             "how": how, "notes": notes, "max_diff_vs_eager": diffs, "info": torch_blas()}
+    if a.serve:
+        serve(hello, one)
+        return
+    print(json.dumps(hello))
+    for v in runs:
+        print(json.dumps({"variant": v, **one({"variant": v})}))
 
 
 if __name__ == "__main__":

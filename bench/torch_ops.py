@@ -3,13 +3,20 @@
     workload name + the MLIR function's numpy inputs --prepare (layout conversion, untimed)-->
         a zero-argument callable computing the same result in PyTorch's own layout
 
-`reference_nhwc(name, outputs)` maps PyTorch's result back to the workload's layout so a benchmark
-can check that both compute the same thing before comparing times.
+Each workload uses PyTorch's one-op form where one exists (`torch.linalg.vector_norm` for NRM,
+`F.layer_norm` + `F.gelu` for LNGELU, `torch.softmax`, `F.conv*`, `torch.bmm`): a baseline
+composed of several elementwise ops would be slower than what a PyTorch user writes. The
+subgraphs (ConvLayer, TBS, CAP) have no one-op form and stay composed.
+
+`prepare` also returns the map of PyTorch's result back to the workload's layout, so a benchmark
+can check that both compute the same thing before comparing times. `start` runs the PyTorch side
+in a process of its own that answers one timing per round (`common.Child`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -96,7 +103,11 @@ def prepare(name: str, inputs: list[np.ndarray], channels_last: bool = False,
         return cap, (lambda y: y.numpy())
     if fam == "nrm":
         (x,) = t
-        return (lambda: torch.sqrt((x * x).sum(dim=(1, 2)))), (lambda y: y.numpy())
+        return (lambda: torch.linalg.vector_norm(x, ord=2, dim=(1, 2))), (lambda y: y.numpy())
+    if fam == "lngelu":
+        x, gamma, beta = t
+        n = x.shape[-1]
+        return (lambda: F.gelu(F.layer_norm(x, (n,), gamma, beta, eps=1e-5), approximate="tanh")), (lambda y: y.numpy())
     if fam == "convlayer":
         s, p = v[-2], v[-1]
         x, w = cl(t[0]), wl(t[1].permute(3, 2, 0, 1))
@@ -116,31 +127,59 @@ def prepare(name: str, inputs: list[np.ndarray], channels_last: bool = False,
     return None
 
 
-def time_in_subprocess(name: str, inputs: list[np.ndarray], threads: int, tmp: Path) -> tuple[float, np.ndarray] | None:
-    """(seconds per call, output in the workload's layout) of workload `name` in PyTorch, timed by
-    `main` in a child process (torch is never imported here); None when PyTorch has no equivalent."""
+def _save_inputs(inputs: list[np.ndarray], tmp: Path) -> list[str]:
     tmp.mkdir(parents=True, exist_ok=True)
     paths = [str(tmp / f"in{i}.npy") for i in range(len(inputs))]
     for path, arr in zip(paths, inputs, strict=True):
         np.save(path, arr)
-    res = subprocess.run([sys.executable, str(Path(__file__).resolve()), name, "--threads", str(threads),
-                          "--inputs", *paths, "--out", str(tmp / "torch.npy")],
-                         capture_output=True, text=True, check=True)
+    return paths
+
+
+def _argv(name: str, paths: list[str], threads: int, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), name, "--threads", str(threads),
+            "--inputs", *paths, "--out", str(out), *extra]
+
+
+def time_in_subprocess(name: str, inputs: list[np.ndarray], threads: int, tmp: Path) -> tuple[float, np.ndarray] | None:
+    """(seconds per call, output in the workload's layout) of workload `name` in PyTorch, timed by
+    `main` in a child process (torch is never imported here); None when PyTorch has no equivalent."""
+    paths = _save_inputs(inputs, tmp)
+    res = subprocess.run(_argv(name, paths, threads, tmp / "torch.npy"), capture_output=True, text=True, check=True)
     lat = json.loads(res.stdout.strip().splitlines()[-1])["latency_s"]
     return None if lat is None else (float(lat), np.load(tmp / "torch.npy"))
 
 
+def start(name: str, inputs: list[np.ndarray], threads: int, tmp: Path):
+    """A PyTorch process for workload `name` that answers `.ask()` with one timing
+    ({"latency_s", "layout", "per_layout"}), and the output it computed (the workload's layout);
+    its `.hello["info"]` describes torch's BLAS (`common.torch_blas`). None when PyTorch has no
+    equivalent of `name` (or torch is not installed)."""
+    from common import Child
+
+    paths = _save_inputs(inputs, tmp)
+    child = Child(_argv(name, paths, threads, tmp / "torch.npy", "--serve"),
+                  env={**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
+    if not child.hello.get("available"):
+        child.close()
+        return None
+    return child, np.load(tmp / "torch.npy")
+
+
 def main() -> None:
-    """`python bench/torch_ops.py NAME --threads T --inputs a0.npy ... --out y.npy`: time workload
-    NAME in PyTorch in its own process (torch never shares a process with our MLIR: two OpenMP
-    runtimes spinning in one process slowed both sides 1.3-1.7x); saves the output in the
-    workload's layout and prints {"latency_s": best of `--repeats` loops of ~`--seconds` s, "layout"}:
+    """`python bench/torch_ops.py NAME --threads T --inputs a0.npy ... --out y.npy [--serve]`: time
+    workload NAME in PyTorch eager in its own process (torch never shares a process with our MLIR:
+    two OpenMP runtimes spinning in one process slowed both sides 1.3-1.7x); saves the output in
+    the workload's layout. A timing is the best of `--repeats` Python loops of ~`--seconds` s;
     convolutions are timed with contiguous channels-first tensors and in `channels_last` memory
-    format, and the faster counts (PyTorch's best; which wins depends on the op)."""
+    format, and the faster counts (PyTorch's best; which wins depends on the op). Without --serve
+    it prints one {"latency_s", "layout"} line; with it, a hello line, then one timing per line
+    read from stdin (bench/common.py `Child`)."""
     import argparse
-    import time
 
     import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from common import loop_time, serve, torch_blas
 
     ap = argparse.ArgumentParser()
     ap.add_argument("name")
@@ -149,30 +188,32 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--seconds", type=float, default=0.1)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--serve", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    torch.set_grad_enabled(False)
     inputs = [np.load(p) for p in a.inputs]
-    best, layout, best_y = float("inf"), None, None
+    variants = {}
     for channels_last in (False, True) if _sizes(a.name)[0] in LAYOUT_FAMILIES else (False,):
         prep = prepare(a.name, inputs, channels_last)
         if prep is None:
-            print(json.dumps({"latency_s": None}))
+            print(json.dumps({"latency_s": None, "available": False}))
             return
-        run, back = prep
-        with torch.no_grad():
-            y = back(run()).astype(np.float32)
-            t0 = time.perf_counter()
-            run()
-            number = max(1, int(a.seconds / max(time.perf_counter() - t0, 1e-6)))
-            for _ in range(a.repeats):
-                t0 = time.perf_counter()
-                for _ in range(number):
-                    run()
-                lat = (time.perf_counter() - t0) / number
-                if lat < best:
-                    best, layout, best_y = lat, "channels_last" if channels_last else "contiguous", y
-    np.save(a.out, best_y)
-    print(json.dumps({"latency_s": best, "layout": layout}))
+        variants["channels_last" if channels_last else "contiguous"] = prep
+    outs = {layout: back(run()).astype(np.float32) for layout, (run, back) in variants.items()}
+
+    def one_round(_req: dict | None = None) -> dict:
+        per = {layout: loop_time(run, seconds=a.seconds, repeats=a.repeats) for layout, (run, _) in variants.items()}
+        layout = min(per, key=per.get)
+        return {"latency_s": per[layout], "layout": layout, "per_layout": per}
+
+    if a.serve:
+        np.save(a.out, outs["contiguous"])
+        serve({"available": True, "layouts": list(variants), "info": torch_blas()}, one_round)
+        return
+    res = one_round()
+    np.save(a.out, outs[res["layout"]])
+    print(json.dumps(res))
 
 
 if __name__ == "__main__":
