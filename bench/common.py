@@ -185,7 +185,6 @@ def numpy_blas() -> dict[str, Any]:
     library, version, the core type whose kernels it dispatched, threading, threads), and the
     vector width of that kernel next to the host's."""
     import numpy as np
-
     from ansor.sketch import host_vector_bits
 
     out: dict[str, Any] = {"numpy": np.__version__, "host_vector_bits": host_vector_bits()}
@@ -193,7 +192,7 @@ def numpy_blas() -> dict[str, Any]:
         cfg = np.show_config(mode="dicts")
         blas = (cfg.get("Build Dependencies") or {}).get("blas") or {}
         out["build"] = {k: blas.get(k) for k in ("name", "version", "openblas configuration") if blas.get(k)}
-    except Exception as exc:  # (old numpy: no mode=)
+    except Exception as exc:  # noqa: BLE001 (old numpy: no mode=; report, do not crash)
         out["build"] = {"error": str(exc)}
     try:
         import threadpoolctl
@@ -314,7 +313,7 @@ class Child:
                 self.proc.kill()
                 self.proc.wait()
 
-    def __enter__(self) -> Child:
+    def __enter__(self) -> Child:  # noqa: PYI034
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -391,7 +390,7 @@ def write_results(path: Path, kind: str, meta: dict[str, Any], body: dict[str, A
     """Write one headline table's results file: what ran it, where, when, and `body` (per-round
     timings of every candidate and baseline, best records). Per-round lists stay on one line."""
     data = {"kind": kind, "command": command_line(),
-            "date": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
+            "date": datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat(),
             "host": meta, **body}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps(data) + "\n")

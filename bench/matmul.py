@@ -61,9 +61,22 @@ def main() -> None:
     from ansor.measure import RunOptions, make_inputs
     from ansor.progress import TableProgress
     from ansor.sketch import VECTOR_BITS
-    from common import (alternate, best_record_lines, calls_for, describe_numpy_blas, describe_torch_blas,
-                        host_line, host_meta, loop_time, native_time, numpy_blas, reexec_fresh, render,
-                        results_path, write_results)
+    from common import (
+        alternate,
+        best_record_lines,
+        calls_for,
+        describe_numpy_blas,
+        describe_torch_blas,
+        host_line,
+        host_meta,
+        loop_time,
+        native_time,
+        numpy_blas,
+        reexec_fresh,
+        render,
+        results_path,
+        write_results,
+    )
 
     n = args.size
     name = f"matmul-{n}"
@@ -90,7 +103,8 @@ def main() -> None:
     a, b = make_inputs(task)
     ref = a @ b
     np.testing.assert_allclose(tuned(a, b), ref, rtol=1e-3, atol=1e-2)
-    cands = {CALL: lambda k=calls_for(lambda: tuned(a, b)): loop_time(lambda: tuned(a, b), number=k),
+    n_call = calls_for(lambda: tuned(a, b))
+    cands = {CALL: lambda: loop_time(lambda: tuned(a, b), number=n_call),
              NATIVE: lambda: native_time(tuned, [a, b]),
              NUMPY: lambda: loop_time(lambda: a @ b)}
     kernels = {CALL: f"tuned MLIR, {VECTOR_BITS}-bit", NATIVE: f"tuned MLIR, {VECTOR_BITS}-bit"}

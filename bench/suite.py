@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from search_args import add_search_args, tune_kwargs  # noqa: E402
+from search_args import add_search_args, tune_kwargs
 
 
 def main() -> None:

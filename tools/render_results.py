@@ -102,17 +102,17 @@ def render_suite(data: dict) -> str:
     small = s.get("small_s", SMALL_S)
     lines = [f"### {data.get('title', 'Suite')}", ""]
     lines += _provenance(data)
-    lines += [f"- {'trials per workload: ' + str(trials) + '; ' if trials else ''}{rounds} alternating rounds "
+    lines += [(f"- {'trials per workload: ' + str(trials) + '; ' if trials else ''}{rounds} alternating rounds "
               f"per workload, each round {s.get('per_round', '?')}; cells: median (min–max) over the rounds; "
-              "ratios: median (min–max) of the per-round ratios",
-              f"- PyTorch: {_torch_line(data.get('torch_info') or {})}; one-op forms where they exist, "
-              "the faster memory layout for convolutions, in its own process",
-              f"- {CALL}: `ansor.compile(...)(*args)` called from Python (output allocation included), "
+              "ratios: median (min–max) of the per-round ratios"),
+              (f"- PyTorch: {_torch_line(data.get('torch_info') or {})}; one-op forms where they exist, "
+              "the faster memory layout for convolutions, in its own process"),
+              (f"- {CALL}: `ansor.compile(...)(*args)` called from Python (output allocation included), "
               f"timed like PyTorch eager; {NATIVE}: the same kernel in its native timing loop (as the tuner "
-              "times it); naive loops: the untransformed program (secondary)",
+              "times it); naive loops: the untransformed program (secondary)"),
               "",
-              f"| workload | GFLOP | {CALL} ms | {TORCH} ms | PyTorch / ours (call) | {NATIVE} ms "
-              f"| PyTorch / ours (native) | {NAIVE} ms | same result |",
+              (f"| workload | GFLOP | {CALL} ms | {TORCH} ms | PyTorch / ours (call) | {NATIVE} ms "
+              f"| PyTorch / ours (native) | {NAIVE} ms | same result |"),
               "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     call_r, nat_r, call_big, nat_big, small_names = [], [], [], [], []
     for w in data.get("workloads", []):
@@ -132,12 +132,12 @@ def render_suite(data: dict) -> str:
                      f"| {rng(t.get(NATIVE))} | {ratio_cell(t.get(TORCH), t.get(NATIVE))} "
                      f"| {rng(t.get(NAIVE))} | {w.get('agree', '-')} |")
     lines += ["",
-              f"**geomean PyTorch eager / ours (Python call): {gm(call_r)} over {len(call_r)} workloads; "
+              (f"**geomean PyTorch eager / ours (Python call): {gm(call_r)} over {len(call_r)} workloads; "
               f"{gm(call_big)} over the {len(call_big)} of at least {small * 1e6:.0f} µs** "
               f"(left out: {', '.join(small_names) or 'none'}; a workload is under {small * 1e6:.0f} µs when "
-              "ours in its native loop or PyTorch is)",
-              f"geomean PyTorch eager / ours (native loop): {gm(nat_r)} over {len(nat_r)} workloads; "
-              f"{gm(nat_big)} over the {len(nat_big)} of at least {small * 1e6:.0f} µs"]
+              "ours in its native loop or PyTorch is)"),
+              (f"geomean PyTorch eager / ours (native loop): {gm(nat_r)} over {len(nat_r)} workloads; "
+              f"{gm(nat_big)} over the {len(nat_big)} of at least {small * 1e6:.0f} µs")]
     return "\n".join(lines)
 
 
@@ -160,8 +160,8 @@ def render_matmul(data: dict) -> str:
     desc = data.get("baselines", {})
     lines = [f"### {data.get('title', 'matmul')}", ""]
     lines += _provenance(data)
-    lines += [f"- trials: {s.get('trials', '?')}; {s.get('rounds', '?')} alternating rounds, each round the best of "
-              "5 loops of ~0.1 s per program (naive loops: one loop); cells: median (min–max) over the rounds",
+    lines += [(f"- trials: {s.get('trials', '?')}; {s.get('rounds', '?')} alternating rounds, each round the best of "
+              "5 loops of ~0.1 s per program (naive loops: one loop); cells: median (min–max) over the rounds"),
               f"- measured f32 FMA peak: {peak:.1f} GFLOP/s ({s.get('threads', '?')} threads, "
               f"{data.get('fma_peak_vector_bits', '?')}-bit vectors; `ansor.lowering.fma_peak_gflops`, the best of "
               f"{len(data.get('fma_peak_rounds') or [peak])} measurements: before tuning and after each round)"
@@ -200,12 +200,12 @@ def render_network(data: dict) -> str:
     flops, t = data["flops"], data["times"]
     lines = [f"### {data.get('title', 'network')}", ""]
     lines += _provenance(data)
-    lines += [f"- {data.get('tasks', '?')} tasks; {s.get('trials', '?')} trials per strategy "
+    lines += [(f"- {data.get('tasks', '?')} tasks; {s.get('trials', '?')} trials per strategy "
               f"({s.get('strategies', '?')}; records of {s.get('best_strategy', '?')}); "
               f"{s.get('rounds', '?')} alternating rounds, each round the median of {s.get('calls', 20)} "
-              "Python-level calls per program (naive loops: one call); cells: median (min–max) over the rounds",
-              f"- PyTorch: {_torch_line(data.get('torch_info') or {})}; each in its own process, the faster "
-              "memory layout"]
+              "Python-level calls per program (naive loops: one call); cells: median (min–max) over the rounds"),
+              (f"- PyTorch: {_torch_line(data.get('torch_info') or {})}; each in its own process, the faster "
+              "memory layout")]
     for label, note in (data.get("torch_notes") or {}).items():
         lines.append(f"- {label}: {note}")
     if data.get("check"):
@@ -214,14 +214,14 @@ def render_network(data: dict) -> str:
     for label, ts in t.items():
         m = med(ts)
         vs = "-" if label == CALL else ratio_cell(ts, t.get(CALL))
-        lines.append(f"| {label} | {rng(ts)} | {flops / m / 1e9 if m == m else math.nan:.2f} | {vs} |")
+        lines.append(f"| {label} | {rng(ts)} | {flops / m / 1e9 if math.isfinite(m) else math.nan:.2f} | {vs} |")
     base = {k: med(v) for k, v in t.items() if not k.startswith("ours") and k != NAIVE and _finite(v)}
     if base and CALL in t:
         strong = min(base, key=base.get)
         rs = ratios(t[strong], t[CALL])
-        lines += ["", f"**headline: ours (Python call) runs {statistics.median(rs):.2f}x ({min(rs):.2f}–{max(rs):.2f}) "
+        lines += ["", (f"**headline: ours (Python call) runs {statistics.median(rs):.2f}x ({min(rs):.2f}–{max(rs):.2f}) "
                   f"as fast as {strong}, the strongest PyTorch baseline here** (its time / ours, median of the "
-                  "per-round ratios)"]
+                  "per-round ratios)")]
     return "\n".join(lines)
 
 
@@ -237,12 +237,12 @@ def render(data: dict) -> str:
 
 def render_doc(files: list[Path]) -> str:
     parts = ["# Results", "",
-             "Generated by `python tools/render_results.py` from the tracked files in `results/` (one per table); "
+             ("Generated by `python tools/render_results.py` from the tracked files in `results/` (one per table); "
              "do not edit by hand. Each file holds the command that produced it, the host, the commit, the date, "
              "the per-round timings of every candidate and baseline, and the best record of each task (the "
              "replayable transform script): `python tools/render_results.py --records results/FILE.json > best.jsonl` "
              "writes them as a log that `ansor.compile(..., log='best.jsonl')` rebuilds the tuned programs from. "
-             "`results/README.md` lists the commands of the headline runs.", ""]
+             "`results/README.md` lists the commands of the headline runs."), ""]
     for f in files:
         data = json.loads(f.read_text())
         parts += [f"## `results/{f.name}`", "", render(data), ""]
