@@ -101,6 +101,6 @@ def test_tuning_a_function_whose_untuned_program_fails_stops_at_once(tmp_path) -
     path.write_text(ABORTS)
     p = _ansor("tune", str(path), "--trials", "16", "--log", str(tmp_path / "a.jsonl"))
     assert p.returncode == 1, p.stdout + p.stderr
-    assert "untuned: failed" in p.stdout
+    assert "naive loops: failed" in p.stdout
     assert "the untuned program fails" in p.stderr
     assert "none can be measured" in p.stderr

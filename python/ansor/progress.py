@@ -42,6 +42,12 @@ def _fmt_lat(s: float) -> str:
     return f"{s * 1e3:.3f} ms" if s >= 1e-4 else f"{s * 1e6:.1f} us"
 
 
+def _baseline_name(task: SearchTask) -> str:
+    """What the task's baseline program is: the untransformed program on the CPU ("naive loops"),
+    the default GPU schedule on a GPU."""
+    return "naive loops" if task.target == "cpu" else "default GPU schedule"
+
+
 class TableProgress(ProgressCallback):
     """A live table, one row per measured batch: trials, best latency, best GFLOP/s, errors."""
 
@@ -58,10 +64,11 @@ class TableProgress(ProgressCallback):
         target = task.target + (f" ({VECTOR_BITS}-bit vectors)" if task.target == "cpu" else "")
         self._p(f"task {task.name}: {task.flops / 1e9:.3f} GFLOP per call, target {target}, {trials} trials"
                 + (f" ({resumed} records resumed from the log)" if resumed else ""))
+        what = _baseline_name(task)
         if baseline.error is None:
-            self._p(f"untuned: {_fmt_lat(baseline.latency)} ({task.flops / baseline.latency / 1e9:.2f} GFLOP/s)")
+            self._p(f"{what}: {_fmt_lat(baseline.latency)} ({task.flops / baseline.latency / 1e9:.2f} GFLOP/s)")
         else:
-            self._p(f"untuned: failed ({baseline.error.value}: {baseline.error_msg})")
+            self._p(f"{what}: failed ({baseline.error.value}: {baseline.error_msg})")
         self._p(f"{'trials':>7} {'best latency':>14} {'GFLOP/s':>9} {'errors':>7} {'elapsed':>8}")
 
     #: A table row every this many measured candidates (and at the end of every batch).
@@ -95,7 +102,8 @@ class TableProgress(ProgressCallback):
             return
         line = f"best: {_fmt_lat(best.latency)}  {best.gflops:.2f} GFLOP/s"
         if baseline.error is None and math.isfinite(baseline.latency):
-            line += f"  speedup over untuned {baseline.latency / best.latency:.2f}x"
+            # a reference point, not a speedup to quote: `ansor bench` / bench/ compare with BLAS and PyTorch
+            line += f"  ({_baseline_name(task)}: {_fmt_lat(baseline.latency)})"
         self._p(line)
 
 
