@@ -12,7 +12,8 @@ back to back (the order rotates from round to round), and ratios are taken withi
 A baseline that needs torch runs in a process of its own (`Child`): torch's OpenMP runtime next
 to ours in one process slows both sides 1.3-1.7x, unevenly. Between two candidates `alternate`
 pauses `SETTLE_S`: the OpenMP runtime our kernels use keeps its threads spinning 200 ms after a
-parallel region (KMP_BLOCKTIME), which would steal a core from the next candidate.
+parallel region (KMP_BLOCKTIME), which would steal a core from the next candidate. Every timing
+then starts with `WARMUP_S` of untimed calls (`warm_up`), on both sides.
 
 Benchmarks import this module as `common` (they put bench/ on `sys.path`, as they do for their
 other helpers); nothing here imports torch, except `torch_blas` (called inside a torch process).
@@ -39,6 +40,11 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 #: Seconds of pause between two timed candidates (see the module doc).
 SETTLE_S = 0.3
+#: Seconds of calls before a candidate is timed, on each side alike. After a pause (`SETTLE_S`)
+#: the first tens of milliseconds of our 2-thread kernels can run several times slower (small-cnn
+#: here: 0.20-0.29 ms instead of 0.05 ms for a whole median of 20 calls); 0.1 s of calls first
+#: removed it.
+WARMUP_S = 0.1
 #: Kernels whose median (ours or the baseline's) is under this many seconds are left out of the
 #: second suite geomean: there a Python-level call's overhead, not the kernel, decides.
 SMALL_S = 50e-6
@@ -54,10 +60,20 @@ def calls_for(fn: Callable[[], object], seconds: float = 0.1) -> int:
     return max(1, int(seconds / max(time.perf_counter() - t0, 1e-7)))
 
 
+def warm_up(fn: Callable[[], object], seconds: float = WARMUP_S, min_calls: int = 3) -> None:
+    """Call `fn` for about `seconds` (at least `min_calls` times) before it is timed."""
+    t0 = time.perf_counter()
+    k = 0
+    while k < min_calls or time.perf_counter() - t0 < seconds:
+        fn()
+        k += 1
+
+
 def loop_time(fn: Callable[[], object], *, seconds: float = 0.1, repeats: int = 5, number: int | None = None) -> float:
     """Seconds per call of `fn`, called from Python in a loop of about `seconds` (or `number`
-    calls): the best of `repeats` loops. This is how PyTorch eager is timed, so it is how our
-    compiled callables are timed next to it."""
+    calls): the best of `repeats` loops, after `warm_up`. This is how PyTorch eager is timed, so
+    it is how our compiled callables are timed next to it."""
+    warm_up(fn)
     n = number or calls_for(fn, seconds)
     best = math.inf
     for _ in range(repeats):
@@ -71,7 +87,10 @@ def loop_time(fn: Callable[[], object], *, seconds: float = 0.1, repeats: int = 
 def native_time(compiled: Any, inputs: list, *, seconds: float = 0.1, repeats: int = 5,
                 number: int | None = None) -> float:
     """Seconds per call of a compiled kernel in its native timing loop (`CompiledFunction.time`,
-    as the tuner times it): the best of `repeats` loops of about `seconds` (or `number` calls)."""
+    as the tuner times it): the best of `repeats` loops of about `seconds` (or `number` calls),
+    after `warm_up` (skipped for a slow kernel timed once: `repeats` 1)."""
+    if repeats > 1:
+        warm_up(lambda: compiled.time(*inputs, number=1))
     if number is None:
         t0 = time.perf_counter()
         compiled.time(*inputs, number=1)

@@ -17,7 +17,7 @@ Usage: python bench/network.py resnet18 --trials 400 [--threads 2] [--strategies
 NAME is a built-in network (`ansor import --list`) or a built-in linalg workload such as
 mlp-64x256x4 (then there is no PyTorch column). Logs, the model and the plot go to bench/out/.
 Every program is timed the same way in each round: the median of 20 Python-level calls after
-3 warm-up calls (ours: `compile_network(...)(*inputs)`; the naive loops: one call). PyTorch's
+0.1 s of warm-up calls (ours: `compile_network(...)(*inputs)`; the naive loops: one call). PyTorch's
 stronger variant (TorchScript frozen: conv-bn folded; torch.compile: Inductor) is headlined;
 one that cannot run here is reported with the reason, not timed.
 """
@@ -85,10 +85,11 @@ def _torch_child(name: str, inputs: list[np.ndarray], threads: int, variants: st
 
 
 def _time_calls(model, inputs: list[np.ndarray], repeat: int = 20) -> tuple[float, float]:
-    """(median, min) seconds of `repeat` Python-level calls after 3 warm-up calls: the statistics
-    torch_network.py reports for PyTorch, timed the same way."""
-    for _ in range(3):
-        model(*inputs)
+    """(median, min) seconds of `repeat` Python-level calls after 0.1 s of warm-up calls (at least
+    3; `common.warm_up`): the statistics torch_network.py reports for PyTorch, timed the same way."""
+    from common import warm_up
+
+    warm_up(lambda: model(*inputs))
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -265,7 +266,7 @@ def main() -> int:
     cands = {CALL: lambda: _time_calls(tuned, inputs)[0]}
     for o, fn in others.items():
         cands[f"ours, {o}"] = lambda fn=fn: _time_calls(fn, inputs)[0]
-    cands[NAIVE] = lambda: untuned.time(*inputs, number=1)
+    cands[NAIVE] = lambda: untuned.time(*inputs, number=1)  # (one call: no warm-up, a slow program)
     tmp = tempfile.TemporaryDirectory()
     child, torch_info, torch_notes, layouts = None, {}, {}, {}
     if is_torch:

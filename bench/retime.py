@@ -74,7 +74,11 @@ def time_alternating(name: str, logs: dict[str, list[Path]], rounds: int, thread
         base(*inputs)  # (the first call finishes the JIT)
         n_naive = max(1, int(0.1 / max(base.time(*inputs, number=1), 1e-7)))
         cands[":naive"] = lambda: native_time(base, inputs, number=n_naive, repeats=1)
-    started = torch_ops.start(name, inputs, threads, tmp)
+    try:
+        started = torch_ops.start(name, inputs, threads, tmp)
+    except (OSError, RuntimeError) as exc:  # torch missing or broken: no PyTorch column, say why
+        print(f"{name}: PyTorch not timed: {exc}", file=sys.stderr)
+        started = None
     layouts: list[str] = []
     info = {}
     if started is not None:
@@ -202,7 +206,7 @@ def main() -> None:
               f"{statistics.median(e[NATIVE]) * 1e3:.3f} ms, PyTorch "
               f"{statistics.median(e[TORCH]) * 1e3 if TORCH in e else math.nan:.3f} ms", flush=True)
     body = {"settings": {"rounds": args.rounds, "threads": args.threads, "trials": None,
-                         "per_round": "best of 5 loops of ~0.1 s (naive loops: one loop)"},
+                         "per_round": "best of 5 loops of ~0.1 s after 0.1 s of warm-up calls (naive loops: one loop)"},
             "torch_info": torch_info, "workloads": entries}
     data = {"kind": "suite", "title": "Re-timed suite workloads vs PyTorch eager", "host": meta, **body}
     table = render(data)

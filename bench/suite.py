@@ -81,7 +81,7 @@ def main() -> None:
               f"{statistics.median(e[NATIVE]) * 1e3:.3f} ms, PyTorch eager {torch_ms:.3f} ms", flush=True)
         body = {"title": title,
                 "settings": {"trials": args.trials, "rounds": args.rounds, "threads": args.threads,
-                             "per_round": "best of 5 loops of ~0.1 s (naive loops: one loop)",
+                             "per_round": "best of 5 loops of ~0.1 s after 0.1 s of warm-up calls (naive loops: one loop)",
                              "batch_size": args.batch_size, "population": args.population,
                              "generations": args.generations, "seed": args.seed},
                 "torch_info": torch_info, "workloads": entries}

@@ -12,7 +12,8 @@ Variants (each in both memory layouts for 4-D inputs; the faster one counts, per
            line says why and the variant is left out
 Saves the eager output; the hello line (JSON) lists the variants that work, why others do not,
 each one's max |difference| from eager, and torch's BLAS. With --serve it then answers one line
-per request {"variant": V}: {"median_s": median of --repeat calls after 3 warm-up calls, "min_s",
+per request {"variant": V}: {"median_s": median of --repeat calls after 0.1 s of warm-up calls
+(`common.warm_up`, as for ours), "min_s",
 "layout"}; without, it prints one such answer per variant.
 """
 
@@ -72,7 +73,7 @@ def main() -> None:
     p.add_argument("--serve", action="store_true")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    from common import serve, torch_blas
+    from common import serve, torch_blas, warm_up
 
     factory, _ = _models().NETWORKS[a.name]
     xs = [torch.from_numpy(np.load(f)) for f in a.inputs]
@@ -116,8 +117,7 @@ def main() -> None:
         best = None
         for layout, (fn, ins) in runs[variant].items():
             with torch.inference_mode():
-                for _ in range(3):
-                    fn(*ins)
+                warm_up(lambda fn=fn, ins=ins: fn(*ins))
                 times = []
                 for _ in range(a.repeat):
                     t0 = time.perf_counter()

@@ -161,7 +161,7 @@ def render_matmul(data: dict) -> str:
     lines = [f"### {data.get('title', 'matmul')}", ""]
     lines += _provenance(data)
     lines += [(f"- trials: {s.get('trials', '?')}; {s.get('rounds', '?')} alternating rounds, each round the best of "
-              "5 loops of ~0.1 s per program (naive loops: one loop); cells: median (min–max) over the rounds"),
+              "5 loops of ~0.1 s per program after 0.1 s of warm-up calls (naive loops: one loop); cells: median (min–max) over the rounds"),
               f"- measured f32 FMA peak: {peak:.1f} GFLOP/s ({s.get('threads', '?')} threads, "
               f"{data.get('fma_peak_vector_bits', '?')}-bit vectors; `ansor.lowering.fma_peak_gflops`, the best of "
               f"{len(data.get('fma_peak_rounds') or [peak])} measurements: before tuning and after each round)"
@@ -203,7 +203,7 @@ def render_network(data: dict) -> str:
     lines += [(f"- {data.get('tasks', '?')} tasks; {s.get('trials', '?')} trials per strategy "
               f"({s.get('strategies', '?')}; records of {s.get('best_strategy', '?')}); "
               f"{s.get('rounds', '?')} alternating rounds, each round the median of {s.get('calls', 20)} "
-              "Python-level calls per program (naive loops: one call); cells: median (min–max) over the rounds"),
+              "Python-level calls per program after 0.1 s of warm-up calls (naive loops: one call); cells: median (min–max) over the rounds"),
               (f"- PyTorch: {_torch_line(data.get('torch_info') or {})}; each in its own process, the faster "
               "memory layout")]
     for label, note in (data.get("torch_notes") or {}).items():
