@@ -245,6 +245,9 @@ def render_doc(files: list[Path]) -> str:
              "`results/README.md` lists the commands of the headline runs."), ""]
     for f in files:
         data = json.loads(f.read_text())
+        if not isinstance(data, dict) or data.get("kind") not in RENDERERS:
+            print(f"{f}: not a benchmark results file (no known 'kind'): left out of the doc", file=sys.stderr)
+            continue
         parts += [f"## `results/{f.name}`", "", render(data), ""]
     return "\n".join(parts).rstrip() + "\n"
 
