@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -45,13 +44,9 @@ TORCH_LABELS = {"eager": "PyTorch eager", "jit": "TorchScript frozen", "compile"
 
 
 def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    from ansor.provenance import cpu_model
+
+    return cpu_model()
 
 
 def _model_text(name: str) -> tuple[str, bool]:

@@ -14,7 +14,7 @@ import ctypes
 import ctypes.util
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -440,12 +440,38 @@ class CompiledKernel:
 
     engine: ExecutionEngine
     task: SearchTask
+    #: (address, shape, strides, dtype) -> the argument built for it. A descriptor holds only those,
+    #: so one built for a freed array is still right for a new array at the same address and shape.
+    _args: dict = field(default_factory=dict, repr=False)
+    _funcs: dict = field(default_factory=dict, repr=False)
 
     def _descriptors(self, arrays: list[np.ndarray]) -> list[ctypes.c_void_p]:
-        return [ctypes.pointer(ctypes.pointer(memref_descriptor(a))) for a in arrays]
+        out = []
+        for a in arrays:
+            key = (a.ctypes.data, a.shape, a.strides, a.dtype.char)
+            arg = self._args.get(key)
+            if arg is None:
+                if len(self._args) >= 256:
+                    self._args.clear()
+                arg = self._args[key] = ctypes.pointer(ctypes.pointer(memref_descriptor(a)))
+            out.append(arg)
+        return out
+
+    def _invoke(self, name: str, args: list) -> None:
+        """`ExecutionEngine.invoke` with the function looked up once (upstream looks it up and
+        builds a new ctypes prototype on every call: ~5 us of a small kernel's call)."""
+        func = self._funcs.get(name)
+        if func is None:
+            func = self._funcs[name] = self.engine.lookup(name)
+        packed = (ctypes.c_void_p * len(args))()
+        for i, a in enumerate(args):
+            packed[i] = ctypes.cast(a, ctypes.c_void_p)
+        func(packed)
 
     def alloc_outputs(self) -> list[np.ndarray]:
-        return [np.zeros(s.shape, dtype=s.numpy_dtype()) for s in self.task.outputs]
+        """Fresh output arrays, uninitialised: every program that reaches a user wrote all of its
+        outputs under verification with poisoned buffers (see verify.py)."""
+        return [np.empty(s.shape, dtype=s.numpy_dtype()) for s in self.task.outputs]
 
     def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray] | None = None) -> list[np.ndarray]:
         if len(inputs) != len(self.task.inputs):
@@ -457,7 +483,7 @@ class CompiledKernel:
                 raise ValueError(f"{self.task.func_name}: input #{i} has shape {a.shape}, expected {spec.shape}")
             ins.append(a)
         outs = outputs if outputs is not None else self.alloc_outputs()
-        self.engine.invoke(self.task.func_name, *self._descriptors(ins + outs))
+        self._invoke(self.task.func_name, self._descriptors(ins + outs))
         return outs
 
     def time(self, inputs: list[np.ndarray], number: int, outputs: list[np.ndarray] | None = None) -> float:
@@ -469,7 +495,7 @@ class CompiledKernel:
         args = self._descriptors(list(inputs) + outs)
         n = ctypes.c_longlong(number)
         t0 = time.perf_counter()
-        self.engine.invoke(BENCH_FUNC, *args, ctypes.pointer(n))
+        self._invoke(BENCH_FUNC, [*args, ctypes.pointer(n)])
         return time.perf_counter() - t0
 
 
