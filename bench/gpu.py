@@ -84,10 +84,11 @@ def time_compiled(run, reps: int = 50) -> tuple[float | None, str]:
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
 
 
-def time_graphed(run, reps: int = 50) -> tuple[float | None, str]:
-    """PyTorch without its Python and launch overhead: `run` captured once in a CUDA graph and
-    replayed, timed like eager (CUDA events). For microsecond kernels this is the honest
-    baseline: eager's time there is mostly the Python dispatcher. (None, why) if capture fails."""
+def time_graphed(run, reps: int = 50) -> tuple[tuple[float, float] | None, str]:
+    """PyTorch without its Python overhead: `run` captured once in a CUDA graph and replayed,
+    timed like eager: ((CUDA events over back-to-back replays, a synchronize after each replay as
+    ours is timed), ""). For microsecond kernels this is the honest baseline: eager's time there
+    is mostly the Python dispatcher. (None, why) if capture fails."""
     import torch
 
     try:
@@ -100,7 +101,7 @@ def time_graphed(run, reps: int = 50) -> tuple[float | None, str]:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             run()
-        return time_torch(graph.replay, reps)[0], ""
+        return time_torch(graph.replay, reps), ""
     except Exception as exc:  # noqa: BLE001 -- report why and go on
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
 
@@ -236,8 +237,10 @@ def main() -> None:
             run, to_np = tf
             ref = to_np(run())
             row["torch_s"], row["torch_sync_s"] = time_torch(run)
-            row["graph_s"], why = time_graphed(run)
-            if why:
+            graphed, why = time_graphed(run)
+            if graphed is not None:
+                row["graph_s"], row["graph_sync_s"] = graphed
+            else:
                 row["graph_error"] = why
             if args.compile:
                 row["compile_s"], why = time_compiled(run)
@@ -265,17 +268,18 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     print()
     print(f"{'workload':<34} {'trials':>6} {'tuned ms':>9} {'TFLOP/s':>8} {'torch ms':>9} {'TFLOP/s':>8} "
-          f"{'tuned/torch':>11} {'vs torch+sync':>13} {'graph ms':>9} {'vs graph':>9} {'compile ms':>10} "
+          f"{'tuned/torch':>11} {'vs torch+sync':>13} {'graph ms':>9} {'vs graph':>9} {'vs graph+sync':>13} {'compile ms':>10} "
           f"{'tuned/compile':>13} {'ok':>3}")
     nan = float("nan")
     for r in rows:
         t, p = r.get("tuned_s"), r.get("torch_s")
-        ps, c, g = r.get("torch_sync_s"), r.get("compile_s"), r.get("graph_s")
+        ps, c, g, gs = r.get("torch_sync_s"), r.get("compile_s"), r.get("graph_s"), r.get("graph_sync_s")
         f = r["gflop"]
         print(f"{r['workload']:<34} {r['trials']:>6} {t * 1e3 if t else nan:>9.3f} "
               f"{f / t / 1e3 if t else nan:>8.2f} {p * 1e3 if p else nan:>9.3f} "
               f"{f / p / 1e3 if p else nan:>8.2f} {p / t if (p and t) else nan:>10.2f}x "
               f"{ps / t if (ps and t) else nan:>12.2f}x {g * 1e3 if g else nan:>9.3f} {g / t if (g and t) else nan:>8.2f}x "
+              f"{gs / t if (gs and t) else nan:>12.2f}x "
               f"{c * 1e3 if c else nan:>10.3f} "
               f"{c / t if (c and t) else nan:>12.2f}x {'yes' if r.get('verified_vs_torch') else 'NO':>3}")
         if r.get("error"):
