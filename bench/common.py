@@ -190,60 +190,18 @@ def host_line(meta: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- BLAS
 
 #: OpenBLAS core types (threadpoolctl's `architecture`) -> the vector width of their SGEMM kernel.
-_OPENBLAS_BITS = {
-    "skylakex": 512, "cooperlake": 512, "sapphirerapids": 512, "zen5": 512,
-    "haswell": 256, "zen": 256, "sandybridge": 256, "excavator": 256, "steamroller": 256,
-    "piledriver": 256, "bulldozer": 256,
-    "nehalem": 128, "penryn": 128, "core2": 128, "prescott": 128, "atom": 128, "barcelona": 128,
-    "neoversev1": 256, "neoversen1": 128, "neoversen2": 128, "armv8": 128,
-}
-
-
 def numpy_blas() -> dict[str, Any]:
-    """numpy's BLAS: as built (`numpy.show_config`) and as loaded at run time (threadpoolctl:
-    library, version, the core type whose kernels it dispatched, threading, threads), and the
-    vector width of that kernel next to the host's."""
-    import numpy as np
-    from ansor.sketch import host_vector_bits
+    """`ansor.baselines.numpy_blas` (imported here only when called: the torch helper processes
+    that import this module keep MLIR out)."""
+    from ansor.baselines import numpy_blas as info
 
-    out: dict[str, Any] = {"numpy": np.__version__, "host_vector_bits": host_vector_bits()}
-    try:
-        cfg = np.show_config(mode="dicts")
-        blas = (cfg.get("Build Dependencies") or {}).get("blas") or {}
-        out["build"] = {k: blas.get(k) for k in ("name", "version", "openblas configuration") if blas.get(k)}
-    except Exception as exc:  # noqa: BLE001 (old numpy: no mode=; report, do not crash)
-        out["build"] = {"error": str(exc)}
-    try:
-        import threadpoolctl
-
-        libs = [d for d in threadpoolctl.threadpool_info() if d.get("user_api") == "blas"]
-        if libs:
-            d = libs[0]
-            out["runtime"] = {k: d.get(k) for k in ("internal_api", "version", "architecture", "threading_layer",
-                                                      "num_threads", "filepath")}
-            arch = (d.get("architecture") or "").lower()
-            out["kernel_bits"] = _OPENBLAS_BITS.get(arch)
-    except ImportError:
-        out["runtime"] = {"error": "threadpoolctl is not installed (pip install threadpoolctl)"}
-    return out
+    return info()
 
 
 def describe_numpy_blas(info: dict[str, Any]) -> str:
-    """One line: library, version, kernel core type and its width vs the host's."""
-    rt = info.get("runtime") or {}
-    build = info.get("build") or {}
-    if "error" in rt:
-        return f"numpy {info.get('numpy')}: {build.get('name', '?')} {build.get('version', '')} ({rt['error']})"
-    lib = {"openblas": "OpenBLAS", "mkl": "MKL", "blis": "BLIS"}.get(rt.get("internal_api"), rt.get("internal_api"))
-    kb, hb = info.get("kernel_bits"), info.get("host_vector_bits")
-    width = f"{kb}-bit kernel" if kb else "kernel width unknown"
-    narrow = f"; NARROWER than the host's {hb}-bit vectors" if kb and hb and kb < hb else ""
-    conf = build.get("openblas configuration", "")
-    target = next((w for w in conf.split() if w.lower() in _OPENBLAS_BITS), None)
-    built = f", build target {target}, runtime dispatch" if target and "DYNAMIC_ARCH" in conf else ""
-    return (f"numpy {info.get('numpy')} -> {lib} {rt.get('version')} ({build.get('name', '?')}{built}): "
-            f"core type {rt.get('architecture')} ({width}{narrow}), {rt.get('threading_layer')}, "
-            f"{rt.get('num_threads')} threads")
+    from ansor.baselines import describe_numpy_blas as describe
+
+    return describe(info)
 
 
 def torch_blas() -> dict[str, Any]:

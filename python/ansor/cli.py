@@ -194,6 +194,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if check_task_outputs(task, [np.asarray(npout)], refs[:1]) is None:
             rows.append(("numpy", best_of(lambda: npf(*inputs))))
     print(f"{task.name}: {task.flops / 1e9:.3f} GFLOP, {threads} threads, verified against the untuned program")
+    if npf is not None:
+        from .baselines import describe_numpy_blas, numpy_blas
+
+        print(f"numpy's BLAS: {describe_numpy_blas(numpy_blas())}")
     print(f"{'program':<16} {'latency':>12} {'GFLOP/s':>9} {'tuned speedup':>14}")
     for name, t in rows:
         print(f"{name:<16} {t * 1e3:>9.3f} ms {task.flops / t / 1e9:>9.2f} {t / t_tuned:>13.2f}x")
