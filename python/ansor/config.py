@@ -81,3 +81,9 @@ def announce_test_hooks() -> None:
     elif (_REQUESTED_SYNTHETIC or os.environ.get("ANSOR_INJECT_FAULT")) and not ALLOW_TEST_HOOKS:
         print("ansor: warning: ANSOR_SYNTHETIC_MEASURE_DELAY / ANSOR_INJECT_FAULT ignored: test hooks need "
               "ANSOR_ALLOW_TEST_HOOKS=1", file=sys.stderr, flush=True)
+
+
+#: The git commit records name (`provenance.git_commit`), overriding what `git` says: for copies of
+#: the tree whose git metadata is not theirs (the GPU host gets the working tree over an older
+#: checkout's .git; `bash run.sh gpu-test` passes it on).
+COMMIT_OVERRIDE: str = os.environ.get("ANSOR_COMMIT", "")

@@ -56,7 +56,11 @@ def gpu_name() -> str | None:
 @functools.cache
 def git_commit() -> str | None:
     """The commit of the source tree the package runs from (`+dirty` with local changes), or None
-    when it does not run from a git checkout (an installed wheel)."""
+    when it does not run from a git checkout (an installed wheel). `ANSOR_COMMIT` (config) overrides."""
+    from . import config
+
+    if config.COMMIT_OVERRIDE:
+        return config.COMMIT_OVERRIDE
     here = Path(__file__).resolve().parent
     try:
         sha = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"], capture_output=True,
