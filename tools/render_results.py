@@ -178,11 +178,10 @@ def render_matmul(data: dict) -> str:
         share = f"{100 * gf / peak:.0f}%" if peak and math.isfinite(gf) else "-"
         vs = "-" if label == CALL else ratio_cell(ts, t.get(CALL))
         lines.append(f"| {label} | {kernels.get(label, '-')} | {rng(ts)} | {gf:.1f} | {share} | {vs} |")
-    base = {k: med(v) for k, v in t.items() if not k.startswith("ours") and k != NAIVE and _finite(v)}
-    if base and CALL in t:
-        strong = min(base, key=base.get)
-        rs = ratios(t[strong], t[CALL])
-        gf = flops / base[strong] / 1e9
+    best = _strongest(t)
+    if best is not None:
+        strong, rs, strong_s = best
+        gf = flops / strong_s / 1e9
         lines += ["", f"**headline: ours (Python call) / {strong} ({kernels.get(strong, '?')}, the stronger baseline "
                   f"here, {100 * gf / peak:.0f}% of FMA peak): {statistics.median(rs):.2f}x GFLOP/s "
                   f"({min(rs):.2f}–{max(rs):.2f})**" if peak else
@@ -193,6 +192,16 @@ def render_matmul(data: dict) -> str:
 
 
 # --------------------------------------------------------------------------- network.py
+
+
+def _strongest(t: dict) -> tuple[str, list[float], float] | None:
+    """The fastest baseline (not ours, not the naive loops) of a times table: (its label, its
+    per-round time / ours-as-a-Python-call ratios, its median seconds); None without one."""
+    base = {k: med(v) for k, v in t.items() if not k.startswith("ours") and k != NAIVE and _finite(v)}
+    if not base or CALL not in t:
+        return None
+    strong = min(base, key=base.get)
+    return strong, ratios(t[strong], t[CALL]), base[strong]
 
 
 def render_network(data: dict) -> str:
@@ -215,10 +224,9 @@ def render_network(data: dict) -> str:
         m = med(ts)
         vs = "-" if label == CALL else ratio_cell(ts, t.get(CALL))
         lines.append(f"| {label} | {rng(ts)} | {flops / m / 1e9 if math.isfinite(m) else math.nan:.2f} | {vs} |")
-    base = {k: med(v) for k, v in t.items() if not k.startswith("ours") and k != NAIVE and _finite(v)}
-    if base and CALL in t:
-        strong = min(base, key=base.get)
-        rs = ratios(t[strong], t[CALL])
+    best = _strongest(t)
+    if best is not None:
+        strong, rs, _ = best
         lines += ["", (f"**headline: ours (Python call) runs {statistics.median(rs):.2f}x ({min(rs):.2f}–{max(rs):.2f}) "
                   f"as fast as {strong}, the strongest PyTorch baseline here** (its time / ours, median of the "
                   "per-round ratios)")]
