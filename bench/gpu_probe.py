@@ -48,8 +48,9 @@ def main() -> None:
     import torch
     from ansor import workloads
     from ansor.gpu_lowering import compile_task_cuda, emit_ptx
-    from ansor.measure import check_outputs, make_inputs
+    from ansor.measure import make_inputs
     from ansor.rules import generate_sketches
+    from ansor.verify import check_outputs
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from gpu import time_torch, torch_fn
@@ -89,7 +90,7 @@ def main() -> None:
                 row["kernels"] = kernel_resources(emit_ptx(task, script), ptx_dir / f"{args.workload}.{i}.ptx")
             out = kernel.run(inputs)
             if ref is not None:
-                bad = check_outputs(out, [ref], 1e-4, 1e-4)
+                bad = check_outputs(out, [ref], rtol=1e-4, atol=1e-4)
                 row["verified"] = bad is None
                 if bad:
                     row["mismatch"] = bad

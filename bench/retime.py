@@ -46,8 +46,9 @@ def time_alternating(name: str, logs: dict[str, list[Path]], rounds: int, thread
     import numpy as np
     import torch_ops
     from ansor import workloads
-    from ansor.measure import check_outputs, make_inputs
+    from ansor.measure import make_inputs
     from ansor.records import best_record, load_records
+    from ansor.verify import check_outputs
     from common import alternate, calls_for, loop_time, native_time
 
     text = workloads.get(name)
@@ -62,7 +63,7 @@ def time_alternating(name: str, logs: dict[str, list[Path]], rounds: int, thread
     inputs = workloads.valid_inputs(name, make_inputs(task))
     outs = {label: np.asarray(fn(*inputs)) for label, fn in fns.items()}
     first = next(iter(outs.values()))
-    bad = next((msg for o in outs.values() if (msg := check_outputs([o], [first], 1e-3, 1e-3))), None)
+    bad = next((msg for o in outs.values() if (msg := check_outputs([o], [first], rtol=1e-3, atol=1e-3))), None)
     cands = {}
     for label, fn in fns.items():
         n_call = calls_for(lambda f=fn: f(*inputs))
@@ -84,7 +85,7 @@ def time_alternating(name: str, logs: dict[str, list[Path]], rounds: int, thread
     if started is not None:
         child, y_torch = started
         info = child.hello.get("info", {})
-        bad = bad or check_outputs([first], [y_torch], 1e-3, 1e-3)
+        bad = bad or check_outputs([first], [y_torch], rtol=1e-3, atol=1e-3)
 
         def torch_round() -> float:
             ans = child.ask()

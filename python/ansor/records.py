@@ -113,9 +113,8 @@ class Record:
         )
 
     @staticmethod
-    def of(inp: MeasureInput, res: MeasureResult, provenance: dict[str, Any] | None = None) -> Record:
-        return Record(record_key(inp.task, inp.schedule), inp.task, inp.schedule, inp.script, res,
-                      provenance=provenance)
+    def of(inp: MeasureInput, res: MeasureResult) -> Record:
+        return Record(record_key(inp.task, inp.schedule), inp.task, inp.schedule, inp.script, res)
 
 
 class LogError(ValueError):
