@@ -226,8 +226,9 @@ def _bench_network(args: argparse.Namespace, net) -> int:
     threads = args.threads or os.cpu_count() or 1
     tuned = compile_network(net, args.log, threads=threads)
     untuned = compile_network(net, None, threads=threads)
-    inputs = make_inputs(net.as_task())
-    if _same_outputs(net.as_task(), tuned, untuned, inputs, "model") is None:
+    whole = net.as_task()
+    inputs = make_inputs(whole)
+    if _same_outputs(whole, tuned, untuned, inputs, "model") is None:
         return 1
     t_tuned = min(tuned.time(*inputs, number=args.number) for _ in range(3))
     t_untuned = untuned.time(*inputs, number=1)
