@@ -41,7 +41,7 @@ def test_seeded_tuning_writes_the_golden_log(case: tuple, tmp_path: Path) -> Non
 
 
 def test_saved_model_loads_and_predicts_the_same() -> None:
-    from ansor.cost_model import XGBModel
+    from ansor.search.cost_model import XGBModel
 
     model = XGBModel.load(GOLDEN / "model.json", nthread=1)
     got = golden.model_predictions(model, GOLDEN / "matmul-512.cpu.jsonl")
@@ -53,7 +53,7 @@ def test_saved_model_loads_and_predicts_the_same() -> None:
 
 def test_old_records_load_and_replay() -> None:
     import ansor
-    from ansor import workloads
+    from ansor.frontend import workloads
 
     log = GOLDEN / "matmul-512.cpu.jsonl"
     records = ansor.load_records(log)

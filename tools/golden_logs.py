@@ -44,9 +44,9 @@ def normalise(line: str) -> str:
 
 def write_case(name: str, workload: str, target: str, trials: int, batch: int, out: Path) -> Path:
     import ansor
-    from ansor import workloads
-    from ansor.cost_model import XGBModel
-    from ansor.measure import SyntheticMeasurer
+    from ansor.frontend import workloads
+    from ansor.search.cost_model import XGBModel
+    from ansor.measure.measurer import SyntheticMeasurer
 
     task = ansor.create_task(workloads.get(workload), name=workload, target=target)
     with tempfile.TemporaryDirectory() as tmp:
@@ -63,7 +63,7 @@ def write_case(name: str, workload: str, target: str, trials: int, batch: int, o
 def model_predictions(model, log: Path) -> list[float]:
     """The model's scores of `log`'s programs, features extracted by today's code."""
     from ansor import load_records
-    from ansor.features import FeatureExtractor
+    from ansor.search.features import FeatureExtractor
 
     recs = load_records(log)
     with FeatureExtractor() as ext:
@@ -72,8 +72,8 @@ def model_predictions(model, log: Path) -> list[float]:
 
 
 def write_model(out: Path) -> None:
-    from ansor.cost_model import XGBModel
-    from ansor.tuner import pretrain
+    from ansor.search.cost_model import XGBModel
+    from ansor.tuning.tuner import pretrain
 
     model = XGBModel(**MODEL_OPTIONS)
     pretrain(model, [out / "matmul-512.cpu.jsonl", out / "convlayer.cpu.jsonl"])
