@@ -357,6 +357,14 @@ class EvolutionarySearch(SearchPolicy):
         for _ in range(tries):
             kind = rng.choices(kinds, weights)[0]
             new = dict(values)
+            if kind == "tile" and info.free_tile_knobs and (
+                    not info.tile_splits
+                    or rng.random() < len(info.free_tile_knobs) / (len(info.free_tile_knobs) + len(info.tile_splits))):
+                knob = rng.choice(info.free_tile_knobs)  # a tile size without a split: redraw it
+                new[knob.name] = rng.choice([o for o in knob.options if o != new[knob.name]])
+                if not info.valid(new):
+                    continue
+                return info.schedule(new)
             if kind in ("tile", "parallel"):
                 split = rng.choice(info.tile_splits if kind == "tile" else info.parallel_splits)
                 names = split.tile_knobs
@@ -411,7 +419,7 @@ class EvolutionarySearch(SearchPolicy):
     def _applicable(info: SearchSpace, kind: str) -> bool:
         return bool(
             {
-                "tile": info.tile_splits,
+                "tile": info.tile_splits or info.free_tile_knobs,
                 "parallel": info.parallel_splits,
                 "unroll": info.unroll_knobs,
                 "location": info.other_knobs,

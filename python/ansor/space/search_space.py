@@ -42,6 +42,9 @@ class SearchSpace:
         self.parallel_splits = tuple(s for s in self.tile_splits if s.kind == "S" and s.levels >= 2)
         tile_names = {n for s in sketch.splits for n in s.tile_knobs}
         unroll_names = set(sketch.unroll_knobs)
+        free = set(sketch.free_tile_knobs)
+        self.free_tile_knobs = tuple(k for k in sketch.knobs if k.name in free and len(k.options) > 1)
+        tile_names = tile_names | free
         self.unroll_knobs = tuple(
             k for k in sketch.knobs if k.name in unroll_names and len(k.options) > 1
         )

@@ -82,6 +82,12 @@ class Sketch(abc.ABC):
         return ()
 
     @property
+    def free_tile_knobs(self) -> tuple[str, ...]:
+        """Knobs that size tiles without a `LoopSplit` (a row sketch's threads per row): the "tile"
+        mutation redraws one of them."""
+        return ()
+
+    @property
     def knob_groups(self) -> tuple[tuple[str, ...], ...]:
         """Crossover units: knobs that must come from the same parent (one group: no crossover)."""
         return ()

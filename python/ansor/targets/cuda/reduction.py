@@ -212,6 +212,14 @@ class RowSketch(Sketch):
     def splits(self) -> tuple[LoopSplit, ...]:
         return ()
 
+    @property
+    def unroll_knobs(self) -> tuple[str, ...]:
+        return (self.gpu_stage.unroll_knob,)
+
+    @property
+    def free_tile_knobs(self) -> tuple[str, ...]:
+        return (self.gpu_stage.threads_knob, self.gpu_stage.lanes_knob)
+
     def script(self, values: Mapping[str, int] | None = None, *, lower_vectors: bool = True) -> str:
         return render(self.gpu_stage, self.knobs, values, self.name, self.rule)
 

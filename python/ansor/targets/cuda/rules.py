@@ -120,6 +120,10 @@ class GpuSketch(Sketch):
     def splits(self) -> tuple[LoopSplit, ...]:
         return self.gpu_splits
 
+    @property
+    def unroll_knobs(self) -> tuple[str, ...]:
+        return (self.gpu_stage.unroll_knob,)
+
     def innermost_limit(self, split: LoopSplit) -> int:
         return min(MAX_INNERMOST, split.inner_limit) if split.inner_limit else MAX_INNERMOST
 
