@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--log-dir", default="bench/out/gpu-mutation")
+    ap.add_argument("--fresh", action="store_true", help="discard the logs of earlier runs (default: keep finished ones)")
     ap.add_argument("--out", default=None, help="results file (default results/gpu-mutation-WORKLOAD.json)")
     args = ap.parse_args()
 
@@ -65,7 +66,14 @@ def main() -> None:
     for seed in seeds:
         for policy, weights in POLICIES.items():  # alternate the policies within each seed
             log = log_dir / f"{args.workload}.{policy}.s{seed}.jsonl"
-            log.unlink(missing_ok=True)
+            if args.fresh:
+                log.unlink(missing_ok=True)
+            elif log.exists() and len(load_records(log)) >= args.trials:  # a finished run: keep it
+                recs = load_records(log)
+                curves[policy][seed] = [best_record(recs[: min(len(recs), b)]).latency
+                                        for b in range(args.batch_size, args.trials + 1, args.batch_size)]
+                print(f"{policy} seed {seed}: from {log}", flush=True)
+                continue
             t0 = time.perf_counter()
             done, curve = 0, []
             options = {} if weights is None else {"mutation_weights": weights}
