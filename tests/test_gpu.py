@@ -189,8 +189,10 @@ def test_gpu_lowering_options_reach_the_ptx(mm_cuda: SearchTask, monkeypatch) ->
     assert "ld.global.v4.b32" in base and "ld.shared.v4.b32" in base and ".local" not in base
     loop = base[base.index("$L__BB0_1:"):base.index("bra")]
     assert "st.global" not in loop and loop.count("fma.rn.f32") == 4 * 4 * 16
-    monkeypatch.setenv("ANSOR_CUDA_SWIZZLE", "8")
-    monkeypatch.setenv("ANSOR_CUDA_NOALIAS", "1")
+    from ansor import config
+
+    monkeypatch.setattr(config, "CUDA_SWIZZLE", 8)
+    monkeypatch.setattr(config, "CUDA_NOALIAS", True)
     other = emit_ptx(mm_cuda, script)
     assert "ld.global.nc.v4.b32" in other and other.count("%ctaid") == 2
     assert "rem" in other or "and.b" in other  # the grouped block order's arithmetic

@@ -116,7 +116,7 @@ def _setup_target(args: argparse.Namespace) -> None:
 
     target = get_target(getattr(args, "target", "cpu"))
     if getattr(args, "arch", None):
-        os.environ["ANSOR_CUDA_ARCH"] = args.arch
+        config.set_cuda_arch(args.arch)
     if target.worker_memory_mb is not None:
         config.WORKER_MEMORY_MB = target.worker_memory_mb
 

@@ -1,42 +1,157 @@
-"""Developer knobs, read from typed environment variables in this one module.
+"""Every environment knob of ansor-mlir, read once, typed, in this one module.
 
-User options are function arguments and CLI flags; these are for developers and CI only.
+    os.environ --_declare (parse, check, document)--> module attributes (WORKER_MEMORY_MB, ...)
+    VARIABLES --tools/gen_config_docs.py--> docs/configuration.md
+
+User options are function arguments and CLI flags; these are for developers, CI and the GPU host.
+No other module reads `os.environ` for an ANSOR_* variable, and nothing here touches hardware:
+host properties (the CPU's vector width, the GPU's architecture) are asked for lazily by the
+target that needs them (`core/host.py`, `targets/cuda/runtime.py`), with these as overrides.
+Worker processes inherit the environment, so a knob set here reaches them by its variable; code
+that changes one for its workers (the CLI's `--arch`) uses the setter below, which does both.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
-def _int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
+@dataclass(frozen=True)
+class Variable:
+    """One environment knob: its name, type, default (as documented) and meaning."""
+
+    env: str
+    attr: str
+    kind: str
+    default: str
+    doc: str
+
+
+#: Every knob, in declaration order (the table of docs/configuration.md).
+VARIABLES: list[Variable] = []
+
+
+def _declare(env: str, attr: str, kind: str, default: Any, doc: str, parse: Callable[[str], Any],
+             shown: str | None = None) -> Any:
+    """The value of `env` (`default` when unset or empty), recorded in `VARIABLES` (with `shown` as
+    its documented default where the real one depends on the machine)."""
+    if shown is None:
+        shown = "" if default in (None, "") else str(default)
+    VARIABLES.append(Variable(env, attr, kind, shown, " ".join(doc.split())))
+    raw = os.environ.get(env)
     if raw is None or raw == "":
         return default
-    try:
+    return parse(raw)
+
+
+def _int(env: str) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            return int(raw)
+        except ValueError as exc:  # a developer typo must not be silently ignored
+            raise ValueError(f"environment variable {env}={raw!r} is not an integer") from exc
+    return parse
+
+
+def _flag(raw: str) -> bool:
+    return raw not in ("0", "false", "no", "off")
+
+
+def _vector_bits(raw: str) -> int | None:
+    if raw in ("256", "512"):
         return int(raw)
-    except ValueError as exc:  # a developer typo must not be silently ignored
-        raise ValueError(f"environment variable {name}={raw!r} is not an integer") from exc
+    warnings.warn(f"ANSOR_VECTOR_BITS={raw!r} ignored (expected 256 or 512); using the host's vector width",
+                  stacklevel=3)
+    return None
 
 
-#: Memory cap of a build/run worker process, in MiB (RLIMIT_AS). 0 disables the cap.
-WORKER_MEMORY_MB: int = _int("ANSOR_WORKER_MEMORY_MB", 16384)
+WORKER_MEMORY_MB: int = _declare(
+    "ANSOR_WORKER_MEMORY_MB", "WORKER_MEMORY_MB", "int (MiB)", 16384,
+    "Memory cap of a build/run worker process (RLIMIT_AS); 0 disables it. The cuda target sets 0 "
+    "for its workers (the CUDA driver reserves far more address space than any cap).",
+    _int("ANSOR_WORKER_MEMORY_MB"))
 
-#: Where reference outputs and other per-task artifacts are cached.
-CACHE_DIR: Path = Path(os.environ.get("ANSOR_CACHE_DIR", Path.home() / ".cache" / "ansor-mlir"))
+CACHE_DIR: Path = _declare(
+    "ANSOR_CACHE_DIR", "CACHE_DIR", "path", Path.home() / ".cache" / "ansor-mlir",
+    "Where reference outputs (`refs/`) and other per-task artifacts are cached.", Path,
+    shown="~/.cache/ansor-mlir")
 
-#: Consecutive failed candidates after which the tuner switches to verbose error reporting.
-VERBOSE_AFTER_ERRORS: int = _int("ANSOR_VERBOSE_AFTER_ERRORS", 16)
+VERBOSE_AFTER_ERRORS: int = _declare(
+    "ANSOR_VERBOSE_AFTER_ERRORS", "VERBOSE_AFTER_ERRORS", "int", 16,
+    "Consecutive failed candidates after which the tuner switches to verbose error reporting.",
+    _int("ANSOR_VERBOSE_AFTER_ERRORS"))
 
-#: Test hooks (fault injection, the synthetic measurer) act only when this is "1" (the older name
-#: ANSOR_ALLOW_FAULTS=1 is accepted too), so none can leak into a real run by accident; an active
-#: hook prints a banner (`announce_test_hooks`) and its records say so (measurer "synthetic").
-ALLOW_TEST_HOOKS: bool = "1" in (os.environ.get("ANSOR_ALLOW_TEST_HOOKS"), os.environ.get("ANSOR_ALLOW_FAULTS"))
+VECTOR_BITS: int | None = _declare(
+    "ANSOR_VECTOR_BITS", "VECTOR_BITS", "256 or 512", None,
+    "Vector width the CPU search targets (innermost vector tile, register-tile limit). Unset: the "
+    "host's, 512 where /proc/cpuinfo lists avx512f, else 256 (asked when the CPU target first "
+    "needs it, never at import). Other values warn and are ignored. The test suite pins 256.",
+    _vector_bits)
 
-#: Test hook: faults to inject into the candidates a worker measures, as "KIND[:N],KIND[:N]..." with
-#: KIND in abort / segv / hang / wrong; with ":N" only candidates whose script hash is 0 mod N
-#: (deterministic per candidate).
-INJECT_FAULT: str = os.environ.get("ANSOR_INJECT_FAULT", "") if ALLOW_TEST_HOOKS else ""
+NATIVE_LIB: str = _declare(
+    "ANSOR_NATIVE_LIB", "NATIVE_LIB", "path", "",
+    "libAnsorMLIR.so to load instead of the installed one (`ansor_native`) or build/dev's: for a "
+    "copy of the tree whose library was built elsewhere (the GPU host).", str)
+
+CUDA_ARCH: str = _declare(
+    "ANSOR_CUDA_ARCH", "CUDA_ARCH", "sm_XY", "",
+    "GPU architecture the cuda target compiles for. Unset: asked from device 0 (sm_90 without "
+    "a driver). `ansor tune --arch` sets it for its workers.", str)
+
+CUDA_SWIZZLE: int = _declare(
+    "ANSOR_CUDA_SWIZZLE", "CUDA_SWIZZLE", "int", 0,
+    "Block rows per group of the GPU kernels' block-order swizzle; 0: off (on an H100 it changed "
+    "the best matmul-4096 schedules by -1%..+1%, noise).", _int("ANSOR_CUDA_SWIZZLE"))
+
+CUDA_NOALIAS: bool = _declare(
+    "ANSOR_CUDA_NOALIAS", "CUDA_NOALIAS", "bool", False,
+    "Mark GPU kernel pointer arguments noalias (ld.global.nc); off: on an H100 it made the best "
+    "matmul-4096 schedules 9-18% slower.", _flag)
+
+ALLOW_TEST_HOOKS: bool = _declare(
+    "ANSOR_ALLOW_TEST_HOOKS", "ALLOW_TEST_HOOKS", "1", False,
+    "Test hooks (ANSOR_INJECT_FAULT, ANSOR_SYNTHETIC_MEASURE_DELAY) act only when this is 1 (the "
+    "older name ANSOR_ALLOW_FAULTS=1 is accepted too), so none can leak into a real run; an "
+    "active hook prints a banner and its records say so (measurer \"synthetic\").",
+    lambda raw: raw == "1") or os.environ.get("ANSOR_ALLOW_FAULTS") == "1"
+
+INJECT_FAULT: str = _declare(
+    "ANSOR_INJECT_FAULT", "INJECT_FAULT", "KIND[:N],...", "",
+    "Test hook: faults to inject into measured candidates, KIND in abort / segv / hang / wrong; "
+    "with :N only candidates whose script hash is 0 mod N.", str)
+if not ALLOW_TEST_HOOKS:
+    INJECT_FAULT = ""
+
+_REQUESTED_SYNTHETIC = os.environ.get("ANSOR_SYNTHETIC_MEASURE_DELAY", "")
+
+SYNTHETIC_MEASURE_DELAY: float = _declare(
+    "ANSOR_SYNTHETIC_MEASURE_DELAY", "SYNTHETIC_MEASURE_DELAY", "seconds", -1.0,
+    "Test hook: measure with SyntheticMeasurer (fake latencies from the schedule key, no "
+    "compiler), sleeping this long per candidate; negative: real measurement.",
+    float)
+if not ALLOW_TEST_HOOKS:
+    SYNTHETIC_MEASURE_DELAY = -1.0
+
+COMMIT_OVERRIDE: str = _declare(
+    "ANSOR_COMMIT", "COMMIT_OVERRIDE", "git sha", "",
+    "The commit records name, instead of what `git` says: for copies of the tree whose .git is "
+    "not theirs (the GPU host; `bash run.sh gpu-test` passes it on).", str)
+
+#: Set by the measurement worker's entry point (`measure/worker.py`), not by the environment:
+#: code that can leave the process unusable (a CUDA kernel fault) exits the worker instead.
+IN_WORKER: bool = False
+
+
+def set_cuda_arch(arch: str) -> None:
+    """Compile for `arch` here and in every worker started from now on."""
+    global CUDA_ARCH
+    CUDA_ARCH = arch
+    os.environ["ANSOR_CUDA_ARCH"] = arch
 
 
 def injected_fault(script: str | None) -> str:
@@ -53,12 +168,6 @@ def injected_fault(script: str | None) -> str:
             return kind
     return ""
 
-
-_REQUESTED_SYNTHETIC = os.environ.get("ANSOR_SYNTHETIC_MEASURE_DELAY", "")
-
-#: Test hook: measure with `SyntheticMeasurer` (deterministic fake latencies, no compiler) instead of
-#: real workers, sleeping this many seconds per candidate. Negative (default) = real measurement.
-SYNTHETIC_MEASURE_DELAY: float = float(_REQUESTED_SYNTHETIC) if _REQUESTED_SYNTHETIC and ALLOW_TEST_HOOKS else -1.0
 
 _announced = False
 
@@ -81,9 +190,3 @@ def announce_test_hooks() -> None:
     elif (_REQUESTED_SYNTHETIC or os.environ.get("ANSOR_INJECT_FAULT")) and not ALLOW_TEST_HOOKS:
         print("ansor: warning: ANSOR_SYNTHETIC_MEASURE_DELAY / ANSOR_INJECT_FAULT ignored: test hooks need "
               "ANSOR_ALLOW_TEST_HOOKS=1", file=sys.stderr, flush=True)
-
-
-#: The git commit records name (`provenance.git_commit`), overriding what `git` says: for copies of
-#: the tree whose git metadata is not theirs (the GPU host gets the working tree over an older
-#: checkout's .git; `bash run.sh gpu-test` passes it on).
-COMMIT_OVERRIDE: str = os.environ.get("ANSOR_COMMIT", "")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import warnings
 
 def host_vector_bits() -> int:
     """Bits of the host CPU's widest vector register the search targets: `ANSOR_VECTOR_BITS`
@@ -13,12 +11,10 @@ def host_vector_bits() -> int:
     of two 16-lane zmm registers and 32 of them in all. On a Zen 5 host, 128 trials, the AVX2
     limits gave matmul-1024 258 GFLOP/s and ResNet-18's 7x7x512 convolution 261; AVX-512's gave
     482 and 363, both with 32-lane rows."""
-    env = os.environ.get("ANSOR_VECTOR_BITS")
-    if env in ("256", "512"):
-        return int(env)
-    if env:
-        warnings.warn(f"ANSOR_VECTOR_BITS={env!r} ignored (expected 256 or 512); using the host's vector width",
-                      stacklevel=2)
+    from ansor import config
+
+    if config.VECTOR_BITS is not None:
+        return config.VECTOR_BITS
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:

@@ -12,7 +12,6 @@ build load under every CPython version. This module imports no other ``ansor`` m
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from pathlib import Path
 
@@ -32,7 +31,9 @@ class NativeLibraryNotFound(RuntimeError):
 
 def find_library() -> Path:
     """Path of libAnsorMLIR.so: $ANSOR_NATIVE_LIB, the installed ansor_native, or build/dev."""
-    env = os.environ.get("ANSOR_NATIVE_LIB")
+    from ansor import config
+
+    env = config.NATIVE_LIB
     if env:
         path = Path(env)
         if not path.is_file():

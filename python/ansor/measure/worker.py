@@ -74,7 +74,9 @@ def main(argv: list[str]) -> None:
 
     from ansor.measure.measurer import _worker_main
 
-    os.environ["ANSOR_WORKER"] = "1"  # code that can poison the process exits instead (gpu_lowering.py)
+    from ansor import config
+
+    config.IN_WORKER = True  # code that can poison the process exits instead (targets/cuda/runtime.py)
     _worker_main(Connection(req_fd, writable=False), Connection(resp_fd, readable=False), threads, memory_mb)
 
 

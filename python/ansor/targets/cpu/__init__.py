@@ -49,6 +49,6 @@ class CpuTarget(Target):
         return compile_network(task, callees, scripts)
 
     def describe(self) -> str:
-        from ansor.targets.cpu.params import VECTOR_BITS
+        from ansor.targets.cpu import params
 
-        return f"cpu ({VECTOR_BITS}-bit vectors)"
+        return f"cpu ({params.VECTOR_BITS}-bit vectors)"

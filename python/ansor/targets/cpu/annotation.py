@@ -28,7 +28,8 @@ from ansor.space.schedule import (
 )
 from ansor.space.search_space import RAGGED_PROB
 from ansor.space.sketch import LoopSplit
-from ansor.targets.cpu.params import MAX_REGISTER_TILE, MAX_VECTOR, innermost_limit
+from ansor.targets.cpu import params
+from ansor.targets.cpu.params import innermost_limit
 
 if TYPE_CHECKING:
     from ansor.targets.cpu.sketch import CpuSketch, Stage
@@ -39,9 +40,6 @@ def _valid_factors(split: LoopSplit) -> tuple[tuple[int, ...], ...]:
     return tuple(f for f in factorizations(split.extent, split.levels) if f[-1] <= innermost_limit(split))
 
 
-#: Lanes of one vector register (f32: 8 on AVX2, 16 on AVX-512); a vector loop's innermost factor
-#: that is a multiple of this fills whole registers.
-VECTOR_LANES = MAX_VECTOR // 2
 #: Probability that a vector loop's factorization is drawn among those filling whole registers
 #: (else uniformly among all). Uniform factorizations give a 128-lane loop an innermost factor
 #: of 8 or 16 only 20-30% of the time, so with several stages (a softmax after a batch matmul)
@@ -54,7 +52,7 @@ FULL_VECTOR_PROB = 0.5
 def _full_vector_factors(split: LoopSplit) -> tuple[tuple[int, ...], ...]:
     # (a whole row wider than `MAX_VECTOR`, allowed by `innermost_limit`, fills registers too)
     return tuple(f for f in _valid_factors(split)
-                 if f[-1] % VECTOR_LANES == 0 or f[-1] == split.extent > MAX_VECTOR)
+                 if f[-1] % params.VECTOR_LANES == 0 or f[-1] == split.extent > params.MAX_VECTOR)
 
 
 def choose_factors(split: LoopSplit, rng: random.Random) -> tuple[int, ...]:
@@ -125,8 +123,8 @@ def validate_cpu(sketch: CpuSketch, values: Mapping[str, int]) -> str | None:
             if sizes and sizes[-1] > innermost_limit(s):
                 return f"op{s.op} loop d{s.dim}: innermost tile {sizes[-1]} too large"
         reg = register_tile(stage, values)
-        if reg > MAX_REGISTER_TILE:
-            return f"op{stage.op}: register tile of {reg} elements exceeds {MAX_REGISTER_TILE}"
+        if reg > params.MAX_REGISTER_TILE:
+            return f"op{stage.op}: register tile of {reg} elements exceeds {params.MAX_REGISTER_TILE}"
     return None
 
 

@@ -459,14 +459,14 @@ def fma_peak_gflops(*, threads: int | None = None, vector_bits: int | None = Non
     chains FMAs on 12 independent vector registers (enough to cover the FMA latency of current
     x86 cores) and returns the best of `repeats` timings of about `seconds` each. `threads` is
     the OpenMP thread count (None: the current `OMP_NUM_THREADS`, else all cores); `vector_bits`
-    the vector width (None: `sketch.VECTOR_BITS`, what the search targets). The OpenMP runtime
+    the vector width (None: `params.VECTOR_BITS`, what the search targets). The OpenMP runtime
     reads `OMP_NUM_THREADS` once, when a process first runs a parallel region: call this before
     anything else in the process does (else it runs on that first setting and reads low)."""
     import time
 
-    from ansor.targets.cpu.params import VECTOR_BITS
+    from ansor.targets.cpu import params
 
-    lanes = (vector_bits or VECTOR_BITS) // 32
+    lanes = (vector_bits or params.VECTOR_BITS) // 32
     nthreads = threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or os.cpu_count() or 1
     acc = 12
     vt = f"vector<{lanes}xf32>"

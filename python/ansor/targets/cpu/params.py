@@ -7,6 +7,9 @@
 from __future__ import annotations
 
 
+import functools
+from typing import NamedTuple
+
 from ansor.space.sketch import LoopSplit
 from ansor.core.host import host_vector_bits
 
@@ -19,17 +22,37 @@ MAX_INNERMOST = 64
 
 
 #: Bits of one vector register the search targets (`host_vector_bits`).
-VECTOR_BITS = host_vector_bits()
+class _Limits(NamedTuple):
+    vector_bits: int
+    max_vector: int
+    max_register_tile: int
+    vector_lanes: int
 
 
-#: Widest vector on the innermost (contiguous) loop, in elements: two f32 registers (AVX2: 16,
-#: AVX-512: 32).
-MAX_VECTOR = 2 * VECTOR_BITS // 32
+@functools.cache
+def limits() -> _Limits:
+    """The vector limits of this host, asked once, when the CPU search first needs them (not at
+    import: `import ansor` reads no hardware). As module attributes:
+
+    - `VECTOR_BITS`: `core.host.host_vector_bits()` (`ANSOR_VECTOR_BITS` overrides);
+    - `MAX_VECTOR`: widest vector on the innermost (contiguous) loop, in elements: two f32
+      registers (AVX2: 16, AVX-512: 32);
+    - `MAX_REGISTER_TILE`: largest register/vector tile (product of the innermost factors), in
+      elements (AVX2: 256, twice its 16 ymm registers; AVX-512: 512, its 32 zmm registers);
+    - `VECTOR_LANES`: f32 lanes of one register (8 / 16); a vector loop's innermost factor that is
+      a multiple of this fills whole registers."""
+    bits = host_vector_bits()
+    return _Limits(bits, 2 * bits // 32, 256 if bits == 256 else 512, bits // 32)
 
 
-#: Largest register/vector tile (product of the innermost factors), in elements (AVX2: 256, twice
-#: its 16 ymm registers; AVX-512: 512, its 32 zmm registers).
-MAX_REGISTER_TILE = 256 if VECTOR_BITS == 256 else 512
+_LAZY = {"VECTOR_BITS": "vector_bits", "MAX_VECTOR": "max_vector", "MAX_REGISTER_TILE": "max_register_tile",
+         "VECTOR_LANES": "vector_lanes"}
+
+
+def __getattr__(name: str) -> int:
+    if name in _LAZY:
+        return getattr(limits(), _LAZY[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: A vector tile narrower than this many lanes is "narrow": rows without a wider exact vector are
@@ -53,7 +76,7 @@ def innermost_limit(split: LoopSplit) -> int:
     one vector (LLVM splits it into registers): otherwise its only exact vector is 1 lane and
     the chain runs scalar (ViT's 197-token softmax: 3.5-4 ms scalar, 0.5 ms as whole rows,
     against PyTorch's 0.4 ms)."""
-    limit = MAX_VECTOR if split.vector else MAX_INNERMOST
+    limit = limits().max_vector if split.vector else MAX_INNERMOST
     if split.vector and split.levels == 2 and whole_row_vector(split.extent):
         limit = split.extent
     return min(limit, split.inner_limit) if split.inner_limit else limit
@@ -61,11 +84,11 @@ def innermost_limit(split: LoopSplit) -> int:
 
 def exact_vector(extent: int) -> int:
     """The widest vector tile of at most `MAX_VECTOR` lanes that divides `extent`."""
-    return max(d for d in range(1, MAX_VECTOR + 1) if extent % d == 0)
+    return max(d for d in range(1, limits().max_vector + 1) if extent % d == 0)
 
 
 def whole_row_vector(extent: int) -> bool:
     """Whether a row of `extent` lanes is better vectorized whole (one vector of up to
     `MAX_REGISTER_TILE` lanes, which LLVM splits into registers) than by its widest divisor of at
     most `MAX_VECTOR` lanes: when that divisor is under 4 lanes (197 tokens: 1)."""
-    return extent <= MAX_REGISTER_TILE and exact_vector(extent) < NARROW_VECTOR
+    return extent <= limits().max_register_tile and exact_vector(extent) < NARROW_VECTOR

@@ -29,7 +29,7 @@ import math
 import os
 
 from ansor.core.loops import OpLoops, PadInfo, analyze_graph
-from ansor.targets.cpu.params import LEVELS, MAX_VECTOR, NARROW_VECTOR, exact_vector
+from ansor.targets.cpu.params import LEVELS, NARROW_VECTOR, exact_vector
 from ansor.space.sketch import LoopSplit, Sketch
 from ansor.targets.cpu.sketch import Stage, stage_knobs
 from ansor.core.task import SearchTask
@@ -300,4 +300,4 @@ def generate_sketches(task: SearchTask) -> list[Sketch]:
     return sketches + [skip]
 
 
-__all__ = ["MAX_VECTOR", "PadInfo", "generate_sketches"]
+__all__ = ["PadInfo", "generate_sketches"]

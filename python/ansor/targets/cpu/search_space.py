@@ -18,7 +18,8 @@ from ansor.space.search_space import SearchSpace
 from ansor.space.sketch import LoopSplit
 from ansor.space.search_space import RAGGED_PROB
 from ansor.targets.cpu.annotation import choose_sizes, ragged_options
-from ansor.targets.cpu.params import MAX_REGISTER_TILE, innermost_limit
+from ansor.targets.cpu import params
+from ansor.targets.cpu.params import innermost_limit
 
 if TYPE_CHECKING:
     from ansor.targets.cpu.sketch import CpuSketch
@@ -89,7 +90,7 @@ class CpuSearchSpace(SearchSpace):
             if not sizes_nest(split, sizes) or sizes[-1] > innermost_limit(split):
                 return False
         for _, reg in self.stage_splits:
-            if math.prod(values[n] for n in reg) > MAX_REGISTER_TILE:
+            if math.prod(values[n] for n in reg) > params.MAX_REGISTER_TILE:
                 return False
         return True
 
@@ -100,7 +101,7 @@ class CpuSearchSpace(SearchSpace):
             for _ in range(max_tries):
                 for names, split in splits:
                     values.update(zip(names, choose_sizes(split, rng, self.ragged_prob), strict=True))
-                if math.prod(values[n] for n in reg) <= MAX_REGISTER_TILE:
+                if math.prod(values[n] for n in reg) <= params.MAX_REGISTER_TILE:
                     break
             else:
                 raise SamplingError(
@@ -112,7 +113,7 @@ class CpuSearchSpace(SearchSpace):
 
     # -- the hooks the generic mutation code calls ------------------------------------------
     def register_ok(self, split: LoopSplit, values: Mapping[str, int]) -> bool:
-        return math.prod(values[n] for n in self.split_reg.get(split, ())) <= MAX_REGISTER_TILE
+        return math.prod(values[n] for n in self.split_reg.get(split, ())) <= params.MAX_REGISTER_TILE
 
     def is_ragged(self, split: LoopSplit, values: Mapping[str, int]) -> bool:
         if not split.ragged or len(split.tile_knobs) < 2:

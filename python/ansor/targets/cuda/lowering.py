@@ -22,16 +22,16 @@ per call), so a measured latency includes one launch + synchronization overhead 
 
 from __future__ import annotations
 
-import os
 import re
 
 from mlir import ir
 from ansor.core.mlir import EXPAND_FPOWI, LoweringError, add_bench_wrapper, apply_script, parse_payload
 from ansor.core.task import SearchTask
 from ansor.targets.cuda.params import DEFAULT_ARCH
-from ansor.targets.cuda.rewrites import SWIZZLE_GROUP, _check_host_allocs, align_workgroup_buffers, block_reductions_to_shuffles, copies_to_linalg, forward_initial_values, guard_padded_reads, hoist_accumulators, infer_access_alignment, mark_kernel_pointers_noalias, own_fill_destinations, prefetch_global_reads, private_allocs_to_stack, remove_redundant_barriers, sink_constants_into_launches, swizzle_blocks, workgroup_allocs_to_attributions
+from ansor.targets.cuda.rewrites import _check_host_allocs, align_workgroup_buffers, block_reductions_to_shuffles, copies_to_linalg, forward_initial_values, guard_padded_reads, hoist_accumulators, infer_access_alignment, mark_kernel_pointers_noalias, own_fill_destinations, prefetch_global_reads, private_allocs_to_stack, remove_redundant_barriers, sink_constants_into_launches, swizzle_blocks, workgroup_allocs_to_attributions
 from ansor.targets.cuda.runtime import CudaKernel, load_cuda_runtime, cuda_runtime_libs, device_arch
 from ansor.core.mlir import run_passes
+from ansor import config
 
 _AFTER_SCRIPT = (
     "canonicalize,cse,"
@@ -77,7 +77,7 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     if bench:
         add_bench_wrapper(module, task.func_name)
     run_passes(module, "ansor-auto-unroll,canonicalize,loop-invariant-code-motion,cse", "lower")
-    swizzle_blocks(module, int(os.environ.get("ANSOR_CUDA_SWIZZLE", str(SWIZZLE_GROUP))))
+    swizzle_blocks(module, config.CUDA_SWIZZLE)
     hoist_accumulators(module)
     forward_initial_values(module)
     remove_redundant_barriers(module)
@@ -90,7 +90,7 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     to_llvm, to_binary = pipeline.rsplit(",gpu-module-to-binary", 1)
     run_passes(module, to_llvm, "lower")
     infer_access_alignment(module)
-    if os.environ.get("ANSOR_CUDA_NOALIAS", "0") != "0":  # off: measured slower (see the function)
+    if config.CUDA_NOALIAS:  # off by default: measured slower (see the function)
         mark_kernel_pointers_noalias(module)
     run_passes(module, "gpu-module-to-binary" + to_binary, "lower")
     return module

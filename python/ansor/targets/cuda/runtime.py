@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import numpy as np
 from ansor.core.mlir import BENCH_FUNC, LoweringError
 from ansor.core.task import SearchTask
 from ansor.targets.cuda.params import DEFAULT_ARCH
+from ansor import config
 
 @functools.cache
 def cuda_runtime_libs() -> tuple[str, ...]:
@@ -78,7 +78,7 @@ def _check_device(what: str) -> None:
 
         # The process's CUDA context is dead: end the worker so the measurer starts a fresh one
         # (the candidate becomes a `crash` record); in any other process, raise.
-        if os.environ.get("ANSOR_WORKER") == "1":
+        if config.IN_WORKER:
             sys.stderr.write(f"error: CUDA error {status} after {what}: kernel fault, context lost\n")
             sys.stderr.flush()
             os._exit(70)
@@ -209,9 +209,8 @@ class CudaKernel:
 def device_arch() -> str:
     """`sm_XY` of GPU 0 via the CUDA driver; `DEFAULT_ARCH` when there is no driver or device."""
 
-    env = os.environ.get("ANSOR_CUDA_ARCH")
-    if env:
-        return env
+    if config.CUDA_ARCH:
+        return config.CUDA_ARCH
     try:
         cuda = ctypes.CDLL("libcuda.so.1")
         if cuda.cuInit(0) != 0:
