@@ -42,8 +42,8 @@ bool swizzle(gpu::LaunchOp launch, int64_t group) {
   int64_t per = group * *gx;
   Value grp = arith::DivUIOp::create(b, loc, lin, c(per));
   Value rem = arith::RemUIOp::create(b, loc, lin, c(per));
-  Value newY = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, grp, c(group)),
-                                     arith::RemUIOp::create(b, loc, rem, c(group)));
+  Value rows = arith::MulIOp::create(b, loc, grp, c(group));
+  Value newY = arith::AddIOp::create(b, loc, rows, arith::RemUIOp::create(b, loc, rem, c(group)));
   Value newX = arith::DivUIOp::create(b, loc, rem, c(group));
   for (gpu::BlockIdOp id : ids) {
     if (id.getDimension() == gpu::Dimension::x)
