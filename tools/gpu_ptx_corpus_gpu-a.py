@@ -8,8 +8,10 @@
         identical / different per (case, rewrite); and PTX of two corpus dirs compared per case.
 
 Usage:
-    python tools/gpu_ptx_corpus_gpu-a.py dump OUT [--samples N]
-    python tools/gpu_ptx_corpus_gpu-a.py compare OUT ANSOR_OPT
+    python tools/gpu_ptx_corpus_gpu-a.py dump OUT [--samples N] [--cpp]
+        (--cpp: the C++ passes, run in-process through the PassManager, replace the Python
+        rewrites, so OUT/*.ptx is the PTX the wired-in pipeline gives)
+    python tools/gpu_ptx_corpus_gpu-a.py compare OUT ANSOR_OPT [--raw]
     python tools/gpu_ptx_corpus_gpu-a.py ptxdiff DIR_A DIR_B
 """
 
@@ -73,7 +75,21 @@ def _cases(samples: int):
                 print(f"# {name}.s{k}: {exc}", file=sys.stderr)
 
 
-def dump(out: Path, samples: int) -> None:
+def _cpp(fn: str):
+    """A stand-in for Python rewrite `fn` running its C++ port in-process."""
+    from mlir import passmanager
+
+    def run(module, *args, **kw):
+        ps = REWRITES[fn]
+        if fn == "swizzle_blocks":
+            ps += "{group=" + str(args[0] if args else kw.get("group", 8)) + "}"
+        passmanager.PassManager.parse(f"builtin.module({ps})").run(module.operation)
+        return 0
+
+    return run
+
+
+def dump(out: Path, samples: int, cpp: bool = False) -> None:
     from mlir import ir
 
     lowering, rewrites = _gpu_modules()
@@ -81,7 +97,7 @@ def dump(out: Path, samples: int) -> None:
     current = {"case": ""}
     originals = {}
     for fn in REWRITES:
-        original = getattr(rewrites, fn)
+        original = _cpp(fn) if cpp else getattr(rewrites, fn)
         originals[fn] = original
 
         def hooked(module, *args, _fn=fn, _orig=original, **kw):
@@ -116,7 +132,10 @@ def _opt(ansor_opt: str, path: Path, passes: str) -> str:
     return r.stdout
 
 
-def compare(out: Path, ansor_opt: str) -> int:
+def compare(out: Path, ansor_opt: str, raw: bool = False) -> int:
+    """C++ pass vs Python rewrite per dumped module, both normalised by canonicalize,cse (with
+    `raw`, only re-printed: op order and dead ops must match too)."""
+    norm = "" if raw else ",canonicalize,cse"
     same = diff = 0
     for inp in sorted(out.glob("*.in.mlir")):
         stem = inp.name[: -len(".in.mlir")]
@@ -124,10 +143,10 @@ def compare(out: Path, ansor_opt: str) -> int:
         ps = REWRITES[fn]
         if fn == "swizzle_blocks":
             ps += "{group=" + (out / f"{stem}.arg").read_text() + "}"
-        cpp = _opt(ansor_opt, inp, ps + ",canonicalize,cse")
-        py = _opt(ansor_opt, out / f"{stem}.py.mlir", "canonicalize,cse")
-        changed = _opt(ansor_opt, inp, "canonicalize,cse") != py
-        if cpp == py:
+        cpp = _opt(ansor_opt, inp, ps + norm)
+        py = _opt(ansor_opt, out / f"{stem}.py.mlir", norm[1:])
+        changed = _opt(ansor_opt, inp, norm[1:]) != py
+        if cpp == py and not cpp.startswith("ERROR"):
             same += 1
             print(f"same {stem}{' (rewrote)' if changed else ' (no-op)'}")
         else:
@@ -161,17 +180,19 @@ def main() -> None:
     d = sub.add_parser("dump")
     d.add_argument("out", type=Path)
     d.add_argument("--samples", type=int, default=3)
+    d.add_argument("--cpp", action="store_true")
     c = sub.add_parser("compare")
     c.add_argument("out", type=Path)
     c.add_argument("ansor_opt")
+    c.add_argument("--raw", action="store_true")
     x = sub.add_parser("ptxdiff")
     x.add_argument("a", type=Path)
     x.add_argument("b", type=Path)
     args = p.parse_args()
     if args.cmd == "dump":
-        dump(args.out, args.samples)
+        dump(args.out, args.samples, args.cpp)
     elif args.cmd == "compare":
-        sys.exit(1 if compare(args.out, args.ansor_opt) else 0)
+        sys.exit(1 if compare(args.out, args.ansor_opt, args.raw) else 0)
     else:
         sys.exit(1 if ptxdiff(args.a, args.b) else 0)
 
