@@ -8,7 +8,7 @@
         identical / different per (case, rewrite); and PTX of two corpus dirs compared per case.
 
 Usage:
-    python tools/gpu_ptx_corpus_gpu-a.py dump OUT [--samples N] [--cpp]
+    python tools/gpu_ptx_corpus_gpu-a.py dump OUT [--samples N] [--cpp] [--more]
         (--cpp: the C++ passes, run in-process through the PassManager, replace the Python
         rewrites, so OUT/*.ptx is the PTX the wired-in pipeline gives)
     python tools/gpu_ptx_corpus_gpu-a.py compare OUT ANSOR_OPT [--raw]
@@ -41,6 +41,11 @@ TASKS = [
     "c2d-1x14x14x8x16x3x1x1", "c2d-1x7x7x16x8x3x2x1", "convlayer-1x14x14x8x16x3x2x1",
     "lngelu-8x256", "softmax-8x128", "tbs-1x32x2x16",
 ]
+#: More shapes (`--more`): bigger matmuls, batch matmul, 1-D, depthwise, grouped, dilated convs.
+MORE_TASKS = [
+    "matmul-256", "matmul-1024", "gmm-2x64x64x32", "c1d-1x32x8x16x3x1x1", "dep-1x14x14x16x3x1x1",
+    "grp-1x14x14x16x16x3x1x1", "dil-1x14x14x8x16x3x1x2", "softmax-12x197", "lngelu-16x768",
+]
 
 
 def _gpu_modules():
@@ -53,14 +58,14 @@ def _gpu_modules():
         return gpu_lowering, gpu_lowering
 
 
-def _cases(samples: int):
+def _cases(samples: int, tasks: list[str]):
     from ansor import workloads
     from ansor.annotation import sample
     from ansor.gpu_rules import default_script
     from ansor.rules import generate_sketches
     from ansor.task import create_task
 
-    for name in TASKS:
+    for name in tasks:
         task = create_task(workloads.get(name), name=name.replace("-", "_"), target="cuda")
         try:
             yield f"{name}.default", task, default_script(task)
@@ -89,7 +94,7 @@ def _cpp(fn: str):
     return run
 
 
-def dump(out: Path, samples: int, cpp: bool = False) -> None:
+def dump(out: Path, samples: int, cpp: bool = False, more: bool = False) -> None:
     from mlir import ir
 
     lowering, rewrites = _gpu_modules()
@@ -112,7 +117,7 @@ def dump(out: Path, samples: int, cpp: bool = False) -> None:
         for mod in {id(lowering): lowering, id(rewrites): rewrites}.values():
             if hasattr(mod, fn):
                 setattr(mod, fn, hooked)
-    for case, task, script in _cases(samples):
+    for case, task, script in _cases(samples, MORE_TASKS if more else TASKS):
         current["case"] = case
         try:
             ptx = lowering.emit_ptx(task, script, arch="sm_90")
@@ -181,6 +186,7 @@ def main() -> None:
     d.add_argument("out", type=Path)
     d.add_argument("--samples", type=int, default=3)
     d.add_argument("--cpp", action="store_true")
+    d.add_argument("--more", action="store_true", help="the MORE_TASKS corpus instead of TASKS")
     c = sub.add_parser("compare")
     c.add_argument("out", type=Path)
     c.add_argument("ansor_opt")
@@ -190,7 +196,7 @@ def main() -> None:
     x.add_argument("b", type=Path)
     args = p.parse_args()
     if args.cmd == "dump":
-        dump(args.out, args.samples, args.cpp)
+        dump(args.out, args.samples, args.cpp, args.more)
     elif args.cmd == "compare":
         sys.exit(1 if compare(args.out, args.ansor_opt, args.raw) else 0)
     else:
