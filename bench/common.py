@@ -170,8 +170,8 @@ def _version(dist: str) -> str | None:
 def host_meta(threads: int, target: str = "cpu") -> dict[str, Any]:
     """The machine and software a result comes from: `ansor.provenance.host` (CPU model, cores,
     GPU for a CUDA target), the vector width the search targets, the commit, versions."""
-    from ansor import provenance
-    from ansor.sketch import VECTOR_BITS
+    from ansor.measure import provenance
+    from ansor.targets.cpu.sketch import VECTOR_BITS
 
     return {**provenance.host(target), "vector_bits": VECTOR_BITS, "threads": threads,
             "commit": provenance.git_commit(), "ansor": provenance.package_version(),
@@ -193,13 +193,13 @@ def host_line(meta: dict[str, Any]) -> str:
 def numpy_blas() -> dict[str, Any]:
     """`ansor.baselines.numpy_blas` (imported here only when called: the torch helper processes
     that import this module keep MLIR out)."""
-    from ansor.baselines import numpy_blas as info
+    from ansor.measure.baselines import numpy_blas as info
 
     return info()
 
 
 def describe_numpy_blas(info: dict[str, Any]) -> str:
-    from ansor.baselines import describe_numpy_blas as describe
+    from ansor.measure.baselines import describe_numpy_blas as describe
 
     return describe(info)
 
@@ -312,7 +312,7 @@ def best_record_lines(logs: Iterable[str | Path], tasks: Iterable[Any]) -> list[
     """The best current record of each task (`records.best_record`, current sketch version) in
     `logs`, as the log's own JSON line: each holds the task, the schedule and the replayable
     transform script, so `ansor.compile(..., log=those lines)` rebuilds the tuned program."""
-    from ansor.records import best_record, load_records
+    from ansor.tuning.records import best_record, load_records
 
     logs = [Path(p) for p in logs]
     recs = [r for p in logs for r in load_records(p)]

@@ -52,15 +52,15 @@ def main() -> None:
     args = ap.parse_args()
 
     import ansor
-    from ansor.cost_model import (
+    from ansor.search.cost_model import (
         XGBModel,
         normalized_throughputs,
         pairwise_accuracy,
         r2,
         recall_at_k,
     )
-    from ansor.features import FeatureExtractor
-    from ansor.measure import MeasureInput
+    from ansor.search.features import FeatureExtractor
+    from ansor.measure.measurer import MeasureInput
 
     by_task: dict[str, list] = defaultdict(list)
     for path in args.logs:

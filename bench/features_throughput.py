@@ -21,9 +21,19 @@ import random
 import statistics
 import time
 
-from ansor import _native, annotation, features, lowering, rules, workloads
-from ansor.task import create_task
+from ansor.core import native as _native
+
+from ansor.targets.cpu import annotation
+
+from ansor.search import features
+
+
+from ansor.targets.cpu import rules
+
+from ansor.frontend import workloads
+from ansor.core.task import create_task
 from mlir import ir
+from ansor.core import mlir as core_mlir
 
 
 def main() -> None:
@@ -73,11 +83,11 @@ def main() -> None:
     parts = {"parse+apply": 0.0, "extract": 0.0}
     sample = scripts[:100]
     with ir.Context(), ir.Location.unknown():
-        payload = lowering.parse_payload(task)
+        payload = core_mlir.parse_payload(task)
         for s in sample:
             op = features._clone(payload)
             t = time.perf_counter()
-            lowering.apply_script(op, s)
+            core_mlir.apply_script(op, s)
             parts["parse+apply"] += time.perf_counter() - t
             t = time.perf_counter()
             features.extract_from_module(op)

@@ -135,7 +135,7 @@ def time_torch(run, reps: int = 50) -> tuple[float, float]:
 
 def gpu_schedulable(task) -> tuple[bool, str]:
     """Whether the GPU rules give `task` a sketch (else why not)."""
-    from ansor.gpu_rules import gpu_schedulable as schedulable
+    from ansor.targets.cuda.rules import gpu_schedulable as schedulable
 
     return schedulable(task)
 
@@ -167,13 +167,15 @@ def main() -> None:
 
     import ansor
     import torch
-    from ansor import config, workloads
-    from ansor.gpu_lowering import compile_task_cuda, device_arch
-    from ansor.measure import RunOptions, make_inputs
-    from ansor.progress import TableProgress
-    from ansor.records import best_record, load_records
-    from ansor.rules import generate_sketches
-    from ansor.verify import check_task_outputs
+    from ansor import config
+    from ansor.frontend import workloads
+    from ansor.targets.cuda.lowering import compile_task_cuda
+    from ansor.targets.cuda.runtime import device_arch
+    from ansor.measure.measurer import RunOptions, make_inputs
+    from ansor.tuning.progress import TableProgress
+    from ansor.tuning.records import best_record, load_records
+    from ansor.targets.cpu.rules import generate_sketches
+    from ansor.measure.verify import check_task_outputs
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

@@ -46,11 +46,11 @@ def main() -> None:
 
     import ansor
     import torch
-    from ansor import workloads
-    from ansor.gpu_lowering import compile_task_cuda, emit_ptx
-    from ansor.measure import make_inputs
-    from ansor.rules import generate_sketches
-    from ansor.verify import check_outputs
+    from ansor.frontend import workloads
+    from ansor.targets.cuda.lowering import compile_task_cuda, emit_ptx
+    from ansor.measure.measurer import make_inputs
+    from ansor.targets.cpu.rules import generate_sketches
+    from ansor.measure.verify import check_outputs
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from gpu import time_torch, torch_fn

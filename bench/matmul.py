@@ -56,11 +56,11 @@ def main() -> None:
     import ansor
     import numpy as np
     import torch_ops
-    from ansor import workloads
-    from ansor.lowering import fma_peak_gflops
-    from ansor.measure import RunOptions, make_inputs
-    from ansor.progress import TableProgress
-    from ansor.sketch import VECTOR_BITS
+    from ansor.frontend import workloads
+    from ansor.targets.cpu.lowering import fma_peak_gflops
+    from ansor.measure.measurer import RunOptions, make_inputs
+    from ansor.tuning.progress import TableProgress
+    from ansor.targets.cpu.sketch import VECTOR_BITS
     from common import (
         alternate,
         best_record_lines,

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import ansor
 import numpy as np
-from ansor import frontend, lowering
-from ansor.models import NETWORKS
+from ansor.frontend import torch_import as frontend
+from ansor.targets.cpu import lowering
+from ansor.frontend.models import NETWORKS
 
 
 def main() -> None:

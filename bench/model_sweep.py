@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def _inputs(shapes: list[str]) -> list[np.ndarray]:
-    from ansor.frontend import parse_input_shape
+    from ansor.frontend.torch_import import parse_input_shape
 
     rng = np.random.default_rng(0)
     out = []
@@ -50,11 +50,11 @@ def main() -> int:
     a = ap.parse_args()
 
     import ansor
-    from ansor import frontend
-    from ansor.frontend import parse_input_shape
-    from ansor.partition import extract_tasks
-    from ansor.records import load_records
-    from ansor.scheduler import SchedulerTable, TaskScheduler
+    from ansor.frontend import torch_import as frontend
+    from ansor.frontend.torch_import import parse_input_shape
+    from ansor.frontend.partition import extract_tasks
+    from ansor.tuning.records import load_records
+    from ansor.tuning.scheduler import SchedulerTable, TaskScheduler
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

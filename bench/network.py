@@ -44,15 +44,16 @@ TORCH_LABELS = {"eager": "PyTorch eager", "jit": "TorchScript frozen", "compile"
 
 
 def _cpu() -> str:
-    from ansor.provenance import cpu_model
+    from ansor.measure.provenance import cpu_model
 
     return cpu_model()
 
 
 def _model_text(name: str) -> tuple[str, bool]:
     """(MLIR text, is a PyTorch network)."""
-    from ansor import frontend, workloads
-    from ansor.models import NETWORKS
+    from ansor.frontend import torch_import as frontend
+    from ansor.frontend import workloads
+    from ansor.frontend.models import NETWORKS
 
     if name in NETWORKS:
         path = OUT / f"{name}.mlir"
@@ -98,7 +99,7 @@ def _log_curve(net, log: Path) -> list[tuple[int, float]]:
     sum over tasks of weight x best latency so far, defined once every task has a record. The
     same estimate the scheduler reports, rebuilt from a log (a run continued with --resume
     included)."""
-    from ansor.records import load_records
+    from ansor.tuning.records import load_records
 
     weight = {t.hash: t.weight for t in net.tasks}
     best: dict[str, float] = {}
@@ -124,8 +125,8 @@ def _estimate_now(net, log: Path, threads: int, cache_flush: bool = False) -> tu
     """Σ weight · latency of each task's best record: as logged, and re-measured now by the
     tuner's measurer. The logged sum is a sum of minima of noisy timings taken over the whole
     run, so on a drifting host it can be far below what the tasks take at report time."""
-    from ansor.measure import MeasureInput, RunOptions, create_measurer
-    from ansor.records import best_record, load_records
+    from ansor.measure.measurer import MeasureInput, RunOptions, create_measurer
+    from ansor.tuning.records import best_record, load_records
 
     recs = load_records(log)
     logged = now = 0.0
@@ -186,16 +187,16 @@ def main() -> int:
 
     import ansor  # noqa: F401 (registers the dialect and passes)
     from ansor.compile import compile_network
-    from ansor.cost_model import XGBModel
-    from ansor.measure import RunOptions, create_measurer
-    from ansor.partition import extract_tasks, task_table
-    from ansor.scheduler import SchedulerTable, TaskScheduler
-    from ansor.tuner import pretrain
+    from ansor.search.cost_model import XGBModel
+    from ansor.measure.measurer import RunOptions, create_measurer
+    from ansor.frontend.partition import extract_tasks, task_table
+    from ansor.tuning.scheduler import SchedulerTable, TaskScheduler
+    from ansor.tuning.tuner import pretrain
 
     text, is_torch = _model_text(a.name)
     net = extract_tasks(text, name=a.name, winograd=a.winograd)
     print(task_table(net))
-    from ansor.sketch import VECTOR_BITS
+    from ansor.targets.cpu.sketch import VECTOR_BITS
 
     print(f"machine: {_cpu()}, {os.cpu_count()} cores, {VECTOR_BITS}-bit vector limits; {a.threads} threads for every program; "
           f"{a.search} search (population {a.population}, {a.generations} generations), "

@@ -46,11 +46,11 @@ def main() -> None:
     out = Path(args.out)
 
     import ansor
-    from ansor import workloads
-    from ansor.measure import RunOptions
-    from ansor.progress import TableProgress
-    from ansor.rules import generate_sketches
-    from ansor.sketch import is_ragged
+    from ansor.frontend import workloads
+    from ansor.measure.measurer import RunOptions
+    from ansor.tuning.progress import TableProgress
+    from ansor.targets.cpu.rules import generate_sketches
+    from ansor.targets.cpu.sketch import is_ragged
 
     out.mkdir(parents=True, exist_ok=True)
     cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()

@@ -45,10 +45,10 @@ def time_alternating(name: str, logs: dict[str, list[Path]], rounds: int, thread
     import ansor
     import numpy as np
     import torch_ops
-    from ansor import workloads
-    from ansor.measure import make_inputs
-    from ansor.records import best_record, load_records
-    from ansor.verify import check_outputs
+    from ansor.frontend import workloads
+    from ansor.measure.measurer import make_inputs
+    from ansor.tuning.records import best_record, load_records
+    from ansor.measure.verify import check_outputs
     from common import alternate, calls_for, loop_time, native_time
 
     text = workloads.get(name)
@@ -130,7 +130,7 @@ def suite_entry(name: str, task, paths: list[Path], timed: dict) -> dict:
         times[TORCH] = timed["times"]["torch"]
     if "naive" in timed:
         times[NAIVE] = timed["naive"]
-    from ansor.records import load_records
+    from ansor.tuning.records import load_records
 
     measured = sum(r.task.hash == task.hash for p in paths for r in load_records(p))
     return {"name": name, "flops": task.flops, "logs": [str(p) for p in paths], "trials": measured,
@@ -169,7 +169,7 @@ def main() -> None:
         return
 
     import ansor
-    from ansor import workloads
+    from ansor.frontend import workloads
     from common import host_line, host_meta, render, results_path, write_results
 
     work: dict[str, list[Path]] = {}

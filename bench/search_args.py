@@ -17,7 +17,7 @@ def add_search_args(ap: argparse.ArgumentParser) -> None:
 
 def tune_kwargs(args: argparse.Namespace, seed: int = 0) -> dict:
     """Keyword arguments of `ansor.tune` for these settings (a fresh cost model per call)."""
-    from ansor.cost_model import XGBModel
+    from ansor.search.cost_model import XGBModel
 
     return {
         "batch_size": args.batch_size,

@@ -49,10 +49,10 @@ def main() -> None:
     args = ap.parse_args()
 
     import ansor
-    from ansor import workloads
-    from ansor.lowering import fma_peak_gflops
-    from ansor.progress import TableProgress
-    from ansor.tuner import pretrain
+    from ansor.frontend import workloads
+    from ansor.targets.cpu.lowering import fma_peak_gflops
+    from ansor.tuning.progress import TableProgress
+    from ansor.tuning.tuner import pretrain
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

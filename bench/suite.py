@@ -45,9 +45,9 @@ def main() -> None:
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
 
     import ansor
-    from ansor import workloads
-    from ansor.measure import RunOptions
-    from ansor.progress import TableProgress
+    from ansor.frontend import workloads
+    from ansor.measure.measurer import RunOptions
+    from ansor.tuning.progress import TableProgress
     from common import host_line, host_meta, render, results_path, write_results
     from retime import CALL, NATIVE, TORCH, retime_in_child, suite_entry
 

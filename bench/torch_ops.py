@@ -86,7 +86,7 @@ def prepare(name: str, inputs: list[np.ndarray], channels_last: bool = False,
     if fam == "t2d":
         s, p = v[-2], v[-1]
         # the workload's filter argument is W pre-arranged (workloads.t2d_filter); torch wants [CI, CO, k, k]
-        from ansor import workloads
+        from ansor.frontend import workloads
 
         wk = torch.from_numpy(workloads.t2d_torch_weight(t[1].cpu().numpy(), v[-3], s, p))
         x, w = cl(t[0]), wl(wk.permute(2, 3, 0, 1)).to(t[1].device)

@@ -30,9 +30,9 @@ def main() -> int:
     a = ap.parse_args()
 
     from ansor.compile import compile_network
-    from ansor.measure import MeasureInput, RunOptions, create_measurer
-    from ansor.partition import extract_tasks
-    from ansor.records import best_record, load_records
+    from ansor.measure.measurer import MeasureInput, RunOptions, create_measurer
+    from ansor.frontend.partition import extract_tasks
+    from ansor.tuning.records import best_record, load_records
     from network import _cpu, _model_text, _time_calls
 
     net = extract_tasks(_model_text(a.name)[0], name=a.name, winograd=a.winograd)

@@ -24,7 +24,7 @@ OUT = Path(__file__).resolve().parent / "out" / "winograd"
 def _layer_mlir(hw: int, c: int) -> str:
     """conv3x3 + BN + ReLU (torch, random weights, eval mode) exported to linalg."""
     import torch
-    from ansor.frontend import import_torch
+    from ansor.frontend.torch_import import import_torch
 
     torch.manual_seed(0)
     bn = torch.nn.BatchNorm2d(c)
@@ -49,9 +49,9 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
 
     from ansor.compile import compile_network
-    from ansor.measure import RunOptions, create_measurer
-    from ansor.partition import extract_tasks
-    from ansor.scheduler import SchedulerTable, TaskScheduler
+    from ansor.measure.measurer import RunOptions, create_measurer
+    from ansor.frontend.partition import extract_tasks
+    from ansor.tuning.scheduler import SchedulerTable, TaskScheduler
     from network import _time_calls  # bench/network.py: (median, min) of 20 single calls
 
     threads = os.cpu_count() or 1

@@ -12,9 +12,9 @@ os.environ["ANSOR_VECTOR_BITS"] = "256"
 
 import ansor
 import pytest
-from ansor import workloads
-from ansor.measure import MeasureError, MeasureInput, Measurer, MeasureResult
-from ansor.task import SearchTask, create_task
+from ansor.frontend import workloads
+from ansor.measure.measurer import MeasureError, MeasureInput, Measurer, MeasureResult
+from ansor.core.task import SearchTask, create_task
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

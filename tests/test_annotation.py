@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 import ansor
-from ansor import workloads
-from ansor.annotation import (
+from ansor.frontend import workloads
+from ansor.targets.cpu.annotation import (
     Schedule,
     factorizations,
     factors_from_sizes,
@@ -14,8 +14,8 @@ from ansor.annotation import (
     sizes_from_factors,
     validate,
 )
-from ansor.rules import generate_sketches
-from ansor.sketch import MAX_INNERMOST, MAX_VECTOR, is_ragged
+from ansor.targets.cpu.rules import generate_sketches
+from ansor.targets.cpu.sketch import MAX_INNERMOST, MAX_VECTOR, is_ragged
 
 
 def test_factorizations_cover_all_ordered_splits() -> None:
@@ -96,7 +96,7 @@ def test_only_awkward_extents_get_ragged_tiles() -> None:
     """Ragged register tiles only where exact splits have no good one (no 4-8 row divisor, lanes
     not a multiple of a vector register); elsewhere sampling is exactly what it was without
     them (the same draws from the same seed)."""
-    from ansor.evolution import _SketchInfo
+    from ansor.search.evolution import _SketchInfo
 
     sk = generate_sketches(ansor.create_task(workloads.matmul(99, 40, 32)))[0]
     assert [s.ragged for s in sk.stages[0].splits] == [True, False, False]  # 99 = 9 x 11; 40 lanes = 5 x 8

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansor import workloads
+from ansor.frontend import workloads
 
 
 def _ansor(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

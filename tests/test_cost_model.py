@@ -6,8 +6,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-from ansor.annotation import Schedule
-from ansor.cost_model import (
+from ansor.targets.cpu.annotation import Schedule
+from ansor.search.cost_model import (
     RandomModel,
     XGBModel,
     create_cost_model,
@@ -16,8 +16,8 @@ from ansor.cost_model import (
     r2,
     recall_at_k,
 )
-from ansor.measure import MeasureError, MeasureInput, MeasureResult
-from ansor.task import SearchTask
+from ansor.measure.measurer import MeasureError, MeasureInput, MeasureResult
+from ansor.core.task import SearchTask
 
 N_FEATURES = 6
 FLOPS = 10**9

@@ -10,8 +10,8 @@ import sys
 import ansor
 import numpy as np
 import pytest
-from ansor import workloads
-from ansor.measure import RunOptions
+from ansor.frontend import workloads
+from ansor.measure.measurer import RunOptions
 
 
 def test_tune_compile_and_replay(tmp_path) -> None:
@@ -41,9 +41,9 @@ def test_tune_compile_and_replay(tmp_path) -> None:
 def test_best_script_replays_with_ansor_opt(tmp_path, matmul64) -> None:
     import random
 
-    from ansor.annotation import sample
-    from ansor.loops import tag_ops
-    from ansor.rules import generate_sketches
+    from ansor.targets.cpu.annotation import sample
+    from ansor.core.loops import tag_ops
+    from ansor.targets.cpu.rules import generate_sketches
     from mlir import ir
 
     sk = generate_sketches(matmul64)[0]

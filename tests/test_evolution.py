@@ -7,15 +7,15 @@ import random
 
 import numpy as np
 import pytest
-from ansor import workloads
-from ansor.annotation import Schedule, factors_from_sizes, validate
-from ansor.cost_model import CostModel, RandomModel, XGBModel
-from ansor.evolution import EvolutionarySearch, _SketchInfo
-from ansor.measure import MeasureError, MeasureInput, MeasureResult
-from ansor.rules import generate_sketches
-from ansor.search import RandomSearch, SearchPolicy
-from ansor.sketch import is_ragged
-from ansor.task import create_task
+from ansor.frontend import workloads
+from ansor.targets.cpu.annotation import Schedule, factors_from_sizes, validate
+from ansor.search.cost_model import CostModel, RandomModel, XGBModel
+from ansor.search.evolution import EvolutionarySearch, _SketchInfo
+from ansor.measure.measurer import MeasureError, MeasureInput, MeasureResult
+from ansor.targets.cpu.rules import generate_sketches
+from ansor.search.policy import RandomSearch, SearchPolicy
+from ansor.targets.cpu.sketch import is_ragged
+from ansor.core.task import create_task
 
 
 def latency(values: dict[str, int]) -> float:
@@ -341,8 +341,8 @@ def test_a_failed_draw_is_skipped_not_fatal(mm, monkeypatch) -> None:
     """A sketch whose constraints rarely admit a random draw must not stop the search (a GPU 3-D
     convolution's sampler gave up after 4000 tries once in a population and crashed
     `ansor tune --target cuda`): both searches draw again."""
-    import ansor.search
-    from ansor.annotation import SamplingError
+    import ansor.search.policy
+    from ansor.targets.cpu.annotation import SamplingError
 
     _, sketches = mm
     calls = {"n": 0}
@@ -355,7 +355,7 @@ def test_a_failed_draw_is_skipped_not_fatal(mm, monkeypatch) -> None:
             return real(*args, **kwargs)
         return draw
 
-    monkeypatch.setattr(ansor.search, "sample", flaky(ansor.search.sample))
+    monkeypatch.setattr(ansor.search.policy, "sample", flaky(ansor.search.policy.sample))
     assert len(RandomSearch(sketches, seed=0).next_batch(16)) == 16
     monkeypatch.setattr(_SketchInfo, "sample", flaky(_SketchInfo.sample))
     batch = small(sketches, RandomModel(seed=0)).next_batch(16)

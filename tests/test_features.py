@@ -6,9 +6,13 @@ import random
 
 import numpy as np
 import pytest
-from ansor import annotation, features, lowering, rules, workloads
-from ansor.task import SearchTask, create_task
+from ansor.targets.cpu import annotation
+from ansor.search import features
+from ansor.targets.cpu import rules
+from ansor.frontend import workloads
+from ansor.core.task import SearchTask, create_task
 from mlir import ir
+from ansor.core import mlir as core_mlir
 
 # matmul 8x8x8 with the matmul's rows split over 2 parallel workers; nothing vectorized, so
 # the fill (8x8) and the matmul tile (4x8x8 per forall iteration) stay linalg statements.
@@ -103,10 +107,10 @@ def test_rows_match_statements_and_differ(matmul64: SearchTask) -> None:
         r is not None and r.dtype == np.float32 and r.shape[1] == features.N_FEATURES for r in rows
     )
     with ir.Context(), ir.Location.unknown():
-        payload = lowering.parse_payload(matmul64)
+        payload = core_mlir.parse_payload(matmul64)
         for script, r in zip(scripts, rows, strict=True):
             module = features._clone(payload)
-            lowering.apply_script(module, script)
+            core_mlir.apply_script(module, script)
             assert r is not None and r.shape[0] == _count_statements(module)
             # The C API directly (same extraction, no cleanup passes): the same rows here.
             assert features.extract_from_module(module).shape[0] == r.shape[0]
@@ -158,12 +162,12 @@ def test_script_cache_reuses_parsed_sketch_with_new_knob_values(matmul64: Search
         features._ScriptCache._parse = staticmethod(original)  # type: ignore[method-assign]
     assert len(parses) < len(scripts)  # knob-only differences hit the cache
     with ir.Context(), ir.Location.unknown():
-        payload = lowering.parse_payload(matmul64)
+        payload = core_mlir.parse_payload(matmul64)
         for script, rows in zip(scripts, together, strict=True):
             assert rows is not None
             assert np.array_equal(rows, features.featurize(matmul64, [script])[0])
             module = features._clone(payload)
-            lowering.apply_script(module, script)
+            core_mlir.apply_script(module, script)
             assert np.array_equal(rows, features.extract_from_module(module))
     assert len({r.tobytes() for r in together if r is not None}) == len(scripts)
 
@@ -194,11 +198,11 @@ def passmanager_rows(task: SearchTask, scripts: list[str]) -> list[np.ndarray]:
 
     out = []
     with ir.Context(), ir.Location.unknown():
-        payload = lowering.parse_payload(task)
+        payload = core_mlir.parse_payload(task)
         pm = passmanager.PassManager.parse("builtin.module(canonicalize,cse)")
         for script in scripts:
             module = features._clone(payload)
-            lowering.apply_script(module, script)
+            core_mlir.apply_script(module, script)
             pm.run(module.operation)
             out.append(features.extract_from_module(module))
     return out

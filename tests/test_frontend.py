@@ -15,8 +15,10 @@ from pathlib import Path
 import ansor
 import numpy as np
 import pytest
-from ansor import frontend, lowering, workloads
-from ansor.task import TaskError
+from ansor.frontend import torch_import as frontend
+from ansor.targets.cpu import lowering
+from ansor.frontend import workloads
+from ansor.core.task import TaskError
 from mlir import ir
 
 needs_torch_mlir = pytest.mark.skipif(not frontend.torch_available(),
@@ -199,8 +201,8 @@ def test_attention_block_partitions_with_i8_tasks() -> None:
     tensors, and the whole model, untuned, equals PyTorch."""
     torch = pytest.importorskip("torch")
     from ansor.compile import compile_network
-    from ansor.models import vit_block
-    from ansor.partition import extract_tasks
+    from ansor.frontend.models import vit_block
+    from ansor.frontend.partition import extract_tasks
 
     model = vit_block(dim=16, heads=2, mlp=32)
     x = torch.randn(1, 7, 16, generator=torch.Generator().manual_seed(2))
@@ -281,9 +283,9 @@ def test_embedding_model_tunes_and_matches_pytorch(tmp_path: Path) -> None:
             return Net().eval()
     """))
     from ansor.compile import compile_network
-    from ansor.measure import RunOptions
-    from ansor.partition import extract_tasks
-    from ansor.scheduler import TaskScheduler
+    from ansor.measure.measurer import RunOptions
+    from ansor.frontend.partition import extract_tasks
+    from ansor.tuning.scheduler import TaskScheduler
 
     spec = f"{tmp_path / 'emb.py'}:make_model"
     text = frontend.import_file(spec, [(1, 4)], input_dtypes=["i64"])
@@ -337,7 +339,7 @@ def test_cli_factory_errors_one_line(tmp_path: Path) -> None:
 def test_networks_build_deterministically() -> None:
     """Every built-in network runs on its input shapes, and two builds (same seed) give the same numbers."""
     torch = pytest.importorskip("torch")
-    from ansor.models import NETWORKS
+    from ansor.frontend.models import NETWORKS
 
     expected = {"mlp": (4, 10), "small-cnn": (1, 10), "resnet18": (1, 1000), "mobilenet-v2": (1, 1000),
                 "bert-layer": (1, 128, 768), "vit-block": (1, 197, 192)}

@@ -7,9 +7,9 @@ import random
 
 import numpy as np
 import pytest
-from ansor import workloads
-from ansor.annotation import sample, validate
-from ansor.gpu_rules import (
+from ansor.frontend import workloads
+from ansor.targets.cpu.annotation import sample, validate
+from ansor.targets.cuda.rules import (
     GPU_UNROLL_OPTIONS,
     MAX_SHARED_BYTES,
     GpuSketch,
@@ -17,8 +17,8 @@ from ansor.gpu_rules import (
     shared_bytes,
     threads_per_dim,
 )
-from ansor.rules import generate_sketches
-from ansor.task import SearchTask, create_task
+from ansor.targets.cpu.rules import generate_sketches
+from ansor.core.task import SearchTask, create_task
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_gpu_script_has_holes_and_mappings(mm_cuda: SearchTask) -> None:
 
 
 def test_gpu_lowering_emits_ptx_without_a_gpu(mm64_cuda: SearchTask) -> None:
-    from ansor.gpu_lowering import emit_ptx
+    from ansor.targets.cuda.lowering import emit_ptx
 
     sk = generate_sketches(mm64_cuda)[0]
     rng = random.Random(3)
@@ -105,8 +105,8 @@ def test_unsupported_graph_falls_back_to_skip() -> None:
 
 @pytest.mark.gpu
 def test_default_gpu_program_matches_numpy(mm_cuda: SearchTask) -> None:
-    from ansor.lowering import compile_task
-    from ansor.measure import make_inputs
+    from ansor.targets.cpu.lowering import compile_task
+    from ansor.measure.measurer import make_inputs
 
     kernel = compile_task(mm_cuda, None)
     a, b = make_inputs(mm_cuda)
@@ -117,7 +117,7 @@ def test_default_gpu_program_matches_numpy(mm_cuda: SearchTask) -> None:
 
 @pytest.mark.gpu
 def test_gpu_candidates_are_verified_and_timed(mm_cuda: SearchTask) -> None:
-    from ansor.measure import LocalMeasurer, MeasureInput, RunOptions
+    from ansor.measure.measurer import LocalMeasurer, MeasureInput, RunOptions
 
     sk = generate_sketches(mm_cuda)[0]
     rng = random.Random(4)
@@ -138,9 +138,9 @@ def test_gpu_candidates_are_verified_and_timed(mm_cuda: SearchTask) -> None:
 @pytest.mark.gpu
 def test_gpu_tuning_resumes_from_its_log(mm_cuda: SearchTask, tmp_path) -> None:
     from ansor import config
-    from ansor.measure import RunOptions
-    from ansor.records import load_records
-    from ansor.tuner import tune
+    from ansor.measure.measurer import RunOptions
+    from ansor.tuning.records import load_records
+    from ansor.tuning.tuner import tune
 
     config.WORKER_MEMORY_MB = 0
     log = tmp_path / "mm.cuda.jsonl"
@@ -155,8 +155,8 @@ def test_gpu_tuning_resumes_from_its_log(mm_cuda: SearchTask, tmp_path) -> None:
 def test_learned_search_runs_on_gpu_sketches(mm_cuda: SearchTask, make_fake, tmp_path) -> None:
     """Evolutionary search + cost model over GPU sketches (fake measurements, real features of the
     GPU-scheduled IR): every proposed schedule respects the device limits."""
-    from ansor.features import featurize
-    from ansor.tuner import tune
+    from ansor.search.features import featurize
+    from ansor.tuning.tuner import tune
 
     sk = generate_sketches(mm_cuda)[0]
 
@@ -167,7 +167,7 @@ def test_learned_search_runs_on_gpu_sketches(mm_cuda: SearchTask, make_fake, tmp
     res = tune(mm_cuda, trials=24, batch_size=12, search="learned", measurer=fake, features_fn=features,
                log_path=tmp_path / "l.jsonl", search_options={"population": 64, "generations": 2})
     assert res.trials == 24 and res.best is not None
-    from ansor.records import load_records
+    from ansor.tuning.records import load_records
 
     for r in load_records(tmp_path / "l.jsonl"):
         if r.schedule.sketch == sk.name:  # (`skip`, the default schedule, has no knobs)
@@ -178,7 +178,7 @@ def test_gpu_lowering_options_reach_the_ptx(mm_cuda: SearchTask, monkeypatch) ->
     """The accumulators stay in registers and the copies are 128-bit by default; the optional
     block-order swizzle and noalias kernel pointers (off by default: measured neutral / slower
     on an H100) still give valid kernels."""
-    from ansor.gpu_lowering import emit_ptx
+    from ansor.targets.cuda.lowering import emit_ptx
 
     sk = generate_sketches(mm_cuda)[0]
     values = {"op1.d0.t1": 64, "op1.d0.t2": 64, "op1.d0.t3": 4, "op1.d0.t4": 4,
@@ -253,9 +253,10 @@ _SCALAR_LOADS = _transform(
 @pytest.mark.parametrize("script", [_VECTOR_READS, _SCALAR_LOADS], ids=["vector", "scalar"])
 def test_guarded_pad_reads_match_numpy_on_the_cpu(script: str) -> None:
     """`guard_padded_reads` is target-independent: run its result on the CPU."""
-    from ansor import _native
-    from ansor.gpu_lowering import guard_padded_reads
-    from ansor.lowering import _lower_and_jit, apply_script, parse_payload
+    from ansor.core import native as _native
+    from ansor.targets.cuda.rewrites import guard_padded_reads
+    from ansor.core.mlir import apply_script, parse_payload
+    from ansor.targets.cpu.lowering import _lower_and_jit
     from mlir import ir
 
     task = create_task(_PADCONV, name="padconv")
@@ -284,7 +285,7 @@ def test_padded_convolutions_get_gpu_sketches(name: str) -> None:
 
 
 def test_padded_conv_lowers_to_ptx_without_a_gpu() -> None:
-    from ansor.gpu_lowering import emit_ptx
+    from ansor.targets.cuda.lowering import emit_ptx
 
     task = create_task(workloads.get("convlayer-1x14x14x8x16x3x2x1"), name="cl", target="cuda")
     sk = generate_sketches(task)[0]
@@ -299,7 +300,7 @@ def test_padded_conv_lowers_to_ptx_without_a_gpu() -> None:
 @pytest.mark.gpu
 def test_padded_conv_runs_on_the_gpu() -> None:
     """The default program and sampled schedules of a padded 3x3 ConvLayer, against numpy."""
-    from ansor.gpu_lowering import compile_task_cuda
+    from ansor.targets.cuda.lowering import compile_task_cuda
 
     task = create_task(workloads.get("convlayer-1x14x14x8x16x3x2x1"), name="cl", target="cuda")
     rng = np.random.default_rng(1)
@@ -324,7 +325,7 @@ def test_unit_axis_broadcast_consumer_gets_a_fused_gpu_sketch() -> None:
     """ResNet's convolution + batch norm (parameters `tensor<C x 1 x 1>` read at `(d3, 0, 0)`) +
     residual + ReLU: one anchor with a fused consumer (it used to count as two ops with data reuse,
     which left every such task of an imported network without a GPU schedule)."""
-    from ansor.gpu_lowering import emit_ptx
+    from ansor.targets.cuda.lowering import emit_ptx
     from test_sketches import _resnet_conv_task_ir
 
     task = create_task(_resnet_conv_task_ir(transpose_out=False), name="rn", target="cuda")
@@ -338,7 +339,7 @@ def test_unit_axis_broadcast_consumer_gets_a_fused_gpu_sketch() -> None:
 @pytest.mark.gpu
 def test_unit_axis_broadcast_consumer_runs_on_the_gpu() -> None:
     """Against numpy (the GPU host's MLIR runtime has no CPU ExecutionEngine libraries)."""
-    from ansor.gpu_lowering import compile_task_cuda
+    from ansor.targets.cuda.lowering import compile_task_cuda
     from test_sketches import _resnet_conv_task_ir
 
     task = create_task(_resnet_conv_task_ir(transpose_out=False), name="rn", target="cuda")
@@ -376,7 +377,7 @@ func.func @scale_t(%x: tensor<4x40x24xf32>, %s: tensor<24xf32>) -> tensor<4x24x4
 def test_elementwise_task_gets_thread_binding() -> None:
     """No op with data reuse and no reduction: the space loops are bound to blocks and threads
     (the untuned program too, which used to fail: "0 ops with data reuse")."""
-    from ansor.gpu_lowering import emit_ptx
+    from ansor.targets.cuda.lowering import emit_ptx
 
     task = create_task(_SCALE_TRANSPOSE, name="scale_t", target="cuda")
     sketches = generate_sketches(task)
@@ -394,7 +395,7 @@ def test_elementwise_task_gets_thread_binding() -> None:
 
 @pytest.mark.gpu
 def test_elementwise_task_runs_on_the_gpu() -> None:
-    from ansor.gpu_lowering import compile_task_cuda
+    from ansor.targets.cuda.lowering import compile_task_cuda
 
     task = create_task(_SCALE_TRANSPOSE, name="scale_t", target="cuda")
     rng = np.random.default_rng(3)
@@ -452,7 +453,7 @@ def test_windowed_ops_are_decomposed_and_vectorized_on_the_gpu(ir: str, rows: tu
     the NHWC convolutions): the GPU sketch keeps the output-row register tiles at 1 and decomposes
     the tile. Before, every such schedule, the untuned one included, failed with "Attempted to
     vectorize, but failed"."""
-    from ansor.gpu_lowering import emit_ptx
+    from ansor.targets.cuda.lowering import emit_ptx
 
     task = create_task(ir, name="windowed", target="cuda")
     sk = generate_sketches(task)[0]
@@ -467,7 +468,7 @@ def test_windowed_ops_are_decomposed_and_vectorized_on_the_gpu(ir: str, rows: tu
 def _untuned_and_sampled_match(ir: str, name: str, inputs: list[np.ndarray], want: np.ndarray, tol: float) -> None:
     """The untuned program and 4 sampled schedules of `ir` on the GPU, against a numpy result
     (`tol` 0: exactly equal)."""
-    from ansor.gpu_lowering import compile_task_cuda
+    from ansor.targets.cuda.lowering import compile_task_cuda
 
     task = create_task(ir, name=name, target="cuda")
     sk = generate_sketches(task)[0]

@@ -8,12 +8,12 @@ import random
 
 import numpy as np
 import pytest
-from ansor import workloads
-from ansor.annotation import sample, validate
-from ansor.gpu_reduction import RowSketch, row_stage_for, thread_options
-from ansor.gpu_rules import default_script, gpu_schedulable
-from ansor.rules import generate_sketches
-from ansor.task import create_task
+from ansor.frontend import workloads
+from ansor.targets.cpu.annotation import sample, validate
+from ansor.targets.cuda.reduction import RowSketch, row_stage_for, thread_options
+from ansor.targets.cuda.rules import default_script, gpu_schedulable
+from ansor.targets.cpu.rules import generate_sketches
+from ansor.core.task import create_task
 
 # A row sum whose output op is the reduction itself (no element-wise output), 96 columns.
 ROWSUM = """
@@ -155,7 +155,7 @@ def test_graphs_outside_the_rule_say_why() -> None:
 def test_cross_thread_reductions_lower_to_warp_shuffles(name: str) -> None:
     """PTX without a GPU: the partial results are merged with `shfl.sync.bfly`, and no math
     function is left to libdevice (`tanh`, `exp`, `rsqrt` are approximated inline)."""
-    from ansor.gpu_lowering import emit_ptx
+    from ansor.targets.cuda.lowering import emit_ptx
 
     task = _task(name)
     sk = generate_sketches(task)[0]
@@ -173,8 +173,8 @@ def test_cross_thread_reductions_lower_to_warp_shuffles(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(TASKS))
 def test_cross_thread_reductions_match_numpy_on_the_gpu(name: str) -> None:
     """The default program and every valid (threads, lanes) of the sketch, against numpy."""
-    from ansor.gpu_lowering import compile_task_cuda
-    from ansor.measure import make_inputs
+    from ansor.targets.cuda.lowering import compile_task_cuda
+    from ansor.measure.measurer import make_inputs
 
     task = _task(name)
     ins = make_inputs(task)

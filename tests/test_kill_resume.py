@@ -90,9 +90,9 @@ def test_worker_dies_with_its_sigkilled_parent(tmp_path) -> None:
     """The failure mode itself: a parent whose worker is stuck in a hung candidate is SIGKILLed."""
     parent_src = textwrap.dedent("""
         import os, sys
-        from ansor import workloads
-        from ansor.measure import RunOptions, _Worker
-        from ansor.task import create_task
+        from ansor.frontend import workloads
+        from ansor.measure.measurer import RunOptions, _Worker
+        from ansor.core.task import create_task
 
         task = create_task(workloads.get("matmul-64"), name="matmul-64")
         opts = RunOptions(repeat=1, min_repeat_ms=1.0).__dict__.copy()
@@ -113,7 +113,7 @@ def test_worker_dies_with_its_sigkilled_parent(tmp_path) -> None:
         line = parent.stdout.readline()
         assert line.strip().isdigit(), f"the parent did not start its worker (exit {parent.wait()})"
         worker = int(line)
-        assert "ansor._worker" in _cmdline(worker) and _stat(worker)[1] == parent.pid
+        assert "ansor.measure.worker" in _cmdline(worker) and _stat(worker)[1] == parent.pid
         time.sleep(1.5)  # the worker is in the hung candidate by now (or still building it: as bad)
         assert _alive(worker), "the worker should be busy in the hung candidate"
         parent.send_signal(signal.SIGKILL)
@@ -145,7 +145,7 @@ def test_sigkilled_tuner_leaves_no_worker_and_resumes_exactly(tmp_path) -> None:
             time.sleep(rng.uniform(1.5, 6.0))
             if p.poll() is not None:
                 continue  # finished before the kill (a slow start or a fast machine): nothing to check
-            workers = {c for c in _children(p.pid) if "ansor._worker" in _cmdline(c)}
+            workers = {c for c in _children(p.pid) if "ansor.measure.worker" in _cmdline(c)}
             os.kill(p.pid, signal.SIGKILL)  # the tuner only, not its group
             p.wait()
             kills += 1

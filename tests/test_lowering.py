@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import ansor
 import numpy as np
-from ansor import _native, lowering, workloads
-from ansor.measure import make_inputs
+from ansor.core import native as _native
+from ansor.targets.cpu import lowering
+from ansor.frontend import workloads
+from ansor.measure.measurer import make_inputs
 from mlir import ir
+from ansor.core import mlir as core_mlir
 
 
 def test_strided_copies_become_linalg_copies() -> None:
@@ -16,8 +19,8 @@ def test_strided_copies_become_linalg_copies() -> None:
     task = ansor.create_task(workloads.get("dep-1x8x8x3x3x1x1"))
     _native.register_everything()
     with ir.Context(), ir.Location.unknown():
-        module = lowering.parse_payload(task)
-        lowering._run_passes(module, lowering._BUFFERIZE, "lower")
+        module = core_mlir.parse_payload(task)
+        core_mlir.run_passes(module, lowering._BUFFERIZE, "lower")
         before = str(module)
         assert "memref.copy" in before and "strided<" in before  # the upstream behaviour
         assert lowering.strided_copies_to_linalg(module) >= 1
@@ -50,8 +53,8 @@ def _expands_once(task, expand, op: str) -> str:
     """Bufferize `task`'s payload, run `expand` (it must rewrite one op) and return the IR."""
     _native.register_everything()
     with ir.Context(), ir.Location.unknown():
-        module = lowering.parse_payload(task)
-        lowering._run_passes(module, lowering._BUFFERIZE, "lower")
+        module = core_mlir.parse_payload(task)
+        core_mlir.run_passes(module, lowering._BUFFERIZE, "lower")
         assert expand(module) == 1
         text = str(module)
     assert op not in text
@@ -60,8 +63,8 @@ def _expands_once(task, expand, op: str) -> str:
 
 def _scalar_and_vector_outputs(task, *xs: np.ndarray) -> list[np.ndarray]:
     """`task` (one element-wise generic on 4x128) on `xs`, untuned (scalar) and as 16-lane vectors."""
-    from ansor.annotation import validate
-    from ansor.rules import generate_sketches
+    from ansor.targets.cpu.annotation import validate
+    from ansor.targets.cpu.rules import generate_sketches
 
     sk = next(s for s in generate_sketches(task) if s.stages)
     values = {k.name: k.options[0] for k in sk.knobs} | {"op0.d1.t1": 128, "op0.d1.t2": 16}
@@ -94,7 +97,7 @@ def test_tanh_expanded_to_vector_arithmetic() -> None:
     task = ansor.create_task(_EXP.replace("math.exp", "math.tanh"))
 
     def expand_tanh(module) -> int:
-        lowering._run_passes(module, lowering._EXPAND_MATH_CPU, "lower")
+        core_mlir.run_passes(module, lowering._EXPAND_MATH_CPU, "lower")
         return str(module).count("math.exp")
 
     assert "math.tanh" not in _expands_once(task, expand_tanh, "math.tanh")
@@ -151,9 +154,9 @@ def test_accumulating_into_an_argument_leaves_it_alone() -> None:
     candidate failed verification. Arguments are read-only now: each call returns C + A B."""
     import random
 
-    from ansor.annotation import sample
-    from ansor.lowering import parse_payload
-    from ansor.rules import generate_sketches
+    from ansor.targets.cpu.annotation import sample
+    from ansor.core.mlir import parse_payload
+    from ansor.targets.cpu.rules import generate_sketches
 
     task = ansor.create_task(_ACCUMULATE)
     with ir.Context(), ir.Location.unknown():
@@ -223,9 +226,9 @@ def test_i8_tensors_are_task_arguments_and_results() -> None:
     a task may take and return i8 tensors, and tuned candidates of it are measured and checked."""
     import random
 
-    from ansor.annotation import sample
-    from ansor.measure import LocalMeasurer, MeasureInput, RunOptions
-    from ansor.rules import generate_sketches
+    from ansor.targets.cpu.annotation import sample
+    from ansor.measure.measurer import LocalMeasurer, MeasureInput, RunOptions
+    from ansor.targets.cpu.rules import generate_sketches
 
     task = ansor.create_task(I8_GUARD)
     assert task.outputs[0].dtype == "i8" and task.outputs[0].numpy_dtype() == "int8"
@@ -273,9 +276,9 @@ def test_index_inputs_get_valid_random_values() -> None:
     torch-mlir's asserts: the untuned program aborted and the task could never be tuned)."""
     import random
 
-    from ansor.annotation import sample
-    from ansor.measure import LocalMeasurer, MeasureInput, RunOptions, index_bounds, make_inputs
-    from ansor.rules import generate_sketches
+    from ansor.targets.cpu.annotation import sample
+    from ansor.measure.measurer import LocalMeasurer, MeasureInput, RunOptions, index_bounds, make_inputs
+    from ansor.targets.cpu.rules import generate_sketches
 
     task = ansor.create_task(EMBEDDING)
     assert index_bounds(task) == {1: 10}
@@ -307,7 +310,7 @@ def test_runtime_libraries_that_do_not_load_are_left_out(monkeypatch, tmp_path) 
     """The ExecutionEngine aborts the process on a shared library it cannot load (the GPU host's
     runtime bundle lacks a dependency of libmlir_c_runner_utils.so): such a library is left out."""
     import mlir
-    from ansor import lowering
+    from ansor.targets.cpu import lowering
 
     fake = tmp_path / "mlir"
     (fake / "lib").mkdir(parents=True)

@@ -6,10 +6,10 @@ import math
 import random
 
 import pytest
-from ansor.annotation import Schedule, sample
-from ansor.measure import LocalMeasurer, MeasureError, MeasureInput, RunOptions
-from ansor.rules import generate_sketches
-from ansor.task import SearchTask, TensorSpec
+from ansor.targets.cpu.annotation import Schedule, sample
+from ansor.measure.measurer import LocalMeasurer, MeasureError, MeasureInput, RunOptions
+from ansor.targets.cpu.rules import generate_sketches
+from ansor.core.task import SearchTask, TensorSpec
 
 FAST = RunOptions(repeat=1, min_repeat_ms=1.0, timeout_s=20.0)
 
@@ -112,7 +112,7 @@ def test_cache_flush_times_cold_calls() -> None:
     import statistics
 
     from ansor import create_task
-    from ansor.measure import flush_bytes
+    from ansor.measure.measurer import flush_bytes
 
     assert flush_bytes() >= 64 << 20
     task = create_task(ADD_6MB)

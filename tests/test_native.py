@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 mlir_ir = pytest.importorskip("mlir.ir")
-from ansor import _native
+from ansor.core import native as _native
 from mlir.passmanager import PassManager
 
 try:
@@ -106,8 +106,8 @@ def test_calls_do_not_leak_memory() -> None:
 
     import ansor
     import numpy as np
-    from ansor import workloads
-    from ansor.lowering import memref_descriptor
+    from ansor.frontend import workloads
+    from ansor.targets.cpu.lowering import memref_descriptor
     from mlir.runtime import get_ranked_memref_descriptor
 
     a = np.ones((4, 4), np.float32)
@@ -134,7 +134,7 @@ def test_intermediate_buffers_are_freed() -> None:
 
     import ansor
     import numpy as np
-    from ansor import workloads
+    from ansor.frontend import workloads
 
     fn = ansor.compile(workloads.get("mlp-64x64x4"))
     x = np.ones((64, 64), np.float32)

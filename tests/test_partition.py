@@ -5,11 +5,11 @@ from __future__ import annotations
 import ansor
 import numpy as np
 import pytest
-from ansor import workloads
+from ansor.frontend import workloads
 from ansor.compile import CompiledFunction, CompiledNetwork, compile_network
-from ansor.partition import extract_tasks, task_table
-from ansor.scheduler import TaskScheduler
-from ansor.task import TaskError
+from ansor.frontend.partition import extract_tasks, task_table
+from ansor.tuning.scheduler import TaskScheduler
+from ansor.core.task import TaskError
 
 
 def _mlp_reference(text: str, x: np.ndarray) -> np.ndarray:

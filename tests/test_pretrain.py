@@ -8,11 +8,11 @@ import sys
 
 import ansor
 import pytest
-from ansor import workloads
-from ansor.cost_model import XGBModel, normalized_throughputs, pairwise_accuracy
-from ansor.measure import SyntheticMeasurer
-from ansor.records import LogError
-from ansor.tuner import pretrain
+from ansor.frontend import workloads
+from ansor.search.cost_model import XGBModel, normalized_throughputs, pairwise_accuracy
+from ansor.measure.measurer import SyntheticMeasurer
+from ansor.tuning.records import LogError
+from ansor.tuning.tuner import pretrain
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,10 @@ import subprocess
 import sys
 
 import ansor
-from ansor import provenance, workloads
-from ansor.measure import RunOptions
-from ansor.records import load_records, warn_if_mixed
+from ansor.measure import provenance
+from ansor.frontend import workloads
+from ansor.measure.measurer import RunOptions
+from ansor.tuning.records import load_records, warn_if_mixed
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -44,7 +45,7 @@ def test_synthetic_run_prints_a_banner_and_labels_its_records(tmp_path) -> None:
     recs = load_records(log)
     assert recs and all(r.provenance["measurer"] == "synthetic" for r in recs)
     # Without the gate the request is refused loudly (and real measurement runs instead).
-    out = subprocess.run([sys.executable, "-c", "from ansor.measure import create_measurer as c; print(type(c()).__name__)"],
+    out = subprocess.run([sys.executable, "-c", "from ansor.measure.measurer import create_measurer as c; print(type(c()).__name__)"],
                          env=_env(ANSOR_SYNTHETIC_MEASURE_DELAY="0"), capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "LocalMeasurer" and "ignored" in out.stderr
 
@@ -69,9 +70,9 @@ def test_real_records_carry_host_and_software(tmp_path, matmul64) -> None:
 
 
 def test_readers_warn_when_a_log_mixes_hosts(tmp_path, matmul64, caplog) -> None:
-    from ansor.annotation import Schedule
-    from ansor.measure import MeasureResult
-    from ansor.records import Record, RecordWriter
+    from ansor.targets.cpu.annotation import Schedule
+    from ansor.measure.measurer import MeasureResult
+    from ansor.tuning.records import Record, RecordWriter
 
     base = provenance.provenance("local", threads=2, target="cpu")
     log = tmp_path / "mixed.jsonl"

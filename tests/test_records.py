@@ -6,9 +6,9 @@ import json
 import math
 
 import pytest
-from ansor.annotation import Schedule
-from ansor.measure import MeasureError, MeasureInput, MeasureResult
-from ansor.records import LogError, Record, RecordWriter, best_record, load_records
+from ansor.targets.cpu.annotation import Schedule
+from ansor.measure.measurer import MeasureError, MeasureInput, MeasureResult
+from ansor.tuning.records import LogError, Record, RecordWriter, best_record, load_records
 
 
 def _rec(task, knob: int, lat: float | None) -> Record:
@@ -62,8 +62,8 @@ def test_compile_ignores_records_of_another_sketch_version(tmp_path, caplog) -> 
     import logging
 
     import ansor
-    from ansor import workloads
-    from ansor.records import SKETCH_VERSION
+    from ansor.frontend import workloads
+    from ansor.tuning.records import SKETCH_VERSION
 
     text = workloads.matmul(8, 8, 8)
     task = ansor.create_task(text)

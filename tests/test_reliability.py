@@ -7,10 +7,10 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import ansor
-from ansor import workloads
-from ansor.annotation import Schedule, validate
-from ansor.measure import LocalMeasurer, MeasureInput, RunOptions
-from ansor.rules import generate_sketches
+from ansor.frontend import workloads
+from ansor.targets.cpu.annotation import Schedule, validate
+from ansor.measure.measurer import LocalMeasurer, MeasureInput, RunOptions
+from ansor.targets.cpu.rules import generate_sketches
 
 
 def test_tuning_run_survives_crashes_hangs_and_wrong_answers(monkeypatch, tmp_path, matmul64) -> None:

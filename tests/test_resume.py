@@ -52,9 +52,9 @@ def test_sigkill_then_resume_loses_and_repeats_nothing(tmp_path) -> None:
 def test_each_result_is_logged_before_the_batch_ends(tmp_path) -> None:
     """A run interrupted mid-batch keeps every candidate measured so far."""
     import pytest
-    from ansor import workloads
-    from ansor.measure import SyntheticMeasurer
-    from ansor.progress import ProgressCallback
+    from ansor.frontend import workloads
+    from ansor.measure.measurer import SyntheticMeasurer
+    from ansor.tuning.progress import ProgressCallback
 
     class Stop(Exception):
         pass

@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 import pytest
-from ansor import workloads
-from ansor.measure import MeasureInput, Measurer, MeasureResult
-from ansor.records import load_records
-from ansor.scheduler import SchedulerTable, TaskScheduler
-from ansor.task import SearchTask, create_task
+from ansor.frontend import workloads
+from ansor.measure.measurer import MeasureInput, Measurer, MeasureResult
+from ansor.tuning.records import load_records
+from ansor.tuning.scheduler import SchedulerTable, TaskScheduler
+from ansor.core.task import SearchTask, create_task
 
 
 def _task(name: str, text: str, weight: int = 1) -> SearchTask:
@@ -165,8 +165,8 @@ def test_transfer_hands_a_tasks_best_schedules_to_its_sibling(tmp_path) -> None:
     the first task's fastest schedules adapted to its shape; the ablation switch turns that off."""
     import random
 
-    from ansor.evolution import _SketchInfo
-    from ansor.rules import generate_sketches
+    from ansor.search.evolution import _SketchInfo
+    from ansor.targets.cpu.rules import generate_sketches
 
     tasks = [_task("matmul#0", workloads.get("matmul-256x128x512")),
              _task("matmul#1", workloads.get("matmul-96x128x384"))]
@@ -208,10 +208,10 @@ def test_resumed_gradient_run_skips_the_warmup_of_tuned_tasks(two_tasks, tmp_pat
 
 
 def test_replayed_history_follows_the_log_in_rounds() -> None:
-    from ansor.evolution import Schedule
-    from ansor.measure import MeasureResult
-    from ansor.records import Record
-    from ansor.scheduler import _replayed_history
+    from ansor.search.evolution import Schedule
+    from ansor.measure.measurer import MeasureResult
+    from ansor.tuning.records import Record
+    from ansor.tuning.scheduler import _replayed_history
 
     def rec(sketch: str, ms: float) -> Record:
         return Record("k", None, Schedule.of(sketch, {}), None, MeasureResult(costs=(ms * 1e-3,)))  # type: ignore[arg-type]
@@ -226,7 +226,7 @@ def test_task_whose_untuned_program_fails_gets_no_trials(two_tasks) -> None:
     """Candidates are checked against the untuned program's outputs: a task whose untuned
     program fails can never be measured, so the budget goes to the others, and the estimate is
     unknown (inf, the task named) instead of a made-up number."""
-    from ansor.measure import MeasureError
+    from ansor.measure.measurer import MeasureError
 
     broken = two_tasks[0]
 
@@ -250,7 +250,7 @@ def test_small_budget_warms_up_the_largest_tasks_first(two_tasks, tmp_path, capl
     says how many tasks stay untuned."""
     heavy, light = two_tasks[1], two_tasks[0]  # task 1: weight 3, 100x the latency scale
     m = ScaledMeasurer({heavy.hash: 1e-1, light.hash: 1e-3})
-    with caplog.at_level("WARNING", logger="ansor.scheduler"):
+    with caplog.at_level("WARNING", logger="ansor.tuning.scheduler"):
         res = TaskScheduler(two_tasks, strategy="round-robin").tune(3, batch_size=8, measurer=m, search="random")
     assert res.trials == 3
     assert m.count == {heavy.hash: 1}  # two untuned programs, then one trial, for the heavy task

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ansor.records import load_records
-from ansor.tuner import tune
+from ansor.tuning.records import load_records
+from ansor.tuning.tuner import tune
 
 
 def test_random_search_improves_and_never_repeats(tmp_path, matmul_big, fake_measurer) -> None:
@@ -59,7 +59,7 @@ def test_log_from_another_target_is_refused(tmp_path, matmul_big, make_fake) -> 
     import dataclasses
 
     import pytest
-    from ansor.records import LogError
+    from ansor.tuning.records import LogError
 
     log = tmp_path / "t.jsonl"
     tune(matmul_big, trials=4, log_path=log, seed=1, batch_size=4, search="random", measurer=make_fake())
@@ -71,7 +71,7 @@ def test_log_from_another_target_is_refused(tmp_path, matmul_big, make_fake) -> 
 def test_learned_search_end_to_end_with_real_features(tmp_path, matmul_big, make_fake) -> None:
     """Evolutionary search + XGBoost on features extracted (in worker processes) from real scripts;
     the model trains once the log passes the few-shot threshold, and resume retrains from it."""
-    from ansor.evolution import EvolutionarySearch
+    from ansor.search.evolution import EvolutionarySearch
 
     log = tmp_path / "learned.jsonl"
     m = make_fake()
@@ -94,7 +94,7 @@ def test_untuned_program_competes(tmp_path, matmul_big, make_fake) -> None:
 
     class FastUntuned(FakeMeasurer):
         def baseline(self, task):
-            from ansor.measure import MeasureResult
+            from ansor.measure.measurer import MeasureResult
 
             return MeasureResult(costs=(1e-6,))
 
@@ -116,8 +116,8 @@ def test_resume_ignores_records_that_are_not_schedules_of_their_sketch(tmp_path,
     import dataclasses
     import logging
 
-    from ansor.annotation import Schedule
-    from ansor.records import RecordWriter
+    from ansor.targets.cpu.annotation import Schedule
+    from ansor.tuning.records import RecordWriter
 
     log = tmp_path / "r.jsonl"
     tune(matmul_big, trials=8, log_path=log, seed=5, batch_size=8, search="random", measurer=make_fake())

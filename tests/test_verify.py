@@ -9,11 +9,11 @@ import re
 
 import numpy as np
 import pytest
-from ansor import workloads
-from ansor.annotation import Schedule
-from ansor.measure import LocalMeasurer, MeasureError, MeasureInput, RunOptions
-from ansor.task import SearchTask, create_task
-from ansor.verify import check_output, check_outputs, poisoned, reduction_length, sentinel_runs
+from ansor.frontend import workloads
+from ansor.targets.cpu.annotation import Schedule
+from ansor.measure.measurer import LocalMeasurer, MeasureError, MeasureInput, RunOptions
+from ansor.core.task import SearchTask, create_task
+from ansor.measure.verify import check_output, check_outputs, poisoned, reduction_length, sentinel_runs
 
 # ---------------------------------------------------------------------------------------------
 # The check itself
@@ -88,7 +88,7 @@ def test_integers_compare_exactly_and_outputs_count() -> None:
 
 
 def test_poison_and_second_sentinel() -> None:
-    from ansor.task import TensorSpec
+    from ansor.core.task import TensorSpec
 
     f, i = poisoned([TensorSpec((2, 3), "f32"), TensorSpec((4,), "i32")])
     assert np.isnan(f).all() and (i == np.iinfo(np.int32).min).all()
@@ -212,8 +212,8 @@ def test_gpu_planted_bugs_lower_to_ptx() -> None:
     """The GPU planted bugs build (PTX needs no GPU): on the GPU host they can only fail by
     verification, never by a build error. ("Write nothing" has no GPU program at all: a function
     without ops gets no GPU schedule, so it is a CPU-only planted bug.)"""
-    from ansor.gpu_lowering import emit_ptx
-    from ansor.gpu_rules import default_script
+    from ansor.targets.cuda.lowering import emit_ptx
+    from ansor.targets.cuda.rules import default_script
 
     m, n, k = 37, 29, 53
     task = create_task(workloads.matmul(m, n, k), name="matmul-odd", target="cuda")
@@ -252,7 +252,7 @@ def test_gpu_reference_is_computed_on_the_cpu(tmp_path, monkeypatch) -> None:
     """The reference of a GPU task comes from numpy or the CPU program: a GPU task whose default
     schedule is wrong must fail its baseline, not define the truth."""
     from ansor import config
-    from ansor.measure import reference_outputs
+    from ansor.measure.measurer import reference_outputs
 
     monkeypatch.setattr(config, "CACHE_DIR", tmp_path)
     task = create_task(workloads.softmax(4, 100), name="softmax", target="cuda")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ansor import cli, winograd
+from ansor import cli
+from ansor.frontend import winograd
 from ansor.compile import compile_network
-from ansor.partition import extract_tasks
+from ansor.frontend.partition import extract_tasks
 
 
 def _direct(x: np.ndarray, g: np.ndarray) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ansor
 import numpy as np
 import pytest
-from ansor import workloads
+from ansor.frontend import workloads
 
 
 def _lngelu(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5) -> np.ndarray:

@@ -11,7 +11,8 @@ import itertools
 import ansor
 import numpy as np
 import pytest
-from ansor import cli, workloads
+from ansor import cli
+from ansor.frontend import workloads
 
 # --------------------------------------------------------------------------- references
 

@@ -11,14 +11,14 @@ Importing `ansor` registers the `ansor` dialect and passes into every new `mlir.
 
 from __future__ import annotations
 
-from . import _native
+from ansor.core import native as _native
 
 _native.register_everything()
 
-from .compile import CompiledFunction, compile
-from .records import Record, load_records
-from .task import SearchTask, TaskError, create_task
-from .tuner import TuneResult, tune
+from ansor.compile import CompiledFunction, compile
+from ansor.tuning.records import Record, load_records
+from ansor.core.task import SearchTask, TaskError, create_task
+from ansor.tuning.tuner import TuneResult, tune
 
 __all__ = [
     "CompiledFunction",

@@ -25,7 +25,7 @@ EXIT_BAD_INPUT = 2
 
 def _source(args: argparse.Namespace) -> tuple[str, str]:
     """(MLIR text or path, display name) from FILE or --workload."""
-    from . import workloads
+    from ansor.frontend import workloads
 
     if getattr(args, "workload", None):
         return workloads.get(args.workload), args.workload
@@ -43,7 +43,7 @@ def _source(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def _task(args: argparse.Namespace):
-    from .task import create_task
+    from ansor.core.task import create_task
 
     text, name = _source(args)
     return create_task(text if getattr(args, "workload", None) else Path(args.file), func=args.func,
@@ -53,7 +53,7 @@ def _task(args: argparse.Namespace):
 def _network(args: argparse.Namespace, log: str | None = None):
     """The source partitioned into tasks (`partition.Network`); with `log`, as the log was tuned
     (direct or Winograd convolutions, unless --winograd says)."""
-    from .compile import extract_for_log
+    from ansor.compile import extract_for_log
 
     text, name = _source(args)
     return extract_for_log(text if getattr(args, "workload", None) else Path(args.file), log,
@@ -62,14 +62,14 @@ def _network(args: argparse.Namespace, log: str | None = None):
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from .partition import task_table
+    from ansor.frontend.partition import task_table
 
     print(task_table(_network(args)))
     return 0
 
 
 def _tune_network(args: argparse.Namespace, net, opts) -> int:
-    from .scheduler import SchedulerTable, TaskScheduler
+    from ansor.tuning.scheduler import SchedulerTable, TaskScheduler
 
     log_path = args.log or f"{net.name}.{args.target}.jsonl"
     sched = TaskScheduler(net.tasks, strategy=args.strategy, seed=args.seed,
@@ -95,8 +95,8 @@ def _cost_model(args: argparse.Namespace):
         return "xgb"
     if args.search != "learned":
         raise ValueError("--pretrain trains the learned search's cost model: drop it or --search random")
-    from .cost_model import XGBModel
-    from .tuner import pretrain
+    from ansor.search.cost_model import XGBModel
+    from ansor.tuning.tuner import pretrain
 
     model = XGBModel(seed=args.seed)
     n, n_tasks = pretrain(model, args.pretrain, target=args.target)
@@ -112,7 +112,7 @@ def _setup_target(args: argparse.Namespace) -> None:
     CUDA driver reserves far more virtual memory than any cap we would set)."""
     if getattr(args, "target", "cpu") != "cuda":
         return
-    from . import config
+    from ansor import config
 
     if getattr(args, "arch", None):
         os.environ["ANSOR_CUDA_ARCH"] = args.arch
@@ -120,9 +120,9 @@ def _setup_target(args: argparse.Namespace) -> None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .measure import RunOptions
-    from .progress import JsonProgress, TableProgress
-    from .tuner import tune
+    from ansor.measure.measurer import RunOptions
+    from ansor.tuning.progress import JsonProgress, TableProgress
+    from ansor.tuning.tuner import tune
 
     _setup_target(args)
     if args.cache_flush and args.target != "cpu":
@@ -150,11 +150,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .baselines import numpy_function
-    from .compile import CompiledFunction
-    from .measure import make_inputs
-    from .records import best_record, load_records, warn_if_mixed
-    from .verify import check_task_outputs
+    from ansor.measure.baselines import numpy_function
+    from ansor.compile import CompiledFunction
+    from ansor.measure.measurer import make_inputs
+    from ansor.tuning.records import best_record, load_records, warn_if_mixed
+    from ansor.measure.verify import check_task_outputs
 
     net = _network(args, args.log)
     if len(net.calls) > 1:
@@ -195,7 +195,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             rows.append(("numpy", best_of(lambda: npf(*inputs))))
     print(f"{task.name}: {task.flops / 1e9:.3f} GFLOP, {threads} threads, verified against the untuned program")
     if npf is not None:
-        from .baselines import describe_numpy_blas, numpy_blas
+        from ansor.measure.baselines import describe_numpy_blas, numpy_blas
 
         print(f"numpy's BLAS: {describe_numpy_blas(numpy_blas())}")
     print(f"{'program':<16} {'latency':>12} {'GFLOP/s':>9} {'tuned speedup':>14}")
@@ -207,7 +207,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _same_outputs(task, tuned, untuned, inputs: list, what: str) -> list | None:
     """The untuned outputs, or None (with an error line) when the tuned program's differ
     (`verify.check_task_outputs`: the tuner's criterion)."""
-    from .verify import check_task_outputs
+    from ansor.measure.verify import check_task_outputs
 
     ref, out = untuned(*inputs), tuned(*inputs)
     refs = list(ref) if isinstance(ref, tuple) else [ref]
@@ -220,8 +220,8 @@ def _same_outputs(task, tuned, untuned, inputs: list, what: str) -> list | None:
 
 
 def _bench_network(args: argparse.Namespace, net) -> int:
-    from .compile import compile_network
-    from .measure import make_inputs
+    from ansor.compile import compile_network
+    from ansor.measure.measurer import make_inputs
 
     threads = args.threads or os.cpu_count() or 1
     tuned = compile_network(net, args.log, threads=threads)
@@ -241,7 +241,7 @@ def _bench_network(args: argparse.Namespace, net) -> int:
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
-    from . import workloads
+    from ansor.frontend import workloads
 
     if args.emit:
         sys.stdout.write(workloads.get(args.emit))
@@ -254,8 +254,8 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 def cmd_sketches(args: argparse.Namespace) -> int:
     import random
 
-    from .annotation import sample
-    from .rules import generate_sketches
+    from ansor.targets.cpu.annotation import sample
+    from ansor.targets.cpu.rules import generate_sketches
 
     task = _task(args)
     for sk in generate_sketches(task):
@@ -268,10 +268,10 @@ def cmd_sketches(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from . import frontend
+    from ansor.frontend import torch_import as frontend
 
     if args.list:
-        from .models import describe
+        from ansor.frontend.models import describe
 
         for name, desc in describe():
             print(f"{name:<14} {desc}")
@@ -387,8 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.verbose <= 1 else logging.INFO,
                         format="%(levelname)s: %(message)s")
-    from .records import LogError
-    from .task import TaskError
+    from ansor.tuning.records import LogError
+    from ansor.core.task import TaskError
 
     try:
         return int(args.fn(args) or 0)

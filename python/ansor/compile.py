@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 from mlir import ir
 
-from . import lowering
-from .partition import DEFAULT_WINOGRAD, Network, extract_tasks
-from .records import SKETCH_VERSION, Record, best_record, load_records, warn_if_mixed
-from .task import SearchTask, create_task
+from ansor.targets.cpu import lowering
+from ansor.frontend.partition import DEFAULT_WINOGRAD, Network, extract_tasks
+from ansor.tuning.records import SKETCH_VERSION, Record, best_record, load_records, warn_if_mixed
+from ansor.core.task import SearchTask, create_task
 
 log = logging.getLogger(__name__)
 

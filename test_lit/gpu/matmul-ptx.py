@@ -3,9 +3,9 @@
 # to PTX (shared-memory tiles, barriers, FMAs), and a fused conv2d + bn + relu.
 
 import ansor
-from ansor import workloads
-from ansor.gpu_lowering import emit_ptx
-from ansor.rules import generate_sketches
+from ansor.frontend import workloads
+from ansor.targets.cuda.lowering import emit_ptx
+from ansor.targets.cpu.rules import generate_sketches
 
 mm = ansor.create_task(workloads.get("matmul-256"), name="matmul-256", target="cuda")
 sk = generate_sketches(mm)[0]

@@ -1,0 +1,180 @@
+"""Task extraction: a model function -> deduplicated, weighted search tasks.
+
+    model .mlir / module --validate--> --ansor-partition (C++: fusion groups outlined as private
+        @<func>__t<K> functions, func.call in the model)--> partitioned module
+        --create_task per callee, dedupe by structural hash--> Network(tasks with weights, calls)
+
+A task's weight is how often its group occurs in the model (ResNet-18's repeated 3x3 convs
+become one task of weight 4, say). `Network.ir` is the partitioned module: `ansor.compile`
+(`compile.compile_network`) replaces each callee by its task's best schedule and lowers the
+whole module at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from mlir import ir, passmanager
+
+from ansor.core import native as _native
+from ansor.core.task import (
+    SearchTask,
+    TaskError,
+    TensorSpec,
+    create_task,
+    parse_module,
+    read_source,
+    select_function,
+)
+
+GROUP_ATTR = "ansor.group"
+
+
+@dataclass(frozen=True)
+class Network:
+    """A partitioned model function.
+
+    `tasks` are distinct (by structural hash) with `weight` = occurrences; `calls` maps every
+    outlined callee of `ir` to the index of its task; `flops` counts one call of the model
+    (sum over all callees, repeated ones included).
+    """
+
+    name: str
+    func_name: str
+    ir: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    tasks: tuple[SearchTask, ...]
+    calls: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def flops(self) -> int:
+        return sum(t.flops * t.weight for t in self.tasks)
+
+    def as_task(self) -> SearchTask:
+        """The whole model as one (untunable) task record: what `lowering` needs to compile and run it."""
+        digest = hashlib.sha256(self.ir.encode()).hexdigest()[:16]
+        return SearchTask(self.name, self.func_name, self.ir, self.inputs, self.outputs, self.flops, digest)
+
+
+def _sym(op: ir.Operation) -> str:
+    return str(op.attributes["sym_name"]).strip('"')
+
+
+def _short(group: str) -> str:
+    return group.split(".", 1)[-1]
+
+
+#: Ops `ansor-conv-to-nhwc` rewrites channels-last (their names as they appear in the text).
+_CHANNELS_FIRST = ("linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nchw_")
+
+
+#: `extract_tasks`' Winograd tile bound per target (0: direct convolutions). Off: on the current
+#: development host (AMD EPYC, Zen 5, AVX-512, 2 cores) the Winograd ResNet-18 ran 0.82x the direct
+#: one end to end although its tasks, each timed warm on its own, summed to 0.6x (the transforms move
+#: ~5x the bytes of a direct convolution and run memory-bound inside the model); on the previous
+#: host (AVX2) it ran 1.41x faster. Both measured with the AVX2 search limits; the AVX-512 limits
+#: (`sketch.host_vector_bits`) made the direct model 1.18x faster still (Winograd not re-measured).
+#: See README, "Winograd convolutions".
+DEFAULT_WINOGRAD = {"cpu": 0, "cuda": 0}
+
+
+def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, target: str = "cpu",
+                  name: str | None = None, layout: str = "nhwc", winograd: int | None = None) -> Network:
+    """Partition the model function in `source` into tasks (see the module docstring).
+
+    `layout="nhwc"` (default) first rewrites channels-first 2-D convolutions (depthwise too) and pooling as
+    channels-last ones between transposes (C++ `ansor-conv-to-nhwc`), folding the filter transposes into the weight
+    constants: the CPU sketches vectorize over the channels then (measured on ResNet-18's 3x3
+    convolutions: ~3x the GFLOP/s of the NCHW form), then moves the transposes back to NCHW down
+    through element-wise ops and pads until they cancel against the next convolution's input
+    transpose (C++ `ansor-propagate-nhwc`), so the activations between convolutions stay
+    channels-last. `layout="keep"` leaves the model as it is.
+
+    `winograd=m` (2 or 4; 0: off; default `DEFAULT_WINOGRAD[target]`: off) then computes the 3x3
+    stride-1 convolutions with constant weights and >= 16 channels by Winograd's F(t x t, 3 x 3),
+    t <= m (`winograd.rewrite`): each becomes
+    three tasks, an input transform, a batched matmul and an output transform. A log tuned with one
+    setting only matches tasks extracted with the same one (`compile.extract_for_log` picks it)."""
+    if winograd is None:
+        winograd = DEFAULT_WINOGRAD.get(target, 0)
+    if layout not in ("nhwc", "keep"):
+        raise ValueError(f"unknown layout {layout!r} (expected 'nhwc' or 'keep')")
+    if winograd not in (0, 2, 4):
+        raise ValueError(f"winograd must be 0 (off), 2 or 4 (F(m x m, 3 x 3)), not {winograd!r}")
+    _native.register_everything()
+    text, where = read_source(source)
+    with ir.Context() as ctx, ir.Location.unknown():
+        ctx.allow_unregistered_dialects = False
+        module = parse_module(text, where)
+        fop, fname, where, inputs, outputs = select_function(module, func, where)
+        # Other public functions are not part of the model.
+        for op in list(module.body.operations):
+            o = op.operation
+            if o.name == "func.func" and o != fop and "sym_visibility" not in o.attributes and o.regions[0].blocks:
+                o.erase()
+        try:
+            arrays: dict[str, np.ndarray] = {}  # weight constants made here, by resource name
+            if layout == "nhwc" and any(op in text for op in _CHANNELS_FIRST):
+                from ansor.frontend.torch_import import fold_weight_transposes
+
+                passmanager.PassManager.parse("builtin.module(func.func(ansor-conv-to-nhwc,ansor-propagate-nhwc),canonicalize)").run(
+                    module.operation)
+                fold_weight_transposes(module, text, arrays)
+            if winograd:
+                from ansor.frontend.torch_import import constant_array
+                from ansor.frontend.winograd import rewrite
+
+                if rewrite(module, lambda v: constant_array(v, text, arrays), m=winograd):
+                    passmanager.PassManager.parse("builtin.module(inline,symbol-dce)").run(module.operation)
+            passmanager.PassManager.parse("builtin.module(canonicalize,ansor-partition,symbol-dce)").run(
+                module.operation)
+        except ir.MLIRError as exc:
+            diags = getattr(exc, "error_diagnostics", None) or []
+            raise TaskError(f"{where}: {diags[0].message if diags else str(exc).splitlines()[-1]}") from None
+        callees = [op.operation for op in module.body.operations
+                   if op.operation.name == "func.func" and GROUP_ATTR in op.operation.attributes]
+        standalone: list[tuple[str, str, str]] = []  # (callee name, group, task module text)
+        for callee in callees:
+            single = ir.Module.create()
+            with ir.InsertionPoint(single.body):
+                clone = callee.clone()
+            del clone.attributes["sym_visibility"]
+            group = str(clone.attributes[GROUP_ATTR]).strip('"')
+            del clone.attributes[GROUP_ATTR]
+            standalone.append((_sym(callee), group, single.operation.get_asm(enable_debug_info=False)))
+        partitioned = module.operation.get_asm(enable_debug_info=False)
+
+    tasks: list[SearchTask] = []
+    by_hash: dict[str, int] = {}
+    calls: dict[str, int] = {}
+    counts: list[int] = []
+    for callee, group, body in standalone:
+        t = create_task(body, target=target, name=f"{_short(group)}#{len(tasks)}")
+        if t.hash not in by_hash:
+            by_hash[t.hash] = len(tasks)
+            tasks.append(t)
+            counts.append(0)
+        idx = by_hash[t.hash]
+        counts[idx] += 1
+        calls[callee] = idx
+    weighted = tuple(SearchTask(t.name, t.func_name, t.ir, t.inputs, t.outputs, t.flops, t.hash, t.target, counts[i])
+                     for i, t in enumerate(tasks))
+    return Network(name or fname, fname, partitioned, inputs, outputs, weighted, calls)
+
+
+def task_table(net: Network) -> str:
+    """The `ansor tasks` table: task, anchor, input shapes, GFLOP, weight."""
+    rows = [("task", "inputs", "GFLOP", "weight", "share")]
+    total = max(net.flops, 1)
+    for t in net.tasks:
+        ins = " ".join("x".join(map(str, s.shape)) for s in t.inputs)
+        rows.append((t.name, ins if len(ins) < 60 else ins[:57] + "...", f"{t.flops / 1e9:.4f}", str(t.weight),
+                     f"{100 * t.flops * t.weight / total:.1f}%"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    lines.append(f"{net.name}: {len(net.tasks)} tasks ({len(net.calls)} calls), {net.flops / 1e9:.3f} GFLOP per call")
+    return "\n".join(lines)

@@ -1,0 +1,641 @@
+"""Measurement: build and run candidates in isolated worker processes, verify, time.
+
+    MeasureInput(task, schedule, script) --builder (apply script, lower, JIT)--> compiled kernel
+        --runner (check against the reference, time in a native loop)--> MeasureResult
+
+Building and running happen in a worker process (`multiprocessing`, spawn) with a per-candidate
+timeout and a memory cap: MLIR aborts the process on internal assertion failures, a bad schedule
+can hang or segfault, and none of that may take the tuner down. A dead or hung worker is replaced
+and the candidate becomes a `MeasureResult` with an error code. Failures are results, never
+exceptions.
+
+The reference output of a task is computed once by its untuned program (trusted lowering,
+no transform script) on seeded random inputs, together with the untuned latency.
+"""
+
+from __future__ import annotations
+
+import abc
+import ctypes
+import enum
+import functools
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ansor.targets.cpu.annotation import Schedule
+from ansor.core.task import SearchTask
+from ansor.core import mlir as core_mlir
+
+
+class MeasureError(str, enum.Enum):
+    """Why a candidate has no latency. The value is what logs store."""
+
+    INSTANTIATION = "instantiation"  # the schedule does not fit its sketch
+    APPLY = "apply"  # the transform script failed on the payload
+    COMPILE = "compile"  # lowering or JIT failed
+    RUNTIME = "runtime"  # the kernel raised while running
+    CRASH = "crash"  # the worker died (signal: MLIR assertion, segfault, ...)
+    TIMEOUT = "timeout"  # build + run exceeded the per-candidate time limit
+    WRONG_ANSWER = "wrong_answer"  # output differs from the reference
+    OOM = "oom"  # the worker hit its memory cap
+
+
+@dataclass(frozen=True)
+class MeasureInput:
+    """What to measure: a task, a point of its search space, and the concrete script (None = untuned)."""
+
+    task: SearchTask
+    schedule: Schedule
+    script: str | None
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """Outcome of one candidate. `costs` are seconds per call, one per repeat."""
+
+    costs: tuple[float, ...] = ()
+    error: MeasureError | None = None
+    error_msg: str = ""
+    build_s: float = 0.0
+    total_s: float = 0.0
+    timestamp: float = field(default_factory=time.time)
+
+    @property
+    def latency(self) -> float:
+        """Median seconds per call; `inf` for a failed candidate."""
+        return statistics.median(self.costs) if self.costs and self.error is None else math.inf
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """TVM LocalRunner-style timing: `repeat` measurements, each averaging `number` calls,
+    `number` raised until one measurement lasts at least `min_repeat_ms`."""
+
+    number: int = 1
+    repeat: int = 3
+    min_repeat_ms: float = 100.0
+    timeout_s: float = 30.0
+    threads: int = 0  # OpenMP threads; 0 = all cores
+    #: Verification tolerances (`verify.check_output`): None = by dtype (rtol) and derived from the
+    #: task's reduction length and the reference's RMS (atol).
+    rtol: float | None = None
+    atol: float | None = None
+    #: TVM's `enable_cpu_cache_flush`: each of the `repeat` measurements is one call timed after
+    #: writing a buffer of twice the last-level cache (`number` and `min_repeat_ms` are ignored),
+    #: so inputs and weights come from memory as they do inside a network, not from a cache
+    #: warmed by the previous call. Latencies measured this way are not comparable with warm
+    #: ones: keep them in their own log.
+    cache_flush: bool = False
+
+
+#: A candidate whose first call is this many times slower than the task's best so far is timed
+#: once instead of `repeat` times: its exact latency cannot matter, and slow candidates dominate
+#: tuning time otherwise.
+SLOW_FACTOR = 8.0
+
+
+OnResult = Callable[[int, "MeasureResult"], None]
+
+
+class Measurer(abc.ABC):
+    """Turns a batch of inputs into results (same order). Implementations never raise for bad candidates."""
+
+    @abc.abstractmethod
+    def measure(self, inputs: list[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
+        """Results in input order; `on_result(i, result)` is called as soon as input i is done
+        (the tuner logs it at once, so a killed run loses at most the candidate in flight)."""
+
+    def baseline(self, task: SearchTask) -> MeasureResult:
+        """The untuned program's result (latency of the baseline); default: unknown."""
+        return MeasureResult(error=MeasureError.RUNTIME, error_msg="no baseline")
+
+    #: What records measured by this measurer name as their "measurer" (see `provenance`).
+    kind: str = "custom"
+
+    def provenance(self, task: SearchTask) -> dict[str, Any]:
+        """How this measurer measures `task`, stored in every record (`provenance.provenance`)."""
+        from ansor.measure.provenance import provenance
+
+        opts = getattr(self, "options", None)
+        return provenance(self.kind if self.kind != "custom" else f"custom:{type(self).__name__}",
+                          threads=getattr(opts, "threads", 0), cache_flush=getattr(opts, "cache_flush", False),
+                          target=task.target)
+
+    def close(self) -> None:
+        pass
+
+
+# ----------------------------------------------------------------------------------------------
+# Reference data
+
+
+def make_inputs(task: SearchTask) -> list[np.ndarray]:
+    """Seeded random inputs for `task` (the same in every process). An integer input used as an
+    index (an embedding's token ids, a gather's positions) takes values in [0, size) of every
+    dimension it indexes (`index_bounds`); other integers take values in [-8, 8)."""
+    rng = np.random.default_rng(int(task.hash[:8], 16) if task.hash else 0)
+    bounds = index_bounds(task) if any(not s.dtype.startswith("f") for s in task.inputs) else {}
+    out = []
+    for i, s in enumerate(task.inputs):
+        if s.dtype.startswith("f"):
+            out.append(rng.uniform(-1.0, 1.0, size=s.shape).astype(s.numpy_dtype()))
+        elif i in bounds:
+            out.append(rng.integers(0, bounds[i], size=s.shape).astype(s.numpy_dtype()))
+        else:
+            out.append(rng.integers(-8, 8, size=s.shape).astype(s.numpy_dtype()))
+    return out
+
+
+#: Ops through which an integer keeps its value (as far as indexing goes).
+_VALUE_PRESERVING = {"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci",
+                     "tensor.extract_slice", "tensor.collapse_shape", "tensor.expand_shape", "tensor.cast"}
+
+
+@functools.cache
+def _index_bounds(ir_text: str, func_name: str) -> dict[int, int]:
+    from mlir import ir
+
+    from ansor.core import native as _native
+
+    _native.register_everything()
+    bounds: dict[int, int] = {}
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(ir_text)
+        func = next(op.operation for op in module.body.operations if op.operation.name == "func.func"
+                    and ir.StringAttr(op.operation.attributes["sym_name"]).value == func_name)
+        for i, arg in enumerate(func.regions[0].blocks[0].arguments):
+            seen: set = set()
+            work = [arg]
+            while work:
+                v = work.pop()
+                if v in seen or len(seen) > 256:
+                    continue
+                seen.add(v)
+                for use in v.uses:
+                    user, k = use.owner, use.operand_number
+                    name = user.name
+                    if name.startswith("linalg.") and user.regions and user.regions[0].blocks:
+                        block = user.regions[0].blocks[0]  # operand k <-> block argument k
+                        if k < len(block.arguments):
+                            work.append(block.arguments[k])
+                    elif name in _VALUE_PRESERVING or (name == "tensor.extract" and k == 0):
+                        work.extend(user.results)
+                    elif name == "tensor.extract" and k > 0:
+                        dim = ir.RankedTensorType(user.operands[0].type).get_dim_size(k - 1)
+                        if dim > 0:
+                            bounds[i] = min(bounds.get(i, dim), dim)
+    return bounds
+
+
+def index_bounds(task: SearchTask) -> dict[int, int]:
+    """{input position: exclusive bound} for the integer inputs of `task` whose values index a
+    tensor (through `tensor.extract`, after casts and linalg block arguments): the smallest size
+    of the dimensions they index. Random indices outside it would trip torch-mlir's bound
+    asserts (an abort) or read out of bounds."""
+    try:
+        return _index_bounds(task.ir, task.func_name)
+    except Exception:  # noqa: BLE001 - unparsable IR fails later with its own error
+        return {}
+
+
+#: Version of the cached reference files (bump when inputs or the reference's definition change).
+REF_VERSION = 1
+
+
+def verify_kernel(kernel: Any, inputs: list[np.ndarray], expected: list[np.ndarray], opts: RunOptions, *,
+                  corrupt: bool = False) -> str | None:
+    """Run `kernel` into poisoned output buffers (`verify.poisoned`; a second sentinel where the
+    reference holds the first) and compare with `expected`; None or the one-line mismatch.
+    `corrupt` is the fault-injection hook's "wrong" (outputs shifted by 1)."""
+    from ansor.measure import verify
+
+    for which in verify.sentinel_runs(expected):
+        outs = kernel.run(inputs, verify.poisoned(kernel.task.outputs, which))
+        if corrupt:
+            outs = [o + 1 for o in outs]
+        bad = verify.check_task_outputs(kernel.task, outs, expected, rtol=opts.rtol, atol=opts.atol)
+        if bad is not None:
+            return bad
+    return None
+
+
+def _numpy_reference(task: SearchTask, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+    from ansor.measure.baselines import numpy_function
+
+    fn = numpy_function(task) if len(task.outputs) == 1 else None
+    if fn is None:
+        return None
+    out = np.asarray(fn(*inputs)).astype(task.outputs[0].numpy_dtype())
+    return [out.reshape(task.outputs[0].shape)]
+
+
+def reference_outputs(task: SearchTask) -> tuple[list[np.ndarray], list[np.ndarray], Any]:
+    """(inputs, reference outputs, the CPU kernel that computed them or None) for `task`.
+
+    CPU task: the untransformed program (no script; trusted lowering) into poisoned outputs,
+    cross-checked against numpy where `baselines` has the task; the kernel is returned so its
+    latency becomes the baseline. GPU task: numpy where it has the task, else the untransformed
+    program lowered for the CPU -- never a GPU schedule, so no GPU rewrite can agree with itself;
+    cached on disk (`config.CACHE_DIR/refs`) since the CPU loops of a large GPU task are slow.
+    Raises RuntimeError when the untransformed program and numpy disagree."""
+    import dataclasses
+
+    from ansor import config
+    from ansor.targets.cpu import lowering
+    from ansor.measure import verify
+
+    inputs = make_inputs(task)
+    if task.target != "cpu":
+        path = config.CACHE_DIR / "refs" / f"{task.hash}-{task.target}-v{REF_VERSION}.npz"
+        if path.exists():
+            try:
+                data = np.load(path)
+                return inputs, [data[f"o{i}"] for i in range(len(task.outputs))], None
+            except (OSError, ValueError, KeyError):
+                pass  # a torn cache file: recompute
+        outs = _numpy_reference(task, inputs)
+        if outs is None:
+            cpu = lowering.compile_task(dataclasses.replace(task, target="cpu"), None)
+            outs = cpu.run(inputs, verify.poisoned(task.outputs))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+        np.savez(tmp, **{f"o{i}": o for i, o in enumerate(outs)})
+        os.replace(tmp, path)
+        return inputs, outs, None
+    kernel = lowering.compile_task(task, None)
+    outs = kernel.run(inputs, verify.poisoned(task.outputs))
+    np_outs = _numpy_reference(task, inputs)
+    if np_outs is not None:
+        bad = verify.check_task_outputs(task, outs, np_outs)
+        if bad is not None:
+            raise RuntimeError(f"the untransformed program disagrees with numpy: {bad}")
+    return inputs, outs, kernel
+
+
+# ----------------------------------------------------------------------------------------------
+# Worker process
+
+
+def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb: int) -> None:
+    """Loop: receive a request, answer it. Runs in a fresh process started by `_Worker`
+    (`python -m ansor._worker`); stderr goes to a file the parent reads after a crash."""
+    os.environ["OMP_NUM_THREADS"] = str(threads or os.cpu_count() or 1)
+    if memory_mb > 0:
+        import resource
+
+        cap = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    from ansor import config
+    from ansor.targets.cpu import lowering
+
+    refs: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+
+    def reference(task: SearchTask, ref_path: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        if task.hash not in refs:
+            data = np.load(ref_path)
+            n_in = len(task.inputs)
+            arrays = [data[f"a{i}"] for i in range(len(data.files))]
+            refs[task.hash] = (arrays[:n_in], arrays[n_in:])
+        return refs[task.hash]
+
+    while True:
+        try:
+            req = conn_in.recv()
+        except EOFError:
+            return
+        kind = req["kind"]
+        t_start = time.perf_counter()
+        try:
+            task = SearchTask.from_json(req["task"])
+            opts = RunOptions(**req["opts"])
+            if kind == "features":  # program features of each script (see features.py)
+                from ansor.search.features import featurize
+
+                conn.send({"features": featurize(task, req["scripts"]), "error": None, "msg": "", "build_s": 0.0})
+                continue
+            if kind == "reference":
+                inputs, outs, base_kernel = reference_outputs(task)
+                if base_kernel is None:  # a GPU task: its baseline is the default GPU schedule
+                    base_kernel = lowering.compile_task(task, None)
+                    bad = verify_kernel(base_kernel, inputs, outs, opts)
+                    if bad is not None:
+                        raise RuntimeError(f"the default GPU program is wrong: {bad}")
+                costs = _time_kernel(base_kernel, inputs, opts, slow_s=1.0)
+                np.savez(req["ref_path"], **{f"a{i}": a for i, a in enumerate(inputs + outs)})
+                conn.send({"costs": costs, "error": None, "msg": "", "build_s": 0.0})
+                continue
+            t0 = time.perf_counter()
+            kernel = lowering.compile_task(task, req["script"])
+            build_s = time.perf_counter() - t0
+            if kind == "build":
+                conn.send({"costs": (), "error": None, "msg": "", "build_s": build_s})
+                continue
+            inputs, expected = reference(task, req["ref_path"])
+            # The verification runs come first: they also finish JIT compilation (ORC materializes
+            # the code on first lookup: 0.1-1 s), so they are the warm-up and never a timing.
+            fault = config.injected_fault(req["script"])
+            if fault == "abort":
+                os.abort()
+            elif fault == "segv":
+                ctypes.string_at(0)  # a real invalid read
+            elif fault == "hang":
+                time.sleep(1e6)
+            bad = verify_kernel(kernel, inputs, expected, opts, corrupt=fault == "wrong")
+            if bad is not None:
+                conn.send({"costs": (), "error": "wrong_answer", "msg": bad, "build_s": build_s})
+                continue
+            # A candidate far from the best (one warm call slower than `slow_s`) is timed once.
+            # (This used to compare the *first* call, which includes JIT compilation and was
+            # always slower than slow_s: every candidate but the first was timed by one cold
+            # call, ~2-5x too slow for 0.05 ms kernels and biased against parallel ones.)
+            costs = _time_kernel(kernel, inputs, opts, slow_s=req.get("slow_s", math.inf))
+            conn.send({"costs": costs, "error": None, "msg": "", "build_s": build_s})
+        except core_mlir.LoweringError as exc:
+            code = "apply" if exc.stage == "apply" else "compile"
+            conn.send({"costs": (), "error": code, "msg": str(exc), "build_s": time.perf_counter() - t_start})
+        except MemoryError:
+            conn.send({"costs": (), "error": "oom", "msg": "worker memory cap reached", "build_s": 0.0})
+        except Exception as exc:  # a failed candidate is a result, whatever went wrong
+            last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            conn.send({"costs": (), "error": "runtime", "msg": last, "build_s": time.perf_counter() - t_start})
+
+
+def flush_bytes() -> int:
+    """Size of the buffer written before a cold measurement: twice the largest CPU cache the
+    kernel reports (sysfs), at least 64 MiB."""
+    largest = 0
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        try:
+            text = f.read_text().strip().upper()
+            largest = max(largest, int(text.rstrip("KMG")) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1], 1))
+        except (OSError, ValueError):
+            continue
+    return max(2 * largest, 64 << 20)
+
+
+@functools.cache
+def _flush_buffer() -> np.ndarray:
+    return np.zeros(flush_bytes() // 8, dtype=np.float64)
+
+
+def flush_cpu_caches() -> None:
+    """Evict the CPU caches by writing (and so reading) a buffer larger than all of them."""
+    buf = _flush_buffer()
+    np.add(buf, 1.0, out=buf)
+
+
+def _time_kernel(kernel: Any, inputs: list[np.ndarray], opts: RunOptions, slow_s: float = math.inf) -> tuple[float, ...]:
+    """Per-call seconds, one per repeat. A call slower than `slow_s` is timed once (the untuned
+    baseline of a large task can take seconds per call). With `opts.cache_flush`, each repeat is
+    one call after `flush_cpu_caches`."""
+    est = kernel.time(inputs, 1)  # also a warm-up
+    if est > slow_s:
+        return (est,)
+    if opts.cache_flush and kernel.task.target == "cpu":  # TVM's flush is CPU-only too
+        outs = kernel.alloc_outputs()
+        kernel.time(inputs, 1, outs)  # the outputs' pages are mapped before any timing
+        costs = []
+        for _ in range(opts.repeat):
+            flush_cpu_caches()
+            costs.append(kernel.time(inputs, 1, outs))
+        return tuple(costs)
+    number = max(opts.number, math.ceil(opts.min_repeat_ms / 1e3 / max(est, 1e-9)))
+    return tuple(kernel.time(inputs, number) / number for _ in range(opts.repeat))
+
+
+_SIGNAL_HINTS = {
+    signal.SIGABRT: "aborted (an MLIR assertion or LLVM fatal error)",
+    signal.SIGSEGV: "segmentation fault",
+    signal.SIGBUS: "bus error",
+    signal.SIGILL: "illegal instruction",
+    signal.SIGFPE: "arithmetic exception",
+    signal.SIGKILL: "killed (out of memory?)",
+}
+
+
+class _Worker:
+    """One worker process (`python -m ansor._worker`) talking over two pipes; restartable.
+
+    A plain subprocess rather than `multiprocessing`: spawn would re-import the user's main
+    module, which breaks scripts that call `ansor.tune` without an `if __name__ == "__main__"` guard.
+    """
+
+    def __init__(self, threads: int, memory_mb: int) -> None:
+        self.threads = threads
+        self.memory_mb = memory_mb
+        self._dir = tempfile.mkdtemp(prefix="ansor-worker-")
+        self.stderr_path = os.path.join(self._dir, "stderr.txt")
+        self.proc: subprocess.Popen | None = None
+        self.req: Connection | None = None
+        self.resp: Connection | None = None
+
+    def start(self) -> None:
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        with open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "ansor.measure.worker", str(req_r), str(resp_w), str(self.threads), str(self.memory_mb)],
+                pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                # Workers never call BLAS; OpenBLAS's idle threads would spin-wait on the cores
+                # the kernels and the other workers use.
+                env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+            )
+        os.close(req_r)
+        os.close(resp_w)
+        self.req = Connection(req_w, readable=False)
+        self.resp = Connection(resp_r, writable=False)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        for c in (self.req, self.resp):
+            if c is not None:
+                c.close()
+        self.proc, self.req, self.resp = None, None, None
+
+    def last_stderr(self) -> str:
+        try:
+            lines = [ln.strip() for ln in Path(self.stderr_path).read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        interesting = [ln for ln in lines if "Assertion" in ln or "error" in ln.lower() or "LLVM ERROR" in ln]
+        return (interesting or lines or [""])[-1][:300]
+
+    def request(self, req: dict, timeout_s: float) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self.kill()
+            self.start()
+        assert self.req is not None and self.resp is not None and self.proc is not None
+        try:
+            self.req.send(req)
+            if self.resp.poll(timeout_s):
+                return self.resp.recv()
+            self.kill()
+            return {"costs": (), "error": "timeout", "msg": f"no result within {timeout_s:g} s", "build_s": 0.0}
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            try:
+                code = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+            detail = self.last_stderr()
+            self.kill()
+            if code is not None and code < 0:
+                sig = signal.Signals(-code)
+                what = _SIGNAL_HINTS.get(sig, sig.name)
+                err = "oom" if sig == signal.SIGKILL else "crash"
+                return {"costs": (), "error": err, "msg": f"worker {what}" + (f": {detail}" if detail else ""),
+                        "build_s": 0.0}
+            return {"costs": (), "error": "crash", "msg": f"worker exited ({code})" + (f": {detail}" if detail else ""),
+                    "build_s": 0.0}
+
+
+class SyntheticMeasurer(Measurer):
+    """Deterministic fake latencies derived from the schedule key; no compiler, no workers.
+
+    For tests of the search, scheduling and logging logic (and of kill/resume, through the CLI
+    with `ANSOR_SYNTHETIC_MEASURE_DELAY`). Schedules whose key ends in "0" fail with a compile error.
+    """
+
+    kind = "synthetic"
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+
+    def baseline(self, task: SearchTask) -> MeasureResult:
+        return MeasureResult(costs=(1.0,))
+
+    def measure(self, inputs: list[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
+        out = []
+        for i, inp in enumerate(inputs):
+            if self.delay_s > 0:
+                time.sleep(self.delay_s)
+            key = inp.schedule.key()
+            if key.endswith("0"):
+                res = MeasureResult(error=MeasureError.COMPILE, error_msg="synthetic failure", timestamp=0.0)
+            else:
+                res = MeasureResult(costs=(1e-3 * (1 + int(key[:6], 16) / 0xFFFFFF),), timestamp=0.0)
+            out.append(res)
+            if on_result is not None:
+                on_result(i, res)
+        return out
+
+
+def create_measurer(options: RunOptions | None = None) -> Measurer:
+    """The measurer a tuning run uses: real workers, or the synthetic one when the test hook is set."""
+    from ansor import config
+
+    config.announce_test_hooks()
+    if config.SYNTHETIC_MEASURE_DELAY >= 0:
+        return SyntheticMeasurer(config.SYNTHETIC_MEASURE_DELAY)
+    return LocalMeasurer(options)
+
+
+class LocalMeasurer(Measurer):
+    """Builds and runs candidates one at a time in a worker process on this machine.
+
+    Candidates run sequentially so timings do not disturb each other; the worker is reused
+    across candidates (start-up costs ~0.5 s) and replaced whenever it dies or hangs.
+    """
+
+    kind = "local"
+
+    def __init__(self, options: RunOptions | None = None, *, memory_mb: int | None = None) -> None:
+        from ansor import config
+
+        self.options = options or RunOptions()
+        self._worker = _Worker(self.options.threads, config.WORKER_MEMORY_MB if memory_mb is None else memory_mb)
+        self._refs: dict[str, tuple[str, MeasureResult]] = {}
+        self._best: dict[str, float] = {}  # fastest latency measured so far, per task hash
+        self._ref_dir = tempfile.mkdtemp(prefix="ansor-ref-")
+
+    def _opts(self) -> dict:
+        return self.options.__dict__.copy()
+
+    def baseline(self, task: SearchTask) -> MeasureResult:
+        """Compute (once) the task's reference outputs and untuned latency."""
+        if task.hash not in self._refs:
+            path = os.path.join(self._ref_dir, f"{task.hash}.npz")
+            t0 = time.perf_counter()
+            # The untuned program can be slow: allow it a generous multiple of the candidate limit.
+            ans = self._worker.request(
+                {"kind": "reference", "task": task.to_json(), "opts": self._opts(), "ref_path": path},
+                self.options.timeout_s * 10,
+            )
+            res = _result(ans, time.perf_counter() - t0)
+            self._refs[task.hash] = (path, res)
+        return self._refs[task.hash][1]
+
+    def measure(self, inputs: list[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
+        out: list[MeasureResult] = []
+
+        def emit(res: MeasureResult) -> None:
+            out.append(res)
+            if on_result is not None:
+                on_result(len(out) - 1, res)
+
+        for inp in inputs:
+            ref_path, ref = self._refs.get(inp.task.hash, ("", None)) if inp.task.hash in self._refs else ("", None)
+            if ref is None:
+                self.baseline(inp.task)
+                ref_path, ref = self._refs[inp.task.hash]
+            if ref.error is not None:
+                emit(MeasureResult(error=MeasureError.RUNTIME, error_msg=f"no reference: {ref.error_msg}"))
+                continue
+            t0 = time.perf_counter()
+            best = self._best.get(inp.task.hash, math.inf)
+            ans = self._worker.request(
+                {"kind": "measure", "task": inp.task.to_json(), "script": inp.script, "opts": self._opts(),
+                 "ref_path": ref_path, "slow_s": max(SLOW_FACTOR * best, 0.01)},
+                self.options.timeout_s,
+            )
+            res = _result(ans, time.perf_counter() - t0)
+            if res.error is None:
+                self._best[inp.task.hash] = min(best, res.latency)
+            emit(res)
+        return out
+
+    def build_only(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
+        """Apply, lower and JIT each candidate in the worker without running it (for fuzzing the
+        builder). A success has no costs and no error."""
+        out = []
+        for inp in inputs:
+            t0 = time.perf_counter()
+            ans = self._worker.request(
+                {"kind": "build", "task": inp.task.to_json(), "script": inp.script, "opts": self._opts()},
+                self.options.timeout_s,
+            )
+            out.append(_result(ans, time.perf_counter() - t0))
+        return out
+
+    def close(self) -> None:
+        self._worker.kill()
+
+
+def _result(ans: dict, total_s: float) -> MeasureResult:
+    err = MeasureError(ans["error"]) if ans.get("error") else None
+    return MeasureResult(
+        costs=tuple(float(c) for c in ans.get("costs", ())),
+        error=err,
+        error_msg=str(ans.get("msg", ""))[:500],
+        build_s=float(ans.get("build_s", 0.0)),
+        total_s=total_s,
+    )

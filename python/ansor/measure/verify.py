@@ -1,0 +1,163 @@
+"""Verification of a candidate's outputs: poisoned outputs, an independent reference, allclose.
+
+    task --make_inputs--> inputs --reference program (CPU, untransformed; numpy where it exists)--> refs
+    output buffers <--poison (NaN; the dtype's minimum for integers)-- each verification run
+    candidate(inputs) --> outs --check_outputs(outs, refs, tolerance(task))--> None | one-line mismatch
+
+The criterion (also in the README, "Verification"):
+- Every output buffer is filled with a sentinel before the verification run (NaN for floats, the
+  dtype's minimum for integers; on the GPU the sentinel is copied into every device output
+  allocation), so a kernel that skips a tile, a ragged tail or its `linalg.fill` leaves the sentinel
+  behind. Where the reference itself holds the sentinel somewhere (a NaN it computes), the run is
+  repeated with a second sentinel (0 / the dtype's maximum), so those positions are checked too.
+- Element-wise, numpy `allclose` semantics: `|out - ref| <= atol + rtol * |ref|` for every element
+  whose reference is finite, with `rtol` by dtype (f32: 1e-5, f64: 1e-12, f16: 4e-3, bf16: 3e-2) and
+  `atol = rtol * sqrt(K) * rms(ref)`: K is the task's reduction length (the products of each op's
+  reduction extents, summed over its ops; 1 without reductions), rms the root-mean-square of the
+  output's finite reference values. A correct fp32 reordering of a K-term sum moves a result by about
+  eps * sqrt(K) * rms; one missing term of a random-input contraction moves it by about rms / sqrt(K).
+- Non-finite reference entries must be matched exactly (same positions, same values: NaN by NaN,
+  +inf by +inf); a NaN or inf where the reference is finite is a mismatch. Integers compare exactly.
+- The reference is independent of the candidate's transforms: on the CPU, the untransformed program
+  (trusted lowering, no script), cross-checked once against numpy where `baselines` has the task;
+  for a GPU task, numpy where it exists, else the untransformed program run on the CPU -- never a
+  GPU schedule (see measure.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ansor.core.task import SearchTask, TensorSpec
+
+#: Relative tolerance by numpy dtype name (floats); integers compare exactly.
+DTYPE_RTOL = {"float64": 1e-12, "float32": 1e-5, "float16": 4e-3, "bfloat16": 3e-2}
+
+
+def default_rtol(dtype: np.dtype | str) -> float:
+    return DTYPE_RTOL.get(np.dtype(dtype).name, 1e-5)
+
+
+@functools.cache
+def _reduction_length(ir_text: str) -> int:
+    from ansor.core.loops import analyze
+
+    total = 0
+    for op in analyze(ir_text):
+        if op.reduce:
+            total += math.prod(op.extents[d] or 1 for d in op.reduce)
+    return max(total, 1)
+
+
+def reduction_length(task: SearchTask) -> int:
+    """K of the tolerance: sum over the task's ops of the product of their reduction extents
+    (1 for a task without reductions; 1 where the IR cannot be analysed)."""
+    try:
+        return _reduction_length(task.ir)
+    except Exception:  # noqa: BLE001 - an unanalysable task keeps the tightest tolerance
+        return 1
+
+
+def sentinel(dtype: np.dtype | str, which: int = 0) -> float | int:
+    """The value poisoned outputs hold: NaN (then 0.0) for floats, the dtype's minimum (then its
+    maximum) for integers."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return math.nan if which == 0 else 0.0
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return int(info.min if which == 0 else info.max)
+    return 0 if which == 0 else 1
+
+
+def poisoned(specs: Sequence[TensorSpec], which: int = 0) -> list[np.ndarray]:
+    """Fresh output arrays for `specs`, every element the sentinel `which` (see `sentinel`)."""
+    out = []
+    for s in specs:
+        dt = np.dtype(s.numpy_dtype())
+        out.append(np.full(s.shape, sentinel(dt, which), dtype=dt))
+    return out
+
+
+def sentinel_runs(refs: Sequence[np.ndarray]) -> list[int]:
+    """Which sentinels a verification uses: the first, and the second too where some reference
+    output holds the first sentinel itself (a skipped write there would go unseen)."""
+    for r in refs:
+        s = sentinel(r.dtype, 0)
+        hit = np.isnan(r).any() if isinstance(s, float) and math.isnan(s) else bool((r == s).any())
+        if hit:
+            return [0, 1]
+    return [0]
+
+
+def _where(shape: tuple[int, ...], flat: int) -> str:
+    return str(tuple(int(i) for i in np.unravel_index(flat, shape))) if shape else "()"
+
+
+def check_output(out: np.ndarray, ref: np.ndarray, *, rtol: float | None = None, atol: float | None = None,
+                 reduction: int = 1, name: str = "output #0") -> str | None:
+    """None when `out` matches `ref` under the criterion above; else one line naming the output,
+    how many elements are wrong and the worst one. `rtol` None: by dtype; `atol` None: derived
+    from `reduction` (K) and the reference's RMS."""
+    if out.shape != ref.shape:
+        return f"{name} has shape {out.shape}, expected {ref.shape}"
+    if ref.size == 0:
+        return None
+    if ref.dtype.kind not in "fc":
+        bad = out != ref
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            return (f"{name}: {int(bad.sum())} of {ref.size} elements differ (first at {_where(ref.shape, i)}: "
+                    f"{out.flat[i]} vs reference {ref.flat[i]})")
+        return None
+    o = out.astype(np.float64)
+    r = ref.astype(np.float64)
+    fin_r, fin_o = np.isfinite(r), np.isfinite(o)
+    # Non-finite reference entries: the same value at the same place (NaN by NaN, inf by same-signed inf).
+    nonfin_bad = ~fin_r & ~((np.isnan(r) & np.isnan(o)) | (r == o))
+    if nonfin_bad.any():
+        i = int(np.flatnonzero(nonfin_bad)[0])
+        return (f"{name}: {int(nonfin_bad.sum())} of {ref.size} non-finite reference elements not reproduced "
+                f"(first at {_where(ref.shape, i)}: {out.flat[i]} vs reference {ref.flat[i]})")
+    stray = fin_r & ~fin_o
+    if stray.any():
+        i = int(np.flatnonzero(stray)[0])
+        what = "NaN" if np.isnan(o.flat[i]) else "inf"
+        return (f"{name}: {int(stray.sum())} of {ref.size} elements are NaN/inf where the reference is finite "
+                f"(first at {_where(ref.shape, i)}: {what}; unwritten or overflowed)")
+    rt = default_rtol(ref.dtype) if rtol is None else rtol
+    rf = r[fin_r]
+    rms = float(np.sqrt(np.mean(rf * rf))) if rf.size else 0.0
+    at = rt * math.sqrt(max(reduction, 1)) * rms if atol is None else atol
+    with np.errstate(invalid="ignore"):  # inf - inf at matched non-finite entries, masked out
+        err = np.where(fin_r, np.abs(o - r), 0.0)
+    tol = at + rt * np.abs(np.where(fin_r, r, 0.0))
+    bad = err > tol
+    if bad.any():
+        i = int(np.argmax(np.where(bad, err - tol, -np.inf)))
+        return (f"{name}: {int(bad.sum())} of {ref.size} elements differ from the reference (worst at "
+                f"{_where(ref.shape, i)}: {out.flat[i]:.6g} vs {ref.flat[i]:.6g}, tolerance {tol.flat[i]:.3g} = "
+                f"{at:.3g} + {rt:g}*|ref|)")
+    return None
+
+
+def check_outputs(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray], *, rtol: float | None = None,
+                  atol: float | None = None, reduction: int = 1) -> str | None:
+    """`check_output` over every output; None when all match, else the first mismatch's line."""
+    if len(outs) != len(refs):
+        return f"{len(outs)} outputs, expected {len(refs)}"
+    for i, (o, r) in enumerate(zip(outs, refs, strict=True)):
+        bad = check_output(np.asarray(o), np.asarray(r), rtol=rtol, atol=atol, reduction=reduction, name=f"output #{i}")
+        if bad is not None:
+            return bad
+    return None
+
+
+def check_task_outputs(task: SearchTask, outs: Sequence[np.ndarray], refs: Sequence[np.ndarray], *,
+                       rtol: float | None = None, atol: float | None = None) -> str | None:
+    """`check_outputs` with the task's reduction length."""
+    return check_outputs(outs, refs, rtol=rtol, atol=atol, reduction=reduction_length(task))

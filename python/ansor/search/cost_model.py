@@ -1,0 +1,372 @@
+"""Cost models: predict how fast a program is from its features (Ansor §5.2).
+
+    (MeasureInput, MeasureResult, features) --CostModel.update--> trained model
+    [features of a program: float32 [n_statements, n_features] | None] --predict--> scores
+
+A program's score is the **sum** of per-statement predictions, higher is better; a program
+without features (it failed to lower) scores `-inf`. `XGBModel` is Ansor's learned model:
+gradient-boosted trees over statements, trained so that the per-program sum matches the
+program's throughput normalized by its task's best (the "pack-sum" squared error, weighted by
+that throughput, so that fast programs matter most); it is retrained from scratch after every
+update and predicts random scores until it has seen `few_shot_threshold` programs. Programs of
+earlier logs (`update_prior`, from `tuner.pretrain`) stand in for those first ones: the model
+trains on them until it has `few_shot_threshold` programs of its own.
+`RandomModel` is the ablation baseline. `pairwise_accuracy`, `recall_at_k` and `r2` rate
+predictions against measurements.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import logging
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ansor.measure.measurer import MeasureInput, MeasureResult
+
+log = logging.getLogger(__name__)
+
+Features = np.ndarray | None  # float32 [n_statements, n_features], None = no features
+
+#: Format of `XGBModel.save` files.
+MODEL_FORMAT = "ansor-xgb-model"
+MODEL_VERSION = 1
+
+
+class CostModel(abc.ABC):
+    """Scores programs from their features; higher is better."""
+
+    @abc.abstractmethod
+    def update(
+        self, inputs: list[MeasureInput], results: list[MeasureResult], features: list[Features]
+    ) -> None:
+        """Learn from measured programs (`features[i]` are those of `inputs[i]`)."""
+
+    @abc.abstractmethod
+    def predict(self, features: list[Features]) -> np.ndarray:
+        """One score per program (float64, higher is better; `-inf` where features are None)."""
+
+    def update_prior(
+        self, inputs: list[MeasureInput], results: list[MeasureResult], features: list[Features]
+    ) -> None:
+        """Learn from programs measured before this search (earlier logs, `tuner.pretrain`);
+        by default the same as `update`."""
+        self.update(inputs, results, features)
+
+
+class RandomModel(CostModel):
+    """Uniform random scores in [0, 1), seeded (the ablation baseline)."""
+
+    def __init__(self, *, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def update(
+        self, inputs: list[MeasureInput], results: list[MeasureResult], features: list[Features]
+    ) -> None:
+        pass
+
+    def predict(self, features: list[Features]) -> np.ndarray:
+        out = self.rng.uniform(0.0, 1.0, len(features))
+        out[[f is None for f in features]] = -np.inf
+        return out
+
+
+def normalized_throughputs(
+    inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]
+) -> np.ndarray:
+    """Per program: flops / latency, divided by the best of its task (in [0, 1]); 0 when failed."""
+    thr = np.zeros(len(inputs))
+    for i, (inp, res) in enumerate(zip(inputs, results, strict=True)):
+        lat = res.latency
+        if res.error is None and math.isfinite(lat) and lat > 0:
+            thr[i] = max(inp.task.flops, 1) / lat
+    best: dict[str, float] = {}
+    for inp, t in zip(inputs, thr, strict=True):
+        best[inp.task.hash] = max(best.get(inp.task.hash, 0.0), float(t))
+    for i, inp in enumerate(inputs):
+        b = best[inp.task.hash]
+        thr[i] = thr[i] / b if b > 0 else 0.0
+    return thr
+
+
+def _pack(features: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Stack the statements of all programs: rows [sum n_statements, n_features] and the
+    program index of every row."""
+    rows = np.concatenate(
+        [np.asarray(f, dtype=np.float32).reshape(len(f), -1) for f in features], axis=0
+    )
+    ids = np.repeat(np.arange(len(features)), [len(f) for f in features])
+    return rows, ids
+
+
+class XGBModel(CostModel):
+    """Ansor's XGBoost cost model over per-statement features, summed per program.
+
+    Training rows are statements; all statements of a program share its label y (normalized
+    throughput) and weight w = y. The loss of a program is w * (sum_i pred_i - y)^2, so every
+    statement i of it gets gradient 2 w (sum - y) and hessian 2 w n_p, n_p the program's
+    statement count (a custom xgboost objective; TVM uses 2 w, see `fit`); the custom metric
+    is the per-program RMSE ("p-rmse"), which early stopping watches on the training set.
+    Defaults are those of TVM v0.19 `auto_scheduler/cost_model/xgb_model.py`:
+    `max_depth=10`, `gamma=0.001`, `min_child_weight=0`, `eta=0.2`, up to 10000 boosting
+    rounds stopped after 50 without improvement, random predictions until 100 programs
+    (`num_warmup_sample`), seed 43, half the cores. Departures: `base_score=0` (each tree
+    sum starts at 0 instead of 0.5 per statement), the booster is cut back to its best round, and
+    TVM's retrain throttle (skip unless the data grew by 20%) is left out: every update retrains.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_depth: int = 10,
+        gamma: float = 0.001,
+        min_child_weight: float = 0.0,
+        eta: float = 0.2,
+        num_boost_round: int = 10000,
+        early_stopping_rounds: int = 50,
+        min_delta: float = 0.0,
+        few_shot_threshold: int = 100,
+        seed: int = 43,
+        nthread: int | None = None,
+    ) -> None:
+        import xgboost  # deferred: importing it costs ~0.3 s
+
+        self._xgb = xgboost
+        self.max_depth = max_depth
+        self.gamma = gamma
+        self.min_child_weight = min_child_weight
+        self.eta = eta
+        self.num_boost_round = num_boost_round
+        self.early_stopping_rounds = early_stopping_rounds
+        self.min_delta = min_delta
+        self.few_shot_threshold = few_shot_threshold
+        self.seed = seed
+        self.nthread = nthread if nthread is not None else max(1, (os.cpu_count() or 2) // 2)
+        self.rng = np.random.default_rng(seed)
+        self.booster: Any = None  # xgboost.Booster once trained (or loaded)
+        self.inputs: list[MeasureInput] = []
+        self.results: list[MeasureResult] = []
+        self.features: list[Features] = []
+        # programs of earlier logs (`update_prior`): trained on until `few_shot_threshold` of
+        # this search's own programs are known, then left out
+        self.prior: tuple[list[MeasureInput], list[MeasureResult], list[Features]] = ([], [], [])
+        self.rounds = 0  # boosting rounds of the current booster
+
+    # -- hyper-parameters ------------------------------------------------------------------
+    def hyper(self) -> dict[str, Any]:
+        return {
+            "max_depth": self.max_depth,
+            "gamma": self.gamma,
+            "min_child_weight": self.min_child_weight,
+            "eta": self.eta,
+            "num_boost_round": self.num_boost_round,
+            "early_stopping_rounds": self.early_stopping_rounds,
+            "min_delta": self.min_delta,
+            "few_shot_threshold": self.few_shot_threshold,
+            "seed": self.seed,
+        }
+
+    def _params(self) -> dict[str, Any]:
+        """xgboost booster parameters: the tree hyper-parameters of `hyper()` plus fixed settings."""
+        h = self.hyper()
+        return {
+            **{k: h[k] for k in ("max_depth", "gamma", "min_child_weight", "eta")},
+            "nthread": self.nthread,
+            "verbosity": 0,
+            "seed": self.seed,
+            "base_score": 0.0,
+            "disable_default_eval_metric": 1,
+            "tree_method": "hist",
+        }
+
+    # -- training --------------------------------------------------------------------------
+    def update(
+        self, inputs: list[MeasureInput], results: list[MeasureResult], features: list[Features]
+    ) -> None:
+        """Add measured programs and retrain from scratch (once `few_shot_threshold` are known)."""
+        if not (len(inputs) == len(results) == len(features)):
+            raise ValueError("update: inputs, results and features differ in length")
+        self.inputs += inputs
+        self.results += results
+        self.features += features
+        if len(self.inputs) + len(self.prior[0]) < self.few_shot_threshold:
+            return
+        self.fit()
+
+    def update_prior(
+        self, inputs: list[MeasureInput], results: list[MeasureResult], features: list[Features]
+    ) -> None:
+        """Add programs of earlier logs and retrain. They stand in for this search's own warm-up
+        sample: the model trains on them (with whatever it has measured) until it knows
+        `few_shot_threshold` programs of its own, and on its own programs only from then on.
+        (Other tasks' records rank a task's programs worse than its own do: on the three
+        workloads of `bench/search_efficiency.py`, pairwise accuracy 0.65-0.82 for a model
+        trained on 80 network tasks, 0.83-0.92 for one trained on the task's own records.)"""
+        if not (len(inputs) == len(results) == len(features)):
+            raise ValueError("update_prior: inputs, results and features differ in length")
+        self.prior[0].extend(inputs)
+        self.prior[1].extend(results)
+        self.prior[2].extend(features)
+        if len(self.inputs) + len(self.prior[0]) >= self.few_shot_threshold:
+            self.fit()
+
+    def _training_set(self) -> tuple[list[MeasureInput], list[MeasureResult], list[Features]]:
+        if len(self.inputs) >= self.few_shot_threshold or not self.prior[0]:
+            return self.inputs, self.results, self.features
+        return (self.prior[0] + self.inputs, self.prior[1] + self.results, self.prior[2] + self.features)
+
+    def fit(self) -> None:
+        """Train a new booster on everything seen (programs without features are skipped), the
+        prior of `update_prior` included while fewer than `few_shot_threshold` own programs are known."""
+        inputs, results, features = self._training_set()
+        y_all = normalized_throughputs(inputs, results)
+        keep = [i for i, f in enumerate(features) if f is not None and len(f) > 0]
+        if not keep:
+            return
+        feats = [features[i] for i in keep]
+        y = y_all[keep]
+        rows, ids = _pack(feats)  # type: ignore[arg-type]
+        xgb = self._xgb
+        dtrain = xgb.DMatrix(rows, label=y[ids], weight=y[ids])
+        n_prog = len(feats)
+        # Hessian 2 w n_p (n_p: statements of the row's program), not TVM's 2 w: statements of one
+        # program that land in one leaf all move together, so with 2 w a leaf's Newton step moves
+        # their sum n_p times too far, and programs of more than ~1/eta statements (GPU row kernels)
+        # oscillate and diverge to inf (then NaN gradients). n_p 2 w bounds the true Hessian
+        # (Gershgorin) and is TVM's value for one-statement programs.
+        hess = 2.0 * y[ids] * np.bincount(ids, minlength=n_prog)[ids]
+
+        def objective(preds: np.ndarray, _d: Any) -> tuple[np.ndarray, np.ndarray]:
+            total = np.bincount(ids, weights=preds, minlength=n_prog)
+            return 2.0 * (total[ids] - y[ids]) * y[ids], hess
+
+        def p_rmse(preds: np.ndarray, _d: Any) -> tuple[str, float]:
+            total = np.bincount(ids, weights=preds, minlength=n_prog)
+            return "p-rmse", float(np.sqrt(np.mean(np.square(total - y))))
+
+        stop = xgb.callback.EarlyStopping(
+            rounds=self.early_stopping_rounds,
+            metric_name="p-rmse",
+            data_name="tr",
+            maximize=False,
+            save_best=True,
+            min_delta=self.min_delta,
+        )
+        self.booster = xgb.train(
+            self._params(),
+            dtrain,
+            num_boost_round=self.num_boost_round,
+            evals=[(dtrain, "tr")],
+            obj=objective,
+            custom_metric=p_rmse,
+            verbose_eval=False,
+            callbacks=[stop],
+        )
+        self.rounds = self.booster.num_boosted_rounds()
+        log.debug(
+            "XGBModel: trained on %d programs (%d statements), %d rounds",
+            n_prog,
+            len(rows),
+            self.rounds,
+        )
+
+    # -- prediction ------------------------------------------------------------------------
+    @property
+    def trained(self) -> bool:
+        return self.booster is not None
+
+    def predict(self, features: list[Features]) -> np.ndarray:
+        """Sum of statement predictions per program; uniform random in [0, 1) until trained."""
+        valid = [i for i, f in enumerate(features) if f is not None and len(f) > 0]
+        if self.booster is None:
+            out = self.rng.uniform(0.0, 1.0, len(features))
+        else:
+            out = np.zeros(len(features))
+            if valid:
+                rows, ids = _pack([features[i] for i in valid])  # type: ignore[misc]
+                raw = self.booster.predict(self._xgb.DMatrix(rows), output_margin=True)
+                out[valid] = np.bincount(ids, weights=raw.astype(np.float64), minlength=len(valid))
+        invalid = np.ones(len(features), dtype=bool)
+        invalid[valid] = False
+        out[invalid] = -np.inf
+        return out
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        """One JSON file: this model's hyper-parameters and state, and the xgboost model (JSON)."""
+        doc = {
+            "format": MODEL_FORMAT,
+            "version": MODEL_VERSION,
+            "hyper": self.hyper(),
+            "n_programs": len(self.inputs),
+            "rounds": self.rounds,
+            "booster": json.loads(bytes(self.booster.save_raw("json")))
+            if self.booster is not None
+            else None,
+        }
+        Path(path).write_text(json.dumps(doc))
+
+    @classmethod
+    def load(cls, path: str | Path, *, nthread: int | None = None) -> XGBModel:
+        """A model saved by `save`; it predicts with the saved booster until its next retrain."""
+        doc = json.loads(Path(path).read_text())
+        if doc.get("format") != MODEL_FORMAT or int(doc.get("version", -1)) != MODEL_VERSION:
+            raise ValueError(f"{path}: not an {MODEL_FORMAT} v{MODEL_VERSION} file")
+        model = cls(**doc["hyper"], nthread=nthread)
+        if doc["booster"] is not None:
+            model.booster = model._xgb.Booster(
+                params={"nthread": model.nthread},
+                model_file=bytearray(json.dumps(doc["booster"]).encode()),
+            )
+            model.rounds = int(doc["rounds"])
+        return model
+
+
+def create_cost_model(kind: str | CostModel, *, seed: int = 0) -> CostModel:
+    """Resolve a model name ("xgb", "random") or pass a model through."""
+    if isinstance(kind, CostModel):
+        return kind
+    if kind == "xgb":
+        return XGBModel(seed=seed)
+    if kind == "random":
+        return RandomModel(seed=seed)
+    raise ValueError(f"unknown cost model {kind!r} (expected 'xgb' or 'random')")
+
+
+# ----------------------------------------------------------------------------------------------
+# Metrics: how well predictions rank measured programs
+
+
+def pairwise_accuracy(pred: np.ndarray, true: np.ndarray) -> float:
+    """Fraction of pairs with different true values that `pred` orders the same way."""
+    p, t = np.asarray(pred, dtype=np.float64), np.asarray(true, dtype=np.float64)
+    dt = np.sign(t[:, None] - t[None, :])
+    dp = np.sign(p[:, None] - p[None, :])
+    mask = np.triu(dt != 0, k=1)
+    n = int(mask.sum())
+    return float((dt[mask] == dp[mask]).sum() / n) if n else 1.0
+
+
+def recall_at_k(pred: np.ndarray, true: np.ndarray, k: int) -> float:
+    """Share of the k truly best programs (highest `true`) among the k best predicted."""
+    p, t = np.asarray(pred), np.asarray(true)
+    k = min(k, len(t))
+    if k <= 0:
+        return 0.0
+    top_pred = set(np.argsort(-p, kind="stable")[:k].tolist())
+    top_true = set(np.argsort(-t, kind="stable")[:k].tolist())
+    return len(top_pred & top_true) / k
+
+
+def r2(pred: np.ndarray, true: np.ndarray) -> float:
+    """Coefficient of determination of `pred` against `true` (1 is perfect)."""
+    p, t = np.asarray(pred, dtype=np.float64), np.asarray(true, dtype=np.float64)
+    ss_tot = float(np.sum(np.square(t - t.mean())))
+    ss_res = float(np.sum(np.square(t - p)))
+    return 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)

@@ -1,0 +1,62 @@
+"""Search policies: which schedules to measure next.
+
+    [Sketch] --policy.next_batch(n)--> [Schedule] (never one already measured)
+    (inputs, results) --policy.update--> policy state
+
+`RandomSearch` samples sketches and annotations uniformly (the learned, evolutionary policy is
+a later stage). Policies are seeded and deterministic given the same measurement history.
+"""
+
+from __future__ import annotations
+
+import abc
+import random
+
+from ansor.targets.cpu.annotation import SamplingError, Schedule, sample
+from ansor.measure.measurer import MeasureInput, MeasureResult
+from ansor.targets.cpu.sketch import Sketch
+
+
+class SearchPolicy(abc.ABC):
+    """Proposes schedules for one task."""
+
+    @abc.abstractmethod
+    def next_batch(self, n: int) -> list[Schedule]: ...
+
+    @abc.abstractmethod
+    def update(self, inputs: list[MeasureInput], results: list[MeasureResult]) -> None: ...
+
+
+class RandomSearch(SearchPolicy):
+    """Uniform random sketch + uniform random annotation, deduplicated against what was measured.
+
+    The `skip` sketch (untransformed program) is proposed only when it is the sole sketch.
+    """
+
+    def __init__(self, sketches: list[Sketch], *, seed: int = 0, measured: set[str] | None = None,
+                 max_tries_factor: int = 50) -> None:
+        self.sketches = [s for s in sketches if s.stages] or list(sketches)
+        self.rng = random.Random(seed)
+        self.measured: set[str] = set(measured or ())
+        self.max_tries_factor = max_tries_factor
+
+    def next_batch(self, n: int) -> list[Schedule]:
+        out: list[Schedule] = []
+        keys = set(self.measured)
+        for _ in range(n * self.max_tries_factor):
+            if len(out) == n:
+                break
+            sk = self.rng.choice(self.sketches)
+            try:
+                sch = sample(sk, self.rng)
+            except SamplingError:  # a rare draw on a tightly constrained sketch: draw again
+                continue
+            if sch.key() in keys:
+                continue
+            keys.add(sch.key())
+            out.append(sch)
+        return out  # shorter than n when the space is exhausted
+
+    def update(self, inputs: list[MeasureInput], results: list[MeasureResult]) -> None:
+        for inp in inputs:
+            self.measured.add(inp.schedule.key())

@@ -1,0 +1,130 @@
+"""GPU lowering: a task's payload + a GPU transform script -> PTX + a JIT-compiled host program.
+
+    SearchTask.ir --apply script (tile to blocks/threads, shared-memory copies, bufferize,
+        gpu.launch)--> memref + gpu.launch --workgroup attributions, tensor.pad buffers -> guarded
+        loads (guard_padded_reads), out-params, auto-unroll, LICM-->
+        --hoist_accumulators, forward_initial_values, remove_redundant_barriers,
+          prefetch_global_reads (the kernel rewrites a fast SGEMM needs, on memrefs)-->
+        --sink_constants_into_launches, gpu-kernel-outlining, llvm.align on kernel buffers-->
+        --NVVM lowering to the LLVM dialect --infer_access_alignment (128-bit accesses)-->
+        --gpu-module-to-binary format=isa (PTX)--> host LLVM + embedded PTX
+        --ExecutionEngine + libmlir_cuda_runtime.so--> CudaKernel
+
+Runs inside measurement worker processes, like `lowering.py` (MLIR aborts on internal assertion
+failures). Buffers live on the device: `CudaKernel` allocates them through the MLIR CUDA runtime's
+own entry points (`mgpuMemAlloc`, `mgpuMemcpy`, ...) and puts the device pointers into the memref
+descriptors, so nothing here needs PyTorch or CuPy. Timing is a native loop around the kernel
+(`lowering.BENCH_FUNC`); each call launches and synchronizes (the MLIR CUDA runtime makes a stream
+per call), so a measured latency includes one launch + synchronization overhead (a few µs).
+
+`emit_ptx` stops at the PTX text and needs no GPU or CUDA driver: CI tests the GPU lowering with it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from mlir import ir
+from ansor.core.mlir import EXPAND_FPOWI, LoweringError, add_bench_wrapper, apply_script, parse_payload
+from ansor.core.task import SearchTask
+from ansor.targets.cuda.params import DEFAULT_ARCH
+from ansor.targets.cuda.rewrites import SWIZZLE_GROUP, _check_host_allocs, align_workgroup_buffers, block_reductions_to_shuffles, copies_to_linalg, forward_initial_values, guard_padded_reads, hoist_accumulators, infer_access_alignment, mark_kernel_pointers_noalias, own_fill_destinations, prefetch_global_reads, private_allocs_to_stack, remove_redundant_barriers, sink_constants_into_launches, swizzle_blocks, workgroup_allocs_to_attributions
+from ansor.targets.cuda.runtime import CudaKernel, load_cuda_runtime, cuda_runtime_libs, device_arch
+from ansor.core.mlir import run_passes
+
+_AFTER_SCRIPT = (
+    "canonicalize,cse,"
+    "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
+    "canonicalize,cse"
+)
+
+
+def _nvvm_pipeline(arch: str, fmt: str) -> str:
+    """Host + device lowering (upstream `gpu-lower-to-nvvm-pipeline`'s steps, plus what our scripts
+    leave behind: linalg ops on memrefs, `ub.poison`)."""
+    return (
+        EXPAND_FPOWI + "convert-linalg-to-loops,gpu-kernel-outlining,convert-nvgpu-to-nvvm,"
+        "convert-vector-to-scf{full-unroll=true},convert-scf-to-cf,convert-nvvm-to-llvm,convert-func-to-llvm,"
+        f"expand-strided-metadata,nvvm-attach-target{{chip={arch} O=3}},lower-affine,convert-arith-to-llvm,"
+        "convert-index-to-llvm,canonicalize,cse,"
+        "gpu.module(convert-vector-to-llvm,convert-gpu-to-nvvm,convert-ub-to-llvm,canonicalize,cse,reconcile-unrealized-casts),"
+        "gpu-to-llvm,convert-math-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts,"
+        f"gpu-module-to-binary{{format={fmt}}},canonicalize,cse"
+    )
+
+
+def lower_to_gpu_ir(task: SearchTask, script: str) -> ir.Module:
+    """Apply the script and the fix-ups; the module still holds gpu.launch ops (current context)."""
+    module = parse_payload(task)
+    own_fill_destinations(module)
+    apply_script(module, script)
+    run_passes(module, _AFTER_SCRIPT, "lower")
+    copies_to_linalg(module)
+    workgroup_allocs_to_attributions(module)
+    private_allocs_to_stack(module)
+    block_reductions_to_shuffles(module)
+    guard_padded_reads(module)
+    _check_host_allocs(module)
+    return module
+
+
+def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: bool) -> ir.Module:
+    from ansor.core import native as _native
+
+    _native.register_everything()
+    module = lower_to_gpu_ir(task, script)
+    if bench:
+        add_bench_wrapper(module, task.func_name)
+    run_passes(module, "ansor-auto-unroll,canonicalize,loop-invariant-code-motion,cse", "lower")
+    swizzle_blocks(module, int(os.environ.get("ANSOR_CUDA_SWIZZLE", str(SWIZZLE_GROUP))))
+    hoist_accumulators(module)
+    forward_initial_values(module)
+    remove_redundant_barriers(module)
+    prefetch_global_reads(module)
+    run_passes(module, "convert-linalg-to-loops", "lower")
+    sink_constants_into_launches(module)
+    run_passes(module, "gpu-kernel-outlining", "lower")
+    align_workgroup_buffers(module)
+    pipeline = _nvvm_pipeline(arch, fmt)
+    to_llvm, to_binary = pipeline.rsplit(",gpu-module-to-binary", 1)
+    run_passes(module, to_llvm, "lower")
+    infer_access_alignment(module)
+    if os.environ.get("ANSOR_CUDA_NOALIAS", "0") != "0":  # off: measured slower (see the function)
+        mark_kernel_pointers_noalias(module)
+    run_passes(module, "gpu-module-to-binary" + to_binary, "lower")
+    return module
+
+
+def emit_ptx(task: SearchTask, script: str, *, arch: str = DEFAULT_ARCH) -> str:
+    """The PTX of the scheduled task's kernels (no GPU needed). Raises `LoweringError`."""
+    with ir.Context(), ir.Location.unknown():
+        module = _lower_module(task, script, arch, "isa", bench=False)
+        text = str(module)
+    m = re.search(r'assembly = "((?:[^"\\]|\\.)*)"', text) or re.search(r'bin = "((?:[^"\\]|\\.)*)"', text)
+    if m is None:
+        raise LoweringError("lower", "no gpu.binary in the lowered module")
+    raw = m.group(1)
+    # MLIR escapes non-printable bytes as \XX (hex).
+    return re.sub(r"\\([0-9A-Fa-f]{2})", lambda g: chr(int(g.group(1), 16)), raw)
+
+
+def compile_task_cuda(task: SearchTask, script: str | None, *, arch: str | None = None) -> CudaKernel:
+    """Apply `script` (None: the default GPU schedule, see `gpu_rules.default_script`), lower to
+    PTX and JIT the host side. Raises `LoweringError`."""
+    from mlir.execution_engine import ExecutionEngine
+
+    from ansor.targets.cuda.rules import default_script
+
+    arch = arch or device_arch()
+    if script is None:
+        script = default_script(task)
+    with ir.Context(), ir.Location.unknown():
+        module = _lower_module(task, script, arch, "isa", bench=True)
+        try:
+            load_cuda_runtime()
+            engine = ExecutionEngine(module, opt_level=3, shared_libs=list(cuda_runtime_libs()))
+            engine.initialize()  # runs the global constructors that load the GPU module
+        except RuntimeError as exc:
+            raise LoweringError("jit", str(exc).splitlines()[0]) from None
+    return CudaKernel(engine, task)

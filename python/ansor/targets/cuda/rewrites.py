@@ -1,0 +1,1459 @@
+"""The GPU kernel's IR rewrites, on memrefs and gpu.launch (run by `lowering.py`, in order):
+
+    after the script: copies_to_linalg, workgroup_allocs_to_attributions, private_allocs_to_stack,
+        block_reductions_to_shuffles, guard_padded_reads (tensor.pad buffers -> guarded loads)
+    after auto-unroll + LICM: swizzle_blocks, hoist_accumulators, forward_initial_values,
+        remove_redundant_barriers, prefetch_global_reads (what a fast SGEMM needs)
+    around outlining: sink_constants_into_launches, align_workgroup_buffers
+    on the LLVM dialect: infer_access_alignment (128-bit accesses), mark_kernel_pointers_noalias
+
+Each is a function `module -> count` over the Python bindings; they are being ported to C++
+passes (`passes/GPU/`, `ansor-gpu-*`), which `ansor-opt` can replay without Python.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from mlir import ir
+
+from ansor.core.mlir import LoweringError, walk
+
+
+#: Shared memory as an integer memory space: the NVVM lowering maps `3` directly, while
+#: `#gpu.address_space<workgroup>` on host-side passes fails the LLVM type conversion.
+_WORKGROUP = "3"
+
+
+def _is_workgroup(t: ir.Type) -> bool:
+    if not isinstance(t, ir.MemRefType):
+        return False
+    ms = ir.MemRefType(t).memory_space
+    return ms is not None and (str(ms) in ("3", "3 : i64") or "workgroup" in str(ms))
+
+
+def workgroup_allocs_to_attributions(module: ir.Module) -> int:
+    """Turn `memref.alloc` of shared memory inside a `gpu.launch` into workgroup attributions.
+
+    `bufferize_to_allocation {memory_space = #gpu.address_space<workgroup>}` places the shared
+    tiles' allocations where the copies are (inside the launch); the NVVM lowering only gives
+    shared memory to the launch's workgroup attributions (they become `addrspace(3)` globals of the
+    kernel). Returns the number of allocations moved. Shared-memory deallocations are dropped.
+    """
+    moved = 0
+    for launch in walk(module.operation, "gpu.launch"):
+        body = launch.regions[0].blocks[0]
+        if "workgroup_attributions" in launch.attributes:
+            n_wg = ir.IntegerAttr(launch.attributes["workgroup_attributions"]).value
+        else:
+            n_wg = 0
+        n_private = len(body.arguments) - 12 - n_wg
+        if n_private:
+            raise LoweringError("lower", "gpu.launch with private attributions is not supported")
+        for alloc in walk(launch, "memref.alloc"):
+            t = alloc.results[0].type
+            if not _is_workgroup(t):
+                continue
+            if "ansor.smem" not in alloc.attributes:
+                # A buffer bufferization made inside a thread's code, in shared memory because its
+                # source is: all threads of the block would share it.
+                raise LoweringError("lower", f"per-thread buffer {t} in shared memory (not a cached tile)")
+            mt = ir.MemRefType(t)
+            if not mt.has_static_shape:
+                raise LoweringError("lower", f"dynamic shared-memory allocation {t}")
+            wg_type = ir.MemRefType.get(mt.shape, mt.element_type, memory_space=ir.Attribute.parse("3 : i64"))
+            arg = body.add_argument(wg_type, ir.Location.unknown())
+            for use in list(alloc.results[0].uses):
+                if use.owner.name == "memref.dealloc":
+                    use.owner.erase()
+            if wg_type != t:
+                # Same layout, memory space spelled `3`: convert the value for the old users.
+                with ir.InsertionPoint(alloc):
+                    cast = ir.Operation.create("memref.memory_space_cast", results=[t], operands=[arg])
+                alloc.results[0].replace_all_uses_with(cast.results[0])
+            else:
+                alloc.results[0].replace_all_uses_with(arg)
+            alloc.erase()
+            n_wg += 1
+            moved += 1
+        if n_wg:
+            launch.attributes["workgroup_attributions"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), n_wg)
+    return moved
+
+
+def copies_to_linalg(module: ir.Module) -> int:
+    """`memref.copy` inside a kernel -> `linalg.copy` (lowered to loops later): the NVVM lowering
+    turns a strided `memref.copy` into a call to the host runtime's `memrefCopy`, which does not
+    exist on the device. (Bufferization leaves such copies around rank-reducing slices.)"""
+    from mlir.dialects import linalg
+
+    n = 0
+    for launch in walk(module.operation, "gpu.launch"):
+        for cp in walk(launch, "memref.copy"):
+            with ir.InsertionPoint(cp), cp.location:
+                linalg.copy(cp.operands[0], outs=[cp.operands[1]])
+            cp.erase()
+            n += 1
+    return n
+
+
+def own_fill_destinations(module: ir.Module) -> None:
+    """Give every `linalg.fill` its own `tensor.empty` (CSE merges it with the consumer's): a fused
+    initialiser whose destination is the output's tile would make the shared-memory accumulator
+    start with a (useless) copy of the output."""
+    for fill in walk(module.operation, "linalg.fill"):
+        dest = fill.operands[1]
+        owner = dest.owner
+        if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
+            owner = owner.operation
+        if getattr(owner, "name", "") != "tensor.empty" or len(list(dest.uses)) < 2:
+            continue
+        clone = owner.clone(ir.InsertionPoint(fill))
+        fill.operands[1] = clone.results[0]
+
+
+_VIEW_OPS = ("memref.subview", "memref.cast", "memref.memory_space_cast", "memref.reinterpret_cast",
+             "memref.expand_shape", "memref.collapse_shape")
+
+
+def _op_of(v: ir.Value) -> ir.Operation | None:
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return None
+    return owner if isinstance(owner, ir.Operation) else owner.operation
+
+
+def _memref_root(v: ir.Value) -> ir.Value:
+    """The buffer a memref view is a view of (distinct kernel arguments and attributions are
+    distinct buffers: our runtime allocates every argument separately)."""
+    while True:
+        op = _op_of(v)
+        if op is None or op.name not in _VIEW_OPS:
+            return v
+        v = op.operands[0]
+
+
+def _inside(op: ir.Operation, region_owner: ir.Operation) -> bool:
+    p = op.parent
+    while p is not None:
+        if p == region_owner:
+            return True
+        p = p.parent
+    return False
+
+
+def _defined_outside(v: ir.Value, loop: ir.Operation) -> bool:
+    op = _op_of(v)
+    if op is None:
+        blk = v.owner
+        owner = blk.owner if hasattr(blk, "owner") else None
+        return owner is None or not (owner == loop or _inside(owner, loop))
+    return not _inside(op, loop)
+
+
+def _static_box(v: ir.Value) -> tuple[ir.Value, list[int], list[int]] | None:
+    """(source, offsets, sizes) of a unit-stride `memref.subview` with static offsets and sizes."""
+    op = _op_of(v)
+    if op is None or op.name != "memref.subview":
+        return None
+    offs = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
+    sizes = list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
+    strides = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+    dyn = -9223372036854775808
+    if dyn in offs or dyn in sizes or any(x != 1 for x in strides):
+        return None
+    return op.operands[0], offs, sizes
+
+
+def _disjoint_views(a: ir.Value, b: ir.Value) -> bool:
+    """Whether views `a` and `b` (accessed wholly, at index 0) are provably disjoint: static
+    subviews of the same source whose boxes do not intersect."""
+    ba, bb = _static_box(a), _static_box(b)
+    if ba is None or bb is None or ba[0] != bb[0] or len(ba[1]) != len(bb[1]):
+        return False
+    return any(oa + sa <= ob or ob + sb <= oa for oa, sa, ob, sb in zip(ba[1], ba[2], bb[1], bb[2], strict=True))
+
+
+def _same_shape_views(a: ir.Value, b: ir.Value) -> bool:
+    """Two subviews of one buffer with the same static sizes (register tiles of one thread)."""
+    oa, ob = _op_of(a), _op_of(b)
+    return (oa is not None and ob is not None and oa.name == ob.name == "memref.subview"
+            and _memref_root(a) == _memref_root(b) and a.type == b.type)
+
+
+def _with_more_iter_args(loop: ir.Operation, extra: list[ir.Value]) -> tuple[ir.OpView, ir.Block, int]:
+    """A new `scf.for` before `loop` with its bounds, attributes and iter_args plus `extra`; the
+    body moves over (its old arguments remapped). Returns (new loop, its body, number of old body
+    arguments); the caller rewires the yield and the results, then erases `loop`."""
+    from mlir.dialects import scf
+
+    body = loop.regions[0].blocks[0]
+    lb, ub, step, *inits = list(loop.operands)
+    with ir.InsertionPoint(loop), loop.location:
+        new = scf.ForOp(lb, ub, step, [*inits, *extra])
+    for name in list(loop.attributes):
+        new.operation.attributes[name] = loop.attributes[name]
+    nb = new.body
+    for op in list(body.operations):
+        nb.append(op)
+    n_old = len(body.arguments)
+    for old_a, new_a in zip(body.arguments, list(nb.arguments)[:n_old], strict=True):
+        old_a.replace_all_uses_with(new_a)
+    return new, nb, n_old
+
+
+def _hoist_pairs(loop: ir.Operation) -> int:
+    """Hoist the transfer_read/transfer_write pairs of accumulators out of `loop` (an scf.for):
+    each read becomes the initial value of a new iteration argument, each write moves after the
+    loop. A pair reads and writes one view at the same loop-invariant indices; any other access
+    to that buffer inside the loop must go through another such accumulator tile (tiling makes
+    the tiles of one thread -- unrolled register tiles, virtual threads -- disjoint; statically
+    disjoint subviews are proven so). Returns the number of pairs hoisted."""
+    from mlir.dialects import scf
+
+    body = loop.regions[0].blocks[0]
+    top = list(body.operations)
+    by_root: dict = {}  # root -> [(op, view)]
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in _VIEW_OPS:
+            return ir.WalkResult.ADVANCE
+        for v in op.operands:
+            if isinstance(v.type, ir.MemRefType):
+                by_root.setdefault(_memref_root(v), []).append((op, v))
+        return ir.WalkResult.ADVANCE
+
+    for op in top:
+        op.walk(visit)
+    reads: dict = {}
+    writes: dict = {}
+    for k, op in enumerate(top):
+        if op.name == "vector.transfer_read":
+            reads.setdefault(op.operands[0], []).append((k, op))
+        elif op.name == "vector.transfer_write":
+            writes.setdefault(op.operands[1], []).append((k, op))
+    pair_views = [m for m in reads if m in writes]
+    pairs = []
+    for mem in pair_views:
+        if len(reads[mem]) != 1 or len(writes[mem]) != 1:
+            continue
+        (kr, r), (kw, w) = reads[mem][0], writes[mem][0]
+        if kw < kr or not _defined_outside(mem, loop) or any(
+                not _defined_outside(x, loop) for x in list(r.operands)[1:]):
+            continue
+        if not _same_access(r, w, 0, 1, list(r.operands)[1:-1], list(w.operands)[2:]) or (
+                w.operands[0].type != r.results[0].type):
+            continue
+        others = by_root.get(_memref_root(mem), [])
+        if any(op != r and op != w and not (
+                op.name in ("vector.transfer_read", "vector.transfer_write") and v != mem and (
+                    _disjoint_views(mem, v) or (v in reads and v in writes and _same_shape_views(mem, v))))
+               for op, v in others):
+            continue
+        pairs.append((r, w))
+    if not pairs:
+        return 0
+    for r, _ in pairs:
+        r.move_before(loop)
+    new, nb, n_old = _with_more_iter_args(loop, [r.results[0] for r, _ in pairs])
+    for k, (r, _) in enumerate(pairs):
+        r.results[0].replace_all_uses_except(nb.arguments[n_old + k], new.operation)
+    old_yield = list(nb.operations)[-1]
+    with ir.InsertionPoint(old_yield), old_yield.location:
+        scf.YieldOp([*old_yield.operands, *(w.operands[0] for _, w in pairs)])
+    old_yield.erase()
+    n_res = len(loop.results)
+    after = new.operation
+    for k, (_, w) in enumerate(pairs):
+        w.move_after(after)
+        after = w
+        w.operands[0] = new.results[n_res + k]
+    for old_r, new_r in zip(loop.results, list(new.results)[:n_res], strict=True):
+        old_r.replace_all_uses_with(new_r)
+    loop.erase()
+    return len(pairs)
+
+
+def hoist_accumulators(module: ir.Module) -> int:
+    """Keep accumulators in registers across the shared-memory reduction loop: hoist every
+    read/write pair of a thread's accumulator tile out of the `scf.for` loops inside the kernels,
+    innermost loops first (a pair hoisted out of a loop may then leave its parent). Returns the
+    number of pairs hoisted."""
+    n = 0
+    for launch in walk(module.operation, "gpu.launch"):
+        for loop in walk(launch, "scf.for"):  # post-order: inner loops first
+            n += _hoist_pairs(loop)
+    return n
+
+
+_WRITES = {"vector.transfer_write": 1, "vector.store": 1, "memref.store": 1}
+_READS = ("vector.transfer_read", "vector.load", "memref.load", "memref.dim", "memref.extract_strided_metadata")
+_PURE_INDEX_OPS = ("affine.apply", "affine.min", "affine.max", "memref.subview", "memref.cast", "arith.addi",
+                   "arith.subi", "arith.muli", "arith.constant", "arith.select", "arith.cmpi", "arith.minsi",
+                   "arith.maxsi", "arith.divsi", "arith.remsi", "arith.floordivsi", "arith.index_cast")
+
+
+def _same_access(a: ir.Operation, b: ir.Operation, mem_a: int, mem_b: int, idx_a: list, idx_b: list) -> bool:
+    return (a.operands[mem_a] == b.operands[mem_b] and len(idx_a) == len(idx_b)
+            and all(x == y for x, y in zip(idx_a, idx_b, strict=True))
+            and str(a.attributes["permutation_map"]) == str(b.attributes["permutation_map"]))
+
+
+def forward_initial_values(module: ir.Module) -> int:
+    """An accumulator tile written with its initial value (the fused `linalg.fill`) and read back
+    by the same thread before the reduction loop (both at the top level of the kernel): use the
+    value, and drop the write when the same tile is written again later with nothing reading
+    that buffer in between (saves a round trip through global memory per accumulator). Returns
+    the number of reads forwarded."""
+    n = 0
+    for launch in walk(module.operation, "gpu.launch"):
+        ops = list(launch.regions[0].blocks[0].operations)
+        last_write: dict = {}  # memref -> (position, op)
+        later_writes: dict = {}  # memref -> [(position, op)]
+        for i, o in enumerate(ops):
+            if o.name == "vector.transfer_write":
+                later_writes.setdefault(o.operands[1], []).append((i, o))
+        erased: set = set()
+        gone: set = set()  # positions of erased ops
+        for i, r in enumerate(ops):
+            if r.name == "vector.transfer_write":
+                last_write[r.operands[1]] = (i, r)
+                continue
+            if r.name != "vector.transfer_read" or r.operands[0] not in last_write:
+                continue
+            k, w = last_write[r.operands[0]]
+            if k in erased or not _same_access(w, r, 1, 0, list(w.operands)[2:], list(r.operands)[1:-1]) or (
+                    w.operands[0].type != r.results[0].type):
+                continue
+            root = _memref_root(r.operands[0])
+            eff = _effects([x for j, x in enumerate(ops[k + 1:i], k + 1) if j not in gone], barriers_ok=True)
+            if eff is None or any(root == x for x in eff[0] | eff[1]):
+                continue
+            r.results[0].replace_all_uses_with(w.operands[0])
+            r.erase()
+            gone.add(i)  # (erased: later segments must not walk it)
+            n += 1
+            # the initial write is dead if the same tile is written again later, with no read of
+            # the buffer in between
+            nxt = [(j, x) for j, x in later_writes.get(w.operands[1], []) if j > i]
+            if nxt and _same_access(nxt[0][1], w, 1, 1, list(nxt[0][1].operands)[2:], list(w.operands)[2:]):
+                eff2 = _effects([x for j, x in enumerate(ops[i + 1:nxt[0][0]], i + 1) if j not in gone],
+                                barriers_ok=True)
+                if eff2 is not None and not any(root == x for x in eff2[0] | eff2[1]):
+                    w.erase()
+                    erased.add(k)
+                    gone.add(k)
+    return n
+
+
+def _effects(ops: list[ir.Operation], *, barriers_ok: bool = False) -> tuple[set, set] | None:
+    """(buffers read, buffers written) by `ops` (and what they contain), as memref roots; None
+    when a barrier is nested inside (the segment is not straight-line for barrier purposes)."""
+    reads: set = set()
+    writes: set = set()
+    nested_barrier = False
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal nested_barrier
+        if op.name == "gpu.barrier":
+            nested_barrier = True
+        w = _WRITES.get(op.name)
+        for i, v in enumerate(op.operands):
+            if isinstance(v.type, ir.MemRefType) and op.name not in _VIEW_OPS:
+                root = _memref_root(v)
+                if op.name in _READS:
+                    reads.add(root)
+                elif w is None:  # unknown access: both
+                    reads.add(root)
+                    writes.add(root)
+                elif i == w:
+                    writes.add(root)
+                else:
+                    reads.add(root)
+        return ir.WalkResult.ADVANCE
+
+    for op in ops:
+        op.walk(visit)
+    return None if nested_barrier and not barriers_ok else (reads, writes)
+
+
+def remove_redundant_barriers(module: ir.Module) -> int:
+    """Drop a `gpu.barrier` whose neighbouring straight-line segments (up to the previous and the
+    next barrier of the same block) share no buffer that either writes: e.g. the one between the
+    cooperative copies of two different shared tiles. Returns the number removed."""
+    removed = 0
+    changed = True
+    while changed:
+        changed = False
+        for launch in walk(module.operation, "gpu.launch"):
+            for bar in walk(launch, "gpu.barrier"):
+                ops = list(bar.block.operations)
+                i = next(k for k, o in enumerate(ops) if o == bar)
+                j0 = max((k for k in range(i) if ops[k].name == "gpu.barrier"), default=-1)
+                j1 = next((k for k in range(i + 1, len(ops)) if ops[k].name == "gpu.barrier"), None)
+                before = _effects(ops[j0 + 1:i])
+                top_start = j0 < 0 and bar.block == launch.regions[0].blocks[0]
+                if (j0 >= 0 or top_start) and before == (set(), set()):
+                    bar.erase()  # nothing before it to order
+                    removed += 1
+                    changed = True
+                    break
+                if j1 is None:
+                    if bar.block == launch.regions[0].blocks[0] and all(
+                            o.name == "gpu.terminator" for o in ops[i + 1:]):
+                        bar.erase()  # the kernel ends here: nothing after it to order
+                        removed += 1
+                        changed = True
+                        break
+                    continue  # the segment after runs to the end of the block (a loop's next iteration...)
+                after = _effects(ops[i + 1:j1])
+                if before is None or after is None:
+                    continue
+                (r1, w1), (r2, w2) = before, after
+                if any(a == b for a in w1 for b in (r2 | w2)) or any(a == b for a in r1 for b in w2):
+                    continue
+                if j0 < 0 and bar.block != launch.regions[0].blocks[0] and not (
+                        len(ops) >= 2 and ops[-2].name == "gpu.barrier"):
+                    continue  # the segment before reaches back into the previous iteration
+                bar.erase()
+                removed += 1
+                changed = True
+                break
+            if changed:
+                break
+    return removed
+
+
+def _slice_in_loop(v: ir.Value, loop: ir.Operation, body: ir.Block) -> list[ir.Operation] | None:
+    """The ops of `loop`'s body (top level) that `v` depends on, in body order, if all are pure
+    index/view computations depending on nothing else of the loop than its induction variable."""
+    iv = body.arguments[0]
+    need: list[ir.Operation] = []
+    seen: set = set()
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        op = _op_of(x)
+        if op is None:
+            if x == iv:
+                continue
+            if not _defined_outside(x, loop):
+                return None  # another iteration argument
+            continue
+        if not _inside(op, loop):
+            continue
+        if op.parent != loop or op.name not in _PURE_INDEX_OPS:
+            return None
+        h = hash(op)
+        if h in seen:
+            continue
+        seen.add(h)
+        need.append(op)
+        stack.extend(op.operands)
+    order = {hash(o): k for k, o in enumerate(body.operations)}
+    return sorted(need, key=lambda o: order[hash(o)])
+
+
+def _clone_slice(ops: list[ir.Operation], iv: ir.Value, new_iv: ir.Value, ip: ir.InsertionPoint) -> dict:
+    """Clone `ops` at `ip`, with `iv` replaced by `new_iv`; returns old value -> new value."""
+    mapping: dict = {iv: new_iv}
+    for op in ops:
+        c = op.clone(ip)
+        for k, x in enumerate(c.operands):
+            for old, new in mapping.items():
+                if x == old:
+                    c.operands[k] = new
+                    break
+        for old_r, new_r in zip(op.results, c.results, strict=True):
+            mapping[old_r] = new_r
+    return mapping
+
+
+def _lookup(mapping: dict, v: ir.Value) -> ir.Value:
+    for old, new in mapping.items():
+        if v == old:
+            return new
+    return v
+
+
+def prefetch_global_reads(module: ir.Module) -> int:
+    """Software pipelining of the cooperative copies: in a static `scf.for` inside a kernel, a
+    read of global memory (a `vector.transfer_read` at the top level of the body whose indices
+    depend only on the induction variable) that is stored to shared memory is issued one
+    iteration ahead: the first before the loop, the next right after the current one is stored,
+    so its latency overlaps the computation on the current tile (the last iteration re-reads its
+    own tile, in bounds). Returns the number of reads pipelined."""
+    from mlir.dialects import arith, scf
+
+    n = 0
+    for launch in walk(module.operation, "gpu.launch"):
+        for loop in walk(launch, "scf.for"):
+            lb, ub, step = (loop.operands[k] for k in range(3))
+            consts = []
+            for v in (lb, ub, step):
+                op = _op_of(v)
+                consts.append(ir.IntegerAttr(op.attributes["value"]).value
+                              if op is not None and op.name == "arith.constant" else None)
+            if None in consts or consts[1] - consts[0] <= consts[2]:
+                continue
+            body = loop.regions[0].blocks[0]
+            reads = []
+            for r in body.operations:
+                if r.name != "vector.transfer_read" or _is_workgroup(r.operands[0].type):
+                    continue
+                uses = [u.owner for u in r.results[0].uses]
+                if len(uses) != 1 or uses[0].name != "vector.transfer_write" or uses[0].parent != loop \
+                        or not _is_workgroup(uses[0].operands[1].type):
+                    continue
+                root = _memref_root(r.operands[0])
+                eff = _effects(list(body.operations), barriers_ok=True)
+                if eff is None or any(root == w for w in eff[1]):
+                    continue
+                deps = []
+                ok = True
+                for x in r.operands:
+                    sl = _slice_in_loop(x, loop, body)
+                    if sl is None:
+                        ok = False
+                        break
+                    deps += sl
+                if ok:
+                    reads.append((r, uses[0], deps))
+            if not reads:
+                continue
+            # one new loop carrying all the prefetched values
+            iv = body.arguments[0]
+            lb_v, ub_v, step_v = lb, ub, step
+            first = {}
+            with loop.location:
+                for r, _, deps in reads:
+                    m = _clone_slice(_dedup(deps), iv, lb_v, ir.InsertionPoint(loop))
+                    c = r.clone(ir.InsertionPoint(loop))
+                    for k, x in enumerate(c.operands):
+                        c.operands[k] = _lookup(m, x)
+                    first[hash(r)] = c.results[0]
+                new, nb, n_old = _with_more_iter_args(loop, [first[hash(r)] for r, _, _ in reads])
+                new_iv = nb.arguments[0]
+                nexts = []
+                for k, (r, w, deps) in enumerate(reads):
+                    carried = nb.arguments[n_old + k]
+                    # the next iteration's index, clamped to the last iteration (stays in bounds)
+                    anchor = list(nb.operations)[[hash(o) for o in nb.operations].index(hash(w)) + 1]
+                    ip = ir.InsertionPoint(anchor)
+                    nxt = arith.AddIOp(new_iv, step_v, ip=ip).result
+                    last = arith.SubIOp(ub_v, step_v, ip=ip).result
+                    clamped = arith.MinSIOp(nxt, last, ip=ip).result
+                    m = _clone_slice(_dedup(deps), new_iv, clamped, ip)
+                    c = r.clone(ip)
+                    for j, x in enumerate(c.operands):
+                        c.operands[j] = _lookup(m, x)
+                    nexts.append(c.results[0])
+                    r.results[0].replace_all_uses_with(carried)
+                    r.erase()
+                old_yield = list(nb.operations)[-1]
+                with ir.InsertionPoint(old_yield):
+                    scf.YieldOp([*old_yield.operands, *nexts])
+                old_yield.erase()
+                for old_r, new_r in zip(loop.results, list(new.results)[:len(loop.results)], strict=True):
+                    old_r.replace_all_uses_with(new_r)
+                loop.erase()
+            n += len(reads)
+    return n
+
+
+def _dedup(ops: list[ir.Operation]) -> list[ir.Operation]:
+    seen: set = set()
+    out = []
+    for o in ops:
+        if hash(o) not in seen:
+            seen.add(hash(o))
+            out.append(o)
+    order = {}
+    if out:
+        order = {hash(o): k for k, o in enumerate(out[0].block.operations)}
+    return sorted(out, key=lambda o: order.get(hash(o), 0))
+
+
+def sink_constants_into_launches(module: ir.Module) -> int:
+    """Clone the constants (`arith.constant`, `ub.poison`) a `gpu.launch` uses from above into its
+    body. `gpu-kernel-outlining` (MLIR 22) leaves them outside: they would become kernel arguments,
+    so that inside the kernel every loop bound, step and tile offset is a runtime value (no
+    unrolling, no alignment or address folding by LLVM). Returns the number of uses rewired."""
+    n = 0
+    for launch in walk(module.operation, "gpu.launch"):
+        region = launch.regions[0]
+        body = region.blocks[0]
+        first = body.operations[0]
+        clones: dict = {}
+        inner: list[ir.Operation] = []
+
+        def visit(op: ir.Operation, inner: list[ir.Operation] = inner) -> ir.WalkResult:
+            inner.append(op)
+            return ir.WalkResult.ADVANCE
+
+        launch.walk(visit)
+        for op in inner:
+            if op == launch:
+                continue
+            for i, v in enumerate(list(op.operands)):
+                owner = v.owner
+                if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
+                    owner = owner.operation
+                if not isinstance(owner, ir.Operation) or owner.name not in ("arith.constant", "ub.poison"):
+                    continue
+                # defined outside this launch?
+                parent = owner.parent
+                while parent is not None and parent != launch:
+                    parent = parent.parent
+                if parent is not None:
+                    continue
+                key = (owner.name, str(owner.attributes["value"]) if "value" in owner.attributes else "",
+                       str(v.type))
+                if key not in clones:
+                    clones[key] = owner.clone(ir.InsertionPoint(first))
+                op.operands[i] = clones[key].results[0]
+                n += 1
+    return n
+
+
+#: Alignment (bytes) of shared tiles and of the kernels' global buffers (as `llvm.align` on the
+#: kernel's pointer arguments: `memref.assume_alignment` in the kernel is dropped by
+#: `expand-strided-metadata` in MLIR 22).
+BUFFER_ALIGN = 16
+
+
+def align_workgroup_buffers(module: ir.Module) -> None:
+    """`llvm.align` on every outlined kernel's workgroup attributions (shared tiles) and on its
+    memref arguments (global buffers).
+
+    The kernels' global memrefs all come from device allocations (`_DeviceBuffer`: `cuMemAlloc`,
+    256-byte aligned; `_check_host_allocs` rejects anything else), and a view's aligned pointer is
+    its buffer's: the pointers the kernel receives are at least 16-byte aligned. With that known,
+    LLVM infers the alignment of each access from its index arithmetic (known bits), and 128-bit
+    vector accesses stay `ld.global.v4` instead of being split into scalar loads."""
+    for f in walk(module.operation, "gpu.func"):
+        n = ir.IntegerAttr(f.attributes["workgroup_attributions"]).value if (
+            "workgroup_attributions" in f.attributes) else 0
+        if n:
+            f.attributes["workgroup_attrib_attrs"] = ir.Attribute.parse(
+                "[" + ", ".join([f"{{llvm.align = {BUFFER_ALIGN} : i64}}"] * n) + "]")
+        ftype = ir.TypeAttr(f.attributes["function_type"]).value
+        args = ir.FunctionType(ftype).inputs
+        old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes else []
+        attrs = []
+        for i, t in enumerate(args):
+            d = {a.name: a.attr for a in ir.DictAttr(old[i])} if i < len(old) else {}
+            if isinstance(t, ir.MemRefType) and not _is_workgroup(t):
+                d["llvm.align"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), BUFFER_ALIGN)
+            attrs.append(ir.DictAttr.get(d))
+        f.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+
+
+_MAX_TZ = 64
+_ELEM_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
+
+
+class _Alignment:
+    """Known trailing zero bits of the integers and pointers of one LLVM-dialect function.
+
+    LLVM's own inference (known bits, depth-limited to 6 operations) loses the alignment of
+    addresses built from long index chains around loop induction variables, and NVPTX then splits
+    a `load <4 x float>, align 4` into four scalar loads. Here there is no depth limit: block
+    arguments (loop induction variables after `convert-scf-to-cf`) get the minimum over their
+    incoming values, solved optimistically to a fixed point. Call `solve` before `tz`."""
+
+    def __init__(self, func: ir.Operation) -> None:
+        self.func = func
+        self.memo: dict = {}
+        self.args: dict = {}  # (block, arg number) -> current estimate
+        self.global_align: dict[str, int] = {}  # shared-memory globals' alignment (log2)
+        self.incoming: dict = {}  # (block, arg number) -> incoming values
+        self.arg_align: dict[int, int] = {}
+        if "arg_attrs" in func.attributes:
+            for i, d in enumerate(ir.ArrayAttr(func.attributes["arg_attrs"])):
+                dd = ir.DictAttr(d)
+                if "llvm.align" in dd:
+                    self.arg_align[i] = ir.IntegerAttr(dd["llvm.align"]).value.bit_length() - 1
+        entry = func.regions[0].blocks[0]
+        self.entry_args = {hash(a): a for a in entry.arguments}
+        for op in walk(func, "llvm.br") + walk(func, "llvm.cond_br"):
+            ops = list(op.operands)
+            succ = list(op.successors)
+            if op.name == "llvm.br":
+                groups = [ops]
+            else:
+                sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+                groups = [ops[1:1 + sizes[1]], ops[1 + sizes[1]:1 + sizes[1] + sizes[2]]]
+            for blk, vals in zip(succ, groups, strict=True):
+                for j, v in enumerate(vals):
+                    self.incoming.setdefault((blk, j), []).append(v)
+
+    def solve(self, values: list) -> None:
+        """Fixed point over the block arguments reachable from `values`: every argument starts at
+        "all bits zero" and only goes down (the op graph is acyclic except through them)."""
+        for _ in range(64):
+            self.memo = {}
+            for v in values:
+                self.tz(v)
+            changed = False
+            for key in list(self.args):
+                blk, num = key
+                ins = self.incoming.get((blk, num))
+                val = min((self.tz(x) for x in ins), default=0) if ins else 0
+                if val < self.args[key]:
+                    self.args[key] = val
+                    changed = True
+            if not changed:
+                self.memo = {}
+                return
+        self.args = {k: 0 for k in self.args}  # no convergence: know nothing
+        self.memo = {}
+
+    def tz(self, v: ir.Value) -> int:
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            a = ir.BlockArgument(v)
+            if owner == self.func.regions[0].blocks[0]:
+                return self.arg_align.get(a.arg_number, 0) if str(v.type).startswith("!llvm.ptr") else 0
+            key = (owner, a.arg_number)
+            if key not in self.args:
+                self.args[key] = _MAX_TZ
+            return self.args[key]
+        op = owner if isinstance(owner, ir.Operation) else owner.operation
+        key = (op, list(op.results).index(v) if len(op.results) > 1 else 0)
+        if key not in self.memo:
+            self.memo[key] = self._op_tz(op)
+        return self.memo[key]
+
+    def _const(self, v: ir.Value) -> int | None:
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            return None
+        op = owner if isinstance(owner, ir.Operation) else owner.operation
+        if op.name != "llvm.mlir.constant":
+            return None
+        try:
+            return ir.IntegerAttr(op.attributes["value"]).value
+        except (ValueError, TypeError):
+            return None
+
+    def _op_tz(self, op: ir.Operation) -> int:
+        n = op.name
+        o = list(op.operands)
+        if n == "llvm.mlir.constant":
+            c = self._const(op.results[0])
+            if c is None:
+                return 0
+            return _MAX_TZ if c == 0 else min(_MAX_TZ, (c & -c).bit_length() - 1)
+        if n in ("llvm.add", "llvm.sub", "llvm.or", "llvm.xor", "llvm.select", "llvm.intr.smin", "llvm.intr.smax",
+                 "llvm.intr.umin", "llvm.intr.umax"):
+            vals = o[1:] if n == "llvm.select" else o
+            return min(self.tz(x) for x in vals)
+        if n == "llvm.mul":
+            return min(_MAX_TZ, self.tz(o[0]) + self.tz(o[1]))
+        if n == "llvm.and":
+            return max(self.tz(o[0]), self.tz(o[1]))
+        if n == "llvm.shl":
+            c = self._const(o[1])
+            return min(_MAX_TZ, self.tz(o[0]) + c) if c is not None else self.tz(o[0])
+        if n in ("llvm.sext", "llvm.zext", "llvm.trunc", "llvm.addrspacecast", "llvm.bitcast",
+                 "llvm.ptrtoint", "llvm.inttoptr", "llvm.freeze"):
+            return self.tz(o[0])
+        if n == "llvm.mlir.addressof":
+            g = ir.FlatSymbolRefAttr(op.attributes["global_name"]).value
+            return self.global_align.get(g, 0)
+        if n == "llvm.getelementptr":
+            return self._gep_tz(op)
+        return 0
+
+    def _gep_tz(self, op: ir.Operation) -> int:
+        base, *idx = list(op.operands)
+        t = self.tz(base)
+        raw = list(ir.DenseI32ArrayAttr(op.attributes["rawConstantIndices"]))
+        elem = ir.TypeAttr(op.attributes["elem_type"]).value
+        dyn = iter(idx)
+        ty = elem
+        for pos, r in enumerate(raw):
+            size = _type_bytes(ty)
+            if size is None:
+                return 0
+            if r == -2147483648:  # dynamic index
+                it = self.tz(next(dyn))
+                t = min(t, it + (size & -size).bit_length() - 1)
+            elif r:
+                off = r * size
+                t = min(t, (off & -off).bit_length() - 1)
+            if pos + 1 < len(raw):
+                m = re.match(r"!llvm\.array<\d+ x (.*)>$", str(ty))
+                if m is None:
+                    return 0
+                ty = ir.Type.parse(m.group(1))
+        return t
+
+
+def _type_bytes(t: ir.Type) -> int | None:
+    s = str(t)
+    if s in _ELEM_BYTES:
+        return _ELEM_BYTES[s]
+    m = re.match(r"!llvm\.array<(\d+) x (.*)>$", s)
+    if m:
+        inner = _type_bytes(ir.Type.parse(m.group(2)))
+        return None if inner is None else int(m.group(1)) * inner
+    m = re.match(r"vector<(\d+)x(\w+)>$", s)
+    if m and m.group(2) in _ELEM_BYTES:
+        return int(m.group(1)) * _ELEM_BYTES[m.group(2)]
+    return None
+
+
+def infer_access_alignment(module: ir.Module) -> int:
+    """Raise the `alignment` of vector loads and stores in the GPU kernels to what their address
+    arithmetic proves (see `_Alignment`), at most 16 bytes. Returns the number of accesses raised."""
+    raised = 0
+    for gm in walk(module.operation, "gpu.module"):
+        globals_: dict[str, int] = {}
+        for g in walk(gm, "llvm.mlir.global"):
+            if "alignment" in g.attributes:
+                a = ir.IntegerAttr(g.attributes["alignment"]).value
+                globals_[ir.StringAttr(g.attributes["sym_name"]).value] = a.bit_length() - 1
+        for f in walk(gm, "llvm.func"):
+            if not f.regions or not f.regions[0].blocks:
+                continue
+            an = _Alignment(f)
+            an.global_align = globals_
+            accesses = [op for op in walk(f, "llvm.load") + walk(f, "llvm.store")
+                        if str((op.results[0] if op.name == "llvm.load" else op.operands[0]).type).startswith("vector<")]
+            ptrs = [op.operands[0] if op.name == "llvm.load" else op.operands[1] for op in accesses]
+            an.solve(ptrs)
+            for op, p in zip(accesses, ptrs, strict=True):
+                vt = (op.results[0] if op.name == "llvm.load" else op.operands[0]).type
+                size = _type_bytes(vt) or 1
+                want = min(1 << min(an.tz(p), 4), size & -size)
+                cur = ir.IntegerAttr(op.attributes["alignment"]).value if "alignment" in op.attributes else 0
+                if want > cur:
+                    op.attributes["alignment"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), want)
+                    raised += 1
+    return raised
+
+
+def mark_kernel_pointers_noalias(module: ir.Module) -> int:
+    """`llvm.noalias` on the pointer arguments of the kernels (LLVM dialect, after the lowering):
+    every memref a kernel receives is a separate device allocation (`_DeviceBuffer`; host
+    buffers are rejected by `_check_host_allocs`) and only its aligned pointer is dereferenced,
+    so no two arguments' accesses overlap. Lets NVPTX load read-only buffers through the
+    non-coherent cache (`ld.global.nc`) and move loads across stores. Returns the count.
+
+    Off by default (`ANSOR_CUDA_NOALIAS=1` turns it on): on an H100 it made the best matmul-4096
+    schedules 9-18% slower (LLVM schedules the loads differently; registers 168 -> 188)."""
+    n = 0
+    for gm in walk(module.operation, "gpu.module"):
+        for f in walk(gm, "llvm.func"):
+            if "gpu.kernel" not in f.attributes or not f.regions or not f.regions[0].blocks:
+                continue
+            args = list(f.regions[0].blocks[0].arguments)
+            old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes else []
+            attrs = []
+            for i, a in enumerate(args):
+                d = {x.name: x.attr for x in ir.DictAttr(old[i])} if i < len(old) else {}
+                if str(a.type).startswith("!llvm.ptr"):
+                    d["llvm.noalias"] = ir.UnitAttr.get()
+                    n += 1
+                attrs.append(ir.DictAttr.get(d))
+            f.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+    return n
+
+
+#: Block rows per group of the block-order swizzle (`swizzle_blocks`, `ANSOR_CUDA_SWIZZLE`); 0: off
+#: (the default: on an H100 it changed the best matmul-4096 schedules by -1%..+1%, noise).
+SWIZZLE_GROUP = 0
+
+
+def swizzle_blocks(module: ir.Module, group: int = 8) -> int:
+    """Launch blocks in groups of `group` block rows (column-major inside a group) instead of
+    row by row: the blocks resident at one time then share the panels of both operands in L2
+    (a 4096^2 fp32 operand is 64 MiB, more than H100's L2). A bijection of block ids, so any
+    kernel stays correct. Only for 2-D grids whose y extent `group` divides. Returns the number of
+    launches rewritten."""
+    from mlir.dialects import arith
+
+    if group <= 1:
+        return 0
+    n = 0
+    for launch in walk(module.operation, "gpu.launch"):
+        ops = [_op_of(launch.operands[k]) for k in range(3)]
+        if any(o is None or o.name != "arith.constant" for o in ops):
+            continue
+        gx, gy, gz = (ir.IntegerAttr(o.attributes["value"]).value for o in ops)
+        if gz != 1 or gy < 2 or gx < 2 or gy % group:
+            continue
+        body = launch.regions[0].blocks[0]
+        ids = [o for o in walk(launch, "gpu.block_id")]
+        if not ids:
+            continue
+        first = body.operations[0]
+        idx = ir.IndexType.get()
+        with ir.InsertionPoint(first), launch.location:
+            bx = ir.Operation.create("gpu.block_id", results=[idx],
+                                     attributes={"dimension": ir.Attribute.parse("#gpu<dim x>")}).result
+            by = ir.Operation.create("gpu.block_id", results=[idx],
+                                     attributes={"dimension": ir.Attribute.parse("#gpu<dim y>")}).result
+
+            def c(v: int, idx: ir.Type = idx) -> ir.Value:
+                return arith.ConstantOp(idx, v).result
+
+            lin = arith.AddIOp(arith.MulIOp(by, c(gx)).result, bx).result
+            per = group * gx
+            grp = arith.DivUIOp(lin, c(per)).result
+            rem = arith.RemUIOp(lin, c(per)).result
+            new_y = arith.AddIOp(arith.MulIOp(grp, c(group)).result, arith.RemUIOp(rem, c(group)).result).result
+            new_x = arith.DivUIOp(rem, c(group)).result
+        for o in ids:
+            dim = str(o.attributes["dimension"])
+            if dim.endswith("x>"):
+                o.results[0].replace_all_uses_with(new_x)
+            elif dim.endswith("y>"):
+                o.results[0].replace_all_uses_with(new_y)
+            else:
+                continue
+            o.erase()
+        n += 1
+    return n
+
+
+def shared_memory_bytes(module: ir.Module) -> int:
+    """Largest static shared memory (workgroup attributions) of any gpu.launch, in bytes."""
+    best = 0
+    for launch in walk(module.operation, "gpu.launch"):
+        body = launch.regions[0].blocks[0]
+        total = 0
+        for a in list(body.arguments)[12:]:
+            mt = ir.MemRefType(a.type)
+            total += int(np.prod(mt.shape)) * (mt.element_type.width // 8)
+        best = max(best, total)
+    return best
+
+
+#: Largest per-thread buffer (bytes) `private_allocs_to_stack` moves to the stack.
+MAX_PRIVATE_BYTES = 1024
+
+
+def private_allocs_to_stack(module: ir.Module) -> int:
+    """`memref.alloc` of a small static buffer in the generic address space inside a `gpu.launch`
+    -> `memref.alloca` (thread-private; registers once LLVM promotes it).
+
+    Bufferization gives a value computed by every thread of a block the same way (a row's sum
+    after a cross-thread reduction: each thread merges the partial sums itself) an allocation
+    inside the launch; the NVVM lowering has no device `malloc` we would want. Returns the number
+    moved."""
+    from mlir.dialects import memref
+
+    moved = 0
+    for launch in walk(module.operation, "gpu.launch"):
+        for alloc in walk(launch, "memref.alloc"):
+            t = alloc.results[0].type
+            if _is_workgroup(t) or not ir.MemRefType(t).has_static_shape:
+                continue
+            mt = ir.MemRefType(t)
+            if mt.memory_space is not None or math.prod(mt.shape) * (_type_bytes(mt.element_type) or 8) > MAX_PRIVATE_BYTES:
+                continue
+            with ir.InsertionPoint(alloc), alloc.location:
+                stack = memref.AllocaOp(mt, [], [])
+            for use in list(alloc.results[0].uses):
+                if use.owner.name == "memref.dealloc":
+                    use.owner.erase()
+            alloc.results[0].replace_all_uses_with(stack.result)
+            alloc.erase()
+            moved += 1
+    return moved
+
+
+def _launch_block_dims(launch: ir.Operation) -> tuple[int, ...] | None:
+    """The constant block size (x, y, z) of a `gpu.launch` (operands 3-5), None if not constant."""
+    out = []
+    for v in list(launch.operands)[3:6]:
+        c = _constant_of(v)
+        if c is None:
+            return None
+        out.append(ir.IntegerAttr(c).value)
+    return tuple(out)
+
+
+def _combiner(reduce_op: ir.Operation) -> ir.Operation | None:
+    """The one binary op of a `linalg.reduce` body combining (in, init), or None."""
+    body = reduce_op.regions[0].blocks[0]
+    ops = list(body.operations)
+    if len(ops) != 2 or ops[1].name != "linalg.yield" or len(ops[0].operands) != 2:
+        return None
+    args = list(body.arguments)
+    if set(map(str, ops[0].operands)) != set(map(str, args)) or ops[1].operands[0] != ops[0].results[0]:
+        return None
+    return ops[0]
+
+
+def block_reductions_to_shuffles(module: ir.Module) -> int:
+    """Merge a block's partial results (a cross-thread reduction) with warp shuffles.
+
+    `tile_reduction_using_forall` over the threads leaves, after bufferization and the mapping,
+    every thread's partial result in a shared buffer `S[1, .., T]` (slot = `threadIdx.x`), a
+    barrier, and a `linalg.reduce` of `S` that every thread runs on its own (T shared loads and a
+    serial chain of T combines per thread). Rewritten: each thread takes its slot, a butterfly of
+    `gpu.shuffle xor` combines within the warp, each warp's lane 0 puts the warp's result back in
+    its own slot (no other thread reads that slot), a barrier, and every thread combines the
+    T/32 warp results (in warp order) with the initial value. Needs the launch's block to be
+    (T, 1, 1); other reductions are left as they are (still correct). Returns the number rewritten."""
+    from mlir.dialects import arith, gpu, memref, scf
+
+    n = 0
+    for launch in walk(module.operation, "gpu.launch"):
+        dims = _launch_block_dims(launch)
+        if dims is None or dims[1:] != (1, 1):
+            continue
+        threads = dims[0]
+        for red in walk(launch, "linalg.reduce"):
+            src, dst = red.operands[0], red.operands[1]
+            st, dt = ir.MemRefType(src.type), ir.MemRefType(dst.type)
+            red_dims = list(ir.DenseI64ArrayAttr(red.attributes["dimensions"]))
+            comb = _combiner(red)
+            if (comb is None or not _is_workgroup(st) or red_dims != [st.rank - 1] or st.shape[-1] != threads
+                    or any(x != 1 for x in st.shape[:-1]) or any(x != 1 for x in dt.shape)
+                    or threads % 32 and threads & (threads - 1)):
+                continue
+            body_args = list(red.regions[0].blocks[0].arguments)
+            in_first = comb.operands[0] == body_args[0]
+            i32, idx = ir.IntegerType.get_signless(32), ir.IndexType.get()
+
+            def combine(a: ir.Value, b: ir.Value, comb: ir.Operation = comb, in_first: bool = in_first) -> ir.Value:
+                """comb(in=a, init=b) with the body's operand order and attributes."""
+                ops = [a, b] if in_first else [b, a]
+                attrs = {k: comb.attributes[k] for k in comb.attributes}
+                return ir.Operation.create(comb.name, results=[a.type], operands=ops, attributes=attrs).results[0]
+
+            with ir.InsertionPoint(red), red.location:
+                tid = gpu.ThreadIdOp(gpu.Dimension.x).result
+                c0 = arith.ConstantOp(idx, 0).result
+                lead = [c0] * (st.rank - 1)
+                v = memref.LoadOp(src, [*lead, tid]).result
+                width = min(threads, 32)
+                w = arith.ConstantOp(i32, width).result
+                off = width // 2
+                while off >= 1:
+                    o = arith.ConstantOp(i32, off).result
+                    other = gpu.ShuffleOp(v, o, w, gpu.ShuffleMode.XOR).results[0]
+                    v = combine(other, v)
+                    off //= 2
+                if threads > 32:
+                    c32 = arith.ConstantOp(idx, 32).result
+                    lane0 = arith.CmpIOp(arith.CmpIPredicate.eq, arith.RemUIOp(tid, c32).result, c0).result
+                    if_op = scf.IfOp(lane0)
+                    with ir.InsertionPoint(if_op.then_block):
+                        memref.StoreOp(v, src, [*lead, tid])
+                        scf.YieldOp([])
+                    gpu.BarrierOp()
+                    v = memref.LoadOp(src, [*lead, c0]).result
+                    for k in range(1, threads // 32):
+                        ck = arith.ConstantOp(idx, 32 * k).result
+                        v = combine(memref.LoadOp(src, [*lead, ck]).result, v)
+                zeros = [c0] * dt.rank
+                init = memref.LoadOp(dst, zeros).result
+                memref.StoreOp(combine(v, init), dst, zeros)
+            red.erase()
+            n += 1
+    return n
+
+
+def _check_host_allocs(module: ir.Module) -> None:
+    """Every buffer a kernel touches must be device memory: a host `memref.alloc` left outside the
+    launches (an intermediate tensor between two kernels) is not supported yet."""
+    for f in module.body.operations:
+        if f.operation.name != "func.func":
+            continue
+        launches = walk(f.operation, "gpu.launch")
+        if not launches:
+            continue
+        for alloc in walk(f.operation, "memref.alloc"):
+            if not _is_workgroup(alloc.results[0].type):
+                raise LoweringError("lower", f"intermediate buffer {alloc.results[0].type} between GPU "
+                                             "kernels (host allocation): not supported on the cuda target")
+        # Host-side compute left outside the launches would read device pointers on the host.
+        for block in f.operation.regions[0].blocks:
+            for op in block.operations:
+                n = op.operation.name
+                if n.startswith(("linalg.", "vector.", "scf.")) or n == "memref.copy":
+                    raise LoweringError("lower", f"'{n}' outside any gpu.launch (not mapped to the GPU)")
+
+
+# ----------------------------------------------------------------------------------------------
+# tensor.pad producers: guarded loads instead of a padded copy
+
+_DYN = -9223372036854775808  # ShapedType::kDynamic in static_offsets / sizes / strides
+
+
+@dataclass
+class _PadBuffer:
+    """A padded copy of `source` that bufferization left on the host (`tensor.pad` -> alloc, fill
+    with a constant, copy the source into the interior at offsets `low`)."""
+
+    alloc: ir.Operation
+    source: ir.Value
+    low: list[int]
+    src_shape: list[int]
+    value: ir.Attribute  # the padding constant
+    init: list[ir.Operation]  # the copy, the interior view, the fill (erased after the rewrite)
+
+    @property
+    def padded(self) -> list[int]:
+        """Dims with padding on either side."""
+        shape = ir.MemRefType(self.alloc.results[0].type).shape
+        return [k for k in range(len(shape)) if self.low[k] or self.src_shape[k] != shape[k]]
+
+
+def _owner(use: ir.OpOperand) -> ir.Operation:
+    o = use.owner
+    return o if isinstance(o, ir.Operation) else o.operation
+
+
+def _constant_of(v: ir.Value) -> ir.Attribute | None:
+    op = _op_of(v)
+    if op is None or op.name != "arith.constant":
+        return None
+    return op.attributes["value"]
+
+
+def _pad_buffer(alloc: ir.Operation) -> _PadBuffer | None:
+    """`alloc` as a `_PadBuffer`, or None if it is not exactly alloc, constant fill, copy of a
+    same-rank source into a static unit-stride interior view, in that order in one block."""
+    buf = alloc.results[0]
+    mt = ir.MemRefType(buf.type)
+    if not mt.has_static_shape:
+        return None
+    fill = copy = view = value = None
+    for use in buf.uses:
+        owner = _owner(use)
+        if owner.name == "linalg.fill" and use.operand_number == 1:
+            fill, value = owner, _constant_of(owner.operands[0])
+        elif owner.name == "linalg.map" and len(owner.operands) == 1:
+            body = list(owner.regions[0].blocks[0].operations)
+            # (a tensor.pad's unused block arguments may leave `linalg.index` ops behind)
+            if body[-1].name == "linalg.yield" and all(o.name in ("linalg.index", "arith.constant") for o in body[:-1]):
+                fill, value = owner, _constant_of(body[-1].operands[0])
+        elif owner.name == "memref.subview" and use.operand_number == 0 and len(owner.operands) == 1:
+            vu = list(owner.results[0].uses)
+            if len(vu) == 1 and _owner(vu[0]).name == "memref.copy" and vu[0].operand_number == 1:
+                view, copy = owner, _owner(vu[0])
+    if fill is None or copy is None or view is None or value is None:
+        return None
+    offs = list(ir.DenseI64ArrayAttr(view.attributes["static_offsets"]))
+    sizes = list(ir.DenseI64ArrayAttr(view.attributes["static_sizes"]))
+    strides = list(ir.DenseI64ArrayAttr(view.attributes["static_strides"]))
+    src = copy.operands[0]
+    st = ir.MemRefType(src.type)
+    if any(x != 1 for x in strides) or st.rank != mt.rank or list(st.shape) != sizes:
+        return None
+    if not (fill.block == copy.block == alloc.block and fill.is_before_in_block(copy)):
+        return None
+    return _PadBuffer(alloc, src, offs, sizes, value, [copy, view, fill])
+
+
+def _kept_dims(view: ir.Operation) -> list[int]:
+    """Source dims of a `memref.subview` that its (possibly rank-reduced) result keeps. Among unit
+    dims the choice does not matter here: a kept unit dim is only ever indexed at 0."""
+    sizes = list(ir.DenseI64ArrayAttr(view.attributes["static_sizes"]))
+    res = ir.MemRefType(view.results[0].type).shape
+    if len(res) == len(sizes):
+        return list(range(len(sizes)))
+    kept, j = [], 0
+    for k, s in enumerate(sizes):
+        if j < len(res) and s == res[j] and s != _DYN:
+            kept.append(k)
+            j += 1
+        elif s != 1:
+            raise LoweringError("lower", "rank-reducing view of a padded buffer with a non-unit dropped dim")
+    if j != len(res):
+        raise LoweringError("lower", "cannot match a rank-reducing view of a padded buffer")
+    return kept
+
+
+class _IndexBuilder:
+    """Index arithmetic that folds constants (ints stay ints)."""
+
+    def __init__(self, ip: ir.InsertionPoint) -> None:
+        from mlir.dialects import arith
+
+        self.arith = arith
+        self.ip = ip
+
+    def value(self, x: int | ir.Value) -> ir.Value:
+        if isinstance(x, int):
+            return self.arith.ConstantOp(ir.IndexType.get(), x, ip=self.ip).result
+        return x
+
+    def add(self, a: int | ir.Value, b: int | ir.Value) -> int | ir.Value:
+        if isinstance(a, int) and isinstance(b, int):
+            return a + b
+        if isinstance(a, int) and a == 0:
+            return b
+        if isinstance(b, int) and b == 0:
+            return a
+        return self.arith.AddIOp(self.value(a), self.value(b), ip=self.ip).result
+
+    def mul(self, a: int | ir.Value, b: int | ir.Value) -> int | ir.Value:
+        if isinstance(a, int) and isinstance(b, int):
+            return a * b
+        if isinstance(a, int) and a == 1:
+            return b
+        if isinstance(b, int) and b == 1:
+            return a
+        if (isinstance(a, int) and a == 0) or (isinstance(b, int) and b == 0):
+            return 0
+        return self.arith.MulIOp(self.value(a), self.value(b), ip=self.ip).result
+
+
+def _root_indices(v: ir.Value, idx: list, root: ir.Value, b: _IndexBuilder) -> tuple[list, list[int]]:
+    """Indices into `root` of element `idx` of view `v` (a chain of `memref.subview`s of root),
+    and the root dim of each dim of v."""
+    dims = list(range(len(idx)))
+    while v != root:
+        op = _op_of(v)
+        if op is None or op.name != "memref.subview":
+            raise LoweringError("lower", f"padded buffer read through {op.name if op else 'an argument'}")
+        offs = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
+        strides = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+        sizes = list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
+        dyn = list(op.operands)[1:]
+        n_off = sum(1 for x in offs if x == _DYN)
+        n_size = sum(1 for x in sizes if x == _DYN)
+        dyn_offs, dyn_strides = iter(dyn[:n_off]), iter(dyn[n_off + n_size:])
+        offs = [next(dyn_offs) if x == _DYN else x for x in offs]
+        strides = [next(dyn_strides) if x == _DYN else x for x in strides]
+        kept = _kept_dims(op)
+        new = []
+        for k in range(len(offs)):
+            i = idx[kept.index(k)] if k in kept else 0
+            new.append(b.add(offs[k], b.mul(strides[k], i)))
+        idx, dims = new, [kept[d] for d in dims]
+        v = op.operands[0]
+    return idx, dims
+
+
+def _guarded(pb: _PadBuffer, p: list, b: _IndexBuilder) -> tuple[list, ir.Value | bool]:
+    """Source indices of padded-buffer indices `p`, and whether they are inside the source (an i1
+    value, or a Python bool when known)."""
+    from mlir.dialects import arith
+
+    q = [b.add(x, -lo) if lo else x for x, lo in zip(p, pb.low, strict=True)]
+    cond: ir.Value | bool = True
+    for k in pb.padded:
+        if isinstance(q[k], int):
+            if not 0 <= q[k] < pb.src_shape[k]:
+                return q, False
+            continue
+        c = arith.CmpIOp(arith.CmpIPredicate.ult, q[k], b.value(pb.src_shape[k]), ip=b.ip).result
+        cond = c if cond is True else arith.AndIOp(cond, c, ip=b.ip).result
+    return q, cond
+
+
+def _splat(value: ir.Attribute, t: ir.Type, ip: ir.InsertionPoint) -> ir.Value:
+    from mlir.dialects import arith
+
+    if isinstance(t, ir.VectorType):
+        attr = ir.DenseElementsAttr.get_splat(ir.VectorType(t), value)
+        return arith.ConstantOp(t, attr, ip=ip).result
+    return arith.ConstantOp(t, value, ip=ip).result
+
+
+def _select_read(pb: _PadBuffer, cond: ir.Value | bool, t: ir.Type, ip: ir.InsertionPoint, read) -> ir.Value:
+    """`read(ip)` where cond holds, the padding value elsewhere (an scf.if: no load in the padding)."""
+    from mlir.dialects import scf
+
+    if cond is True:
+        return read(ip)
+    if cond is False:
+        return _splat(pb.value, t, ip)
+    if_op = scf.IfOp(cond, [t], has_else=True, ip=ip)
+    with ir.InsertionPoint(if_op.then_block):
+        scf.YieldOp([read(ir.InsertionPoint(if_op.then_block))])
+    with ir.InsertionPoint(if_op.else_block):
+        scf.YieldOp([_splat(pb.value, t, ir.InsertionPoint(if_op.else_block))])
+    return if_op.results[0]
+
+
+def _rewrite_transfer_read(pb: _PadBuffer, op: ir.Operation) -> None:
+    """A `vector.transfer_read` of a view of the padded buffer -> reads of the source, guarded per
+    1-D piece along the vector's last dim (one piece per element where that dim is padded)."""
+    from mlir.dialects import vector
+
+    root = pb.alloc.results[0]
+    if len(op.operands) != 2 + ir.MemRefType(op.operands[0].type).rank:
+        raise LoweringError("lower", "masked transfer_read of a padded buffer")
+    vt = ir.VectorType(op.results[0].type)
+    pmap = ir.AffineMapAttr(op.attributes["permutation_map"]).value
+    in_bounds = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes["in_bounds"])]
+    ip = ir.InsertionPoint(op)
+    b = _IndexBuilder(ip)
+    vmt = ir.MemRefType(op.operands[0].type)
+    rank = vmt.rank
+    base_idx = list(op.operands)[1:1 + rank]
+    pad_elem = op.operands[1 + rank]
+    # vector dim r -> memref dim of v (None: broadcast)
+    vdims: list[int | None] = []
+    for e in pmap.results:
+        vdims.append(e.position if isinstance(e, ir.AffineDimExpr) else None)
+    shape = list(vt.shape)
+    for r, ok in enumerate(in_bounds):  # (the view's own out-of-bounds masking is not reproduced)
+        d = vdims[r]
+        start = _constant_of(base_idx[d]) if d is not None else None
+        if not ok and (start is None or vmt.shape[d] == _DYN
+                       or ir.IntegerAttr(start).value + shape[r] > vmt.shape[d]):
+            raise LoweringError("lower", "possibly out-of-bounds transfer_read of a padded buffer")
+    # the root dim of each dim of the view (is the vector's last dim along a padded one?)
+    probe_dims = _dims_to_root(op.operands[0], root)
+    last = len(shape) - 1
+    # the last dim in elements where it runs along padding or with a stride
+    last_padded = (vdims[last] is not None and shape[last] > 1
+                   and (probe_dims[vdims[last]] in pb.padded or not _unit_stride(op.operands[0], root, vdims[last])))
+    piece = 1 if last_padded else shape[last]
+    outer = shape[:last] + ([shape[last]] if last_padded else [])
+    n_src = ir.MemRefType(pb.source.type).rank
+    piece_t = ir.VectorType.get([piece], vt.element_type)
+    src_map = ir.AffineMap.get(n_src, 0, [ir.AffineDimExpr.get(probe_dims[vdims[last]])]
+                               if vdims[last] is not None else [ir.AffineConstantExpr.get(0)])
+    acc = None
+    for pos in itertools.product(*(range(n) for n in outer)):
+        idx = list(base_idx)
+        for r, o in enumerate(pos):
+            if o and vdims[r] is not None:
+                idx[vdims[r]] = b.add(idx[vdims[r]], o)
+        p, _ = _root_indices(op.operands[0], idx, root, b)
+        q, cond = _guarded(pb, p, b)
+
+        def read(ip2: ir.InsertionPoint, q=q) -> ir.Value:
+            b2 = _IndexBuilder(ip2)
+            return vector.TransferReadOp(piece_t, pb.source, [b2.value(x) for x in q], ir.AffineMapAttr.get(src_map),
+                                         pad_elem, ir.ArrayAttr.get([ir.BoolAttr.get(True)]), ip=ip2).result
+
+        val = _select_read(pb, cond, piece_t, ip, read)
+        if len(shape) == 1 and not last_padded:
+            acc = val
+            break
+        if acc is None:
+            acc = _splat(pb.value, vt, ip)
+        prefix = list(pos[:last]) if not last_padded else list(pos)
+        if last_padded:
+            elem = vector.ExtractOp(val, [], [0], ip=ip).result
+            acc = vector.InsertOp(elem, acc, [], prefix, ip=ip).result
+        else:
+            acc = vector.InsertOp(val, acc, [], prefix, ip=ip).result
+    op.results[0].replace_all_uses_with(acc)
+    op.erase()
+
+
+def _dims_to_root(v: ir.Value, root: ir.Value) -> list[int]:
+    """The root dim of each dim of view `v`."""
+    dims = list(range(ir.MemRefType(v.type).rank))
+    while v != root:
+        op = _op_of(v)
+        kept = _kept_dims(op)
+        dims = [kept[d] for d in dims]
+        v = op.operands[0]
+    return dims
+
+
+def _unit_stride(v: ir.Value, root: ir.Value, d: int) -> bool:
+    """Whether consecutive indices along dim d of view `v` are consecutive in the root."""
+    while v != root:
+        op = _op_of(v)
+        kept = _kept_dims(op)
+        if list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))[kept[d]] != 1:
+            return False
+        d = kept[d]
+        v = op.operands[0]
+    return True
+
+
+def _rewrite_load(pb: _PadBuffer, op: ir.Operation) -> None:
+    from mlir.dialects import memref
+
+    ip = ir.InsertionPoint(op)
+    b = _IndexBuilder(ip)
+    p, _ = _root_indices(op.operands[0], list(op.operands)[1:], pb.alloc.results[0], b)
+    q, cond = _guarded(pb, p, b)
+
+    def read(ip2: ir.InsertionPoint) -> ir.Value:
+        b2 = _IndexBuilder(ip2)
+        return memref.LoadOp(pb.source, [b2.value(x) for x in q], ip=ip2).result
+
+    val = _select_read(pb, cond, op.results[0].type, ip, read)
+    op.results[0].replace_all_uses_with(val)
+    op.erase()
+
+
+def pad_buffers(module: ir.Module) -> list[_PadBuffer]:
+    """The padded copies (`_PadBuffer`) in the host functions of `module`."""
+    out = []
+    for f in module.body.operations:
+        if f.operation.name != "func.func":
+            continue
+        for alloc in walk(f.operation, "memref.alloc"):
+            if _is_workgroup(alloc.results[0].type):
+                continue
+            pb = _pad_buffer(alloc)
+            if pb is not None:
+                out.append(pb)
+    return out
+
+
+def guard_padded_reads(module: ir.Module) -> int:
+    """Fuse every `tensor.pad` producer into its readers as guarded loads.
+
+    Bufferization turns `tensor.pad` into a buffer filled with the padding value and a copy of the
+    source into its interior: host-side work and an intermediate buffer the cuda target has no
+    device memory for. Every read of that buffer (`vector.transfer_read`, `memref.load`, through
+    `memref.subview`s) becomes a read of the source at the shifted indices under an in-bounds
+    test on the padded dims, yielding the padding value outside (`scf.if`; a vector read is split
+    into 1-D pieces along its last dim, or into elements where that dim is padded); then the buffer,
+    its fill and its copy go. Anything else touching the buffer raises `LoweringError`.
+    Returns the number of buffers removed."""
+    n = 0
+    for pb in pad_buffers(module):
+        reads: list[ir.Operation] = []
+        views: list[ir.Operation] = []
+        deallocs: list[ir.Operation] = []
+        stack = [pb.alloc.results[0]]
+        while stack:
+            v = stack.pop()
+            for use in v.uses:
+                o = _owner(use)
+                if any(o == x for x in pb.init):
+                    continue
+                if o.name == "memref.subview" and use.operand_number == 0:
+                    views.append(o)
+                    stack.append(o.results[0])
+                elif o.name in ("vector.transfer_read", "memref.load") and use.operand_number == 0:
+                    reads.append(o)
+                elif o.name == "memref.dealloc":
+                    deallocs.append(o)
+                else:
+                    raise LoweringError("lower", f"padded buffer used by '{o.name}' (only reads can be guarded)")
+        for o in reads:
+            if o.name == "memref.load":
+                _rewrite_load(pb, o)
+            else:
+                _rewrite_transfer_read(pb, o)
+        for o in reversed(views):  # users after their sources
+            if not list(o.results[0].uses):
+                o.erase()
+        for o in [*deallocs, *pb.init]:
+            o.erase()
+        if list(pb.alloc.results[0].uses):
+            raise LoweringError("lower", "padded buffer still used after guarding its reads")
+        pb.alloc.erase()
+        n += 1
+    return n
+
+
+# ----------------------------------------------------------------------------------------------
+# Running on the device
+

@@ -1,0 +1,756 @@
+"""Sketch derivation rules for NVIDIA GPUs (Ansor §4.1, GPU rules) and their transform scripts.
+
+    SearchTask (target "cuda") --loops.analyze_graph--> ops --GPU rules--> [GpuSketch] (+ skip)
+    GpuSketch.script(values) --> transform script: tile to blocks / virtual threads / threads /
+        registers, shared-memory copies, bufferize, gpu.launch (`gpu_lowering.py` lowers it)
+
+Rules, tried on the op graph (element-wise producers are already inlined by `loops.preprocess`):
+
+1. **multi-level tiling (GPU)** for an op with data reuse: every space loop is split five ways,
+   `S0` (blocks, `#gpu.block`), `S1` (virtual threads: a serial loop over strided chunks),
+   `S2` (threads, `#gpu.thread`), `S3` (a loop inside the thread) and `S4` (the register tile,
+   vectorized); every reduction loop three ways, `R0` (the shared-memory tile), `R1`, `R2` (one
+   step at a time around the register tile, so the accumulator stays in registers). Loop order
+   inside a block: `R0 [copy inputs to shared memory] S1 S2 S3 R1 R2 S4` (Ansor puts `R1` before
+   `S3`; with our accumulator living in registers only across the `R` loops below it, `S3` first
+   keeps it there for the whole shared-memory tile). The inputs indexed by plain loop dims are
+   **cached in shared memory** at `R0` (`transform.structured.pad` with nofold + a `bufferize_to_allocation`
+   into address space 3), copied cooperatively by all threads of the block with 128-bit vectors
+   where the tile allows. The output's initialiser (`linalg.fill`) is fused into the block.
+2. **... with consumer fusion**: when the op's only user is element-wise (bias, ReLU, BN), the
+   consumer is tiled to blocks and the op fused into it; the consumer then runs per thread on the
+   block's tile after the reduction, writing the op's buffer in place (no extra global buffer).
+3. **thread binding** for a task with no op with data reuse and no reduction (element-wise ops,
+   transposes, broadcasts, gathers; one op after inlining): its space loops get the same `S0..S4`
+   split (blocks, virtual threads, threads, a loop inside the thread, the vectorized register
+   tile) with no reduction levels and no shared memory. Reductions without data reuse go to the
+   cross-thread reduction rule (`gpu_reduction.py`).
+4. the **skip** sketch: the default GPU schedule (`default_script`), which is also the untuned
+   program (the baseline and the reference outputs).
+
+At most three space loops are mapped to blocks/threads (x = the output's innermost); other space
+loops are iterated inside each thread. Annotation respects the device: threads per block in
+[32, 1024], shared memory per block <= 48 KiB, at most 64 accumulators per thread (virtual
+threads included: they are unrolled), virtual threads <= 8, `auto_unroll_max_step` in {0, 16, 64, 512, 1024}.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ansor.targets.cpu.annotation import SamplingError, Schedule, factorizations, sizes_from_factors
+from ansor.core.loops import OP_ATTR, OpLoops, analyze_graph
+from ansor.targets.cpu.rules import DECOMPOSE
+from ansor.targets.cpu.sketch import Knob, LoopSplit, Sketch
+from ansor.core.task import SearchTask
+
+#: Ansor's `auto_unroll_max_step` choices on CUDA.
+GPU_UNROLL_OPTIONS: tuple[int, ...] = (0, 16, 64, 512, 1024)
+MAX_THREADS_PER_BLOCK = 1024
+MIN_THREADS_PER_BLOCK = 32
+#: Static shared memory per block without opting in to more (bytes).
+MAX_SHARED_BYTES = 48 * 1024
+#: Accumulators (output elements) per thread.
+MAX_THREAD_TILE = 64
+#: Ansor's `max_vthread_extent` (product over the mapped loops here).
+MAX_VTHREAD = 8
+#: Innermost (register) factor of a space loop, Ansor's `max_innermost_split_factor`.
+MAX_INNERMOST = 64
+#: Space loops mapped to block/thread ids (x, y, z).
+MAX_MAPPED = 3
+_ANY = "!transform.any_op"
+_PARAM = "!transform.param<i64>"
+_AXES = "xyz"
+
+
+@dataclass(frozen=True)
+class GpuStage:
+    """The op scheduled by multi-level tiling, and what is fused with it."""
+
+    op: int
+    op_name: str
+    extents: tuple[int, ...]
+    kinds: tuple[str, ...]
+    mapped: tuple[int, ...]  # space dims mapped to x, y, z (x first)
+    input_dims: tuple[tuple[int, ...], ...]
+    output_dims: tuple[int, ...]
+    promoted: tuple[int, ...]  # inputs cached in shared memory
+    elem_bytes: int = 4
+    init: int | None = None  # fused linalg.fill
+    consumer: int | None = None  # fused element-wise consumer
+    consumer_dims: tuple[int, ...] = ()  # consumer loop c <-> op loop consumer_dims[c]
+    decompose_rows: tuple[int, ...] = ()  # windowed op: output-row loops kept at 1 per register tile
+    decompose_op: str = ""  # the transform op turning such a tile into the 1-D op
+    vectorize_optional: bool = False  # the register tile stays scalar where the vectorizer declines
+
+    @property
+    def reduce(self) -> tuple[int, ...]:
+        return tuple(d for d, k in enumerate(self.kinds) if k == "R")
+
+    def knob(self, d: int, level: int) -> str:
+        return f"op{self.op}.d{d}.t{level}"
+
+    @property
+    def unroll_knob(self) -> str:
+        return f"op{self.op}.unroll"
+
+
+class GpuSketch(Sketch):
+    """A GPU sketch: `stage` holds the structure; `splits` expose the tile knobs in the CPU
+    sketches' form (so mutation and crossover work unchanged)."""
+
+    def __init__(self, name: str, rules: tuple[str, ...], stage: GpuStage, splits: tuple[LoopSplit, ...],
+                 knobs: tuple[Knob, ...]) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "rules", rules)
+        object.__setattr__(self, "stages", ())
+        object.__setattr__(self, "knobs", knobs)
+        object.__setattr__(self, "gpu_stage", stage)
+        object.__setattr__(self, "gpu_splits", splits)
+
+    @property
+    def rule(self) -> str:
+        return "+".join(self.rules)
+
+    @property
+    def splits(self) -> tuple[LoopSplit, ...]:
+        return self.gpu_splits
+
+    def script(self, values: Mapping[str, int] | None = None, *, lower_vectors: bool = True) -> str:
+        return _GpuRenderer(self.gpu_stage, self.knobs, values).render(self.name, self.rules)
+
+    def validate(self, values: Mapping[str, int]) -> str | None:
+        return validate_gpu(self.gpu_stage, self.knobs, values)
+
+    def sample(self, rng: random.Random, *, max_tries: int = 4000) -> Schedule:
+        return sample_gpu(self, rng, max_tries=max_tries)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.rules, self.gpu_stage))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GpuSketch) and (self.name, self.rules, self.gpu_stage) == (
+            other.name, other.rules, other.gpu_stage)
+
+
+# ----------------------------------------------------------------------------------------------
+# Rules
+
+
+def _mapped_dims(op: OpLoops) -> tuple[int, ...]:
+    """Up to three space dims with extent > 1, output order innermost first (x, y, z)."""
+    out = [d for d in reversed(op.output_dims) if op.kinds[d] == "S" and op.extents[d] > 1]
+    return tuple(out[:MAX_MAPPED])
+
+
+def _elem_bytes(task: SearchTask) -> int:
+    return {"f16": 2, "f32": 4, "f64": 8, "i32": 4, "i64": 8}.get(task.outputs[0].dtype, 4)
+
+
+def _fusable_consumer(op: OpLoops, by_index: dict[int, OpLoops]) -> tuple[OpLoops, tuple[int, ...]] | None:
+    from ansor.targets.cpu.rules import _fusable_consumer as cpu_rule
+
+    return cpu_rule(op, by_index)
+
+
+def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
+    """The single multi-level tiled stage of `task` and the rule name; (None, why) when the task
+    does not reduce to one anchor op (+ fill, + element-wise consumer)."""
+    ops, pads = analyze_graph(task.ir)
+    by_index = {o.index: o for o in ops}
+    anchors = [o for o in ops if o.has_data_reuse() and not o.is_elementwise() and not o.is_init()]
+    if not anchors and not any(o.reduce for o in ops):
+        return _thread_binding_stage(task, ops, bool(pads))
+    if len(anchors) != 1:
+        return None, f"{len(anchors)} ops with data reuse (the GPU rules handle exactly one)"
+    op = anchors[0]
+    # A `tensor.pad` of an input is fused into the anchor's reads as guarded loads by the lowering
+    # (`gpu_lowering.guard_padded_reads`); a pad feeding anything else is not scheduled.
+    if any(p.consumer != op.index for p in pads):
+        return None, "a tensor.pad producer that does not feed the tiled op"
+    fc = _fusable_consumer(op, by_index)
+    inits = [o for o in ops if o.is_init() and o.users == (op.index,)]
+    rest = {o.index for o in ops} - {op.index} - {i.index for i in inits} - ({fc[0].index} if fc else set())
+    if rest:
+        return None, f"ops {sorted(rest)} are neither fused nor inlined (one GPU kernel per task for now)"
+    if fc is not None and len(fc[0].input_dims) and fc[0].output_dims != tuple(range(len(fc[0].extents))):
+        return None, "consumer with a permuted output"
+    promoted = tuple(i for i, dims in enumerate(op.input_dims) if op.plain_inputs[i] and len(dims) >= 2)
+    stage = GpuStage(
+        op=op.index, op_name=op.name, extents=op.extents, kinds=op.kinds, mapped=_mapped_dims(op),
+        input_dims=op.input_dims, output_dims=op.output_dims, promoted=promoted, elem_bytes=_elem_bytes(task),
+        init=inits[0].index if inits else None,
+        consumer=fc[0].index if fc else None, consumer_dims=fc[1] if fc else (),
+        # windowed ops: the CPU rules' table (output-row loops kept at 1, the decomposing op);
+        # on the GPU the window loops step by 1 in R2 anyway
+        decompose_rows=DECOMPOSE[op.name][0] if op.name in DECOMPOSE else (),
+        decompose_op=DECOMPOSE[op.name][1] if op.name in DECOMPOSE else "",
+    )
+    rule = f"gpu_multi_level_tiling(op{op.index})"
+    if fc:
+        rule = f"gpu_multi_level_tiling_with_fusion(op{op.index}<-op{fc[0].index})"
+    return stage, rule
+
+
+def _thread_binding_stage(task: SearchTask, ops: list[OpLoops], padded: bool) -> tuple[GpuStage | None, str]:
+    """Rule 3: a task without data reuse or reductions (element-wise, transposes, broadcasts,
+    gathers: what is left of a network between its anchors) is one op after inlining. Its
+    space loops are bound to blocks and threads like Ansor's thread binding of such a stage: the
+    multi-level tiling structure without reduction levels or shared-memory copies."""
+    outs = [o for o in ops if (not o.users or None in o.users) and not o.is_init()]
+    if len(outs) != 1:
+        return None, f"{len(outs)} output ops and no op with data reuse (thread binding takes one)"
+    e = outs[0]
+    if padded:
+        return None, "a tensor.pad in a task without data reuse"
+    rest = sorted({o.index for o in ops} - {e.index})
+    if rest:
+        return None, f"ops {rest} are neither fused nor inlined (one GPU kernel per task for now)"
+    mapped = _mapped_dims(e)
+    if not mapped:
+        return None, f"op{e.index} has no loop of extent > 1 to bind to threads"
+    per_thread = math.prod(e.extents[d] for d in e.space if d not in mapped)
+    if per_thread > MAX_THREAD_TILE:
+        return None, (f"op{e.index}: {per_thread} elements per thread in the loops beyond the {MAX_MAPPED} "
+                      f"bound ones > {MAX_THREAD_TILE}")
+    stage = GpuStage(
+        op=e.index, op_name=e.name, extents=e.extents, kinds=e.kinds, mapped=mapped, input_dims=e.input_dims,
+        output_dims=e.output_dims, promoted=(), elem_bytes=_elem_bytes(task),
+        # a gather or strided read: the vectorizer may decline; the thread's loop is then scalar
+        vectorize_optional=not e.is_elementwise(),
+    )
+    return stage, f"gpu_thread_binding(op{e.index})"
+
+
+def gpu_schedulable(task: SearchTask) -> tuple[bool, str]:
+    """Whether a GPU rule (multi-level tiling, thread binding or cross-thread reduction)
+    schedules `task`, and the rule (or why none does)."""
+    from ansor.targets.cuda.reduction import row_stage_for
+
+    stage, why = gpu_stage_for(task)
+    if stage is not None:
+        return True, why
+    row, row_why = row_stage_for(task)
+    return (True, row_why) if row is not None else (False, f"{why}; {row_why}")
+
+
+def _splits(stage: GpuStage) -> tuple[LoopSplit, ...]:
+    out = []
+    for d, (k, e) in enumerate(zip(stage.kinds, stage.extents, strict=True)):
+        if k == "S":
+            levels = 5 if d in stage.mapped else 1
+        else:
+            levels = 3
+        out.append(LoopSplit(stage.op, d, k, e, False, levels))
+    return tuple(out)
+
+
+def _knobs(stage: GpuStage, splits: tuple[LoopSplit, ...]) -> tuple[Knob, ...]:
+    from ansor.targets.cpu.sketch import divisors
+
+    knobs = [Knob(n, divisors(s.extent)) for s in splits for n in s.tile_knobs]
+    knobs.append(Knob(stage.unroll_knob, GPU_UNROLL_OPTIONS))
+    return tuple(knobs)
+
+
+def generate_gpu_sketches(task: SearchTask) -> list[Sketch]:
+    """GPU sketches of `task`; the last one is `skip` (the default GPU schedule)."""
+    skip = Sketch(name="skip", rules=("skip",))
+    stage, rule = gpu_stage_for(task)
+    if stage is None:
+        from ansor.targets.cuda.reduction import RowSketch, row_stage_for
+
+        row, row_rule = row_stage_for(task)
+        return [RowSketch("r0", row_rule, row), skip] if row is not None else [skip]
+    splits = _splits(stage)
+    return [GpuSketch("s0", (rule,), stage, splits, _knobs(stage, splits)), skip]
+
+
+def default_script(task: SearchTask) -> str:
+    """The untuned GPU program: a fixed, simple valid annotation of the GPU sketch (one output
+    element per thread when possible, 8-deep shared-memory tiles)."""
+    stage, why = gpu_stage_for(task)
+    if stage is None:
+        from ansor.targets.cuda.reduction import RowSketch, default_values, render, row_stage_for
+
+        row, row_why = row_stage_for(task)
+        if row is not None:
+            return render(row, RowSketch("r0", row_why, row).knobs, default_values(row), "default", "default")
+        from ansor.core.mlir import LoweringError
+
+        raise LoweringError("apply", f"no GPU schedule for {task.name}: {why}; {row_why}")
+    splits = _splits(stage)
+    knobs = _knobs(stage, splits)
+    values: dict[str, int] = {stage.unroll_knob: 0}
+    threads_left = 256
+    for s in splits:
+        if not s.tile_knobs:
+            continue
+        if s.kind == "S":
+            n = max(d for d in range(1, min(threads_left, 32 if s.dim == stage.mapped[0] else 8) + 1)
+                    if s.extent % d == 0)
+            threads_left //= n
+            values.update(zip(s.tile_knobs, (n, n, 1, 1), strict=True))
+        else:
+            r = max(d for d in range(1, 9) if s.extent % d == 0)
+            values.update(zip(s.tile_knobs, (r, 1), strict=True))
+    err = validate_gpu(stage, knobs, values, strict_threads=False)
+    if err:
+        from ansor.core.mlir import LoweringError
+
+        raise LoweringError("apply", f"default GPU schedule of {task.name} is invalid: {err}")
+    return _GpuRenderer(stage, knobs, values).render("default", ("default",))
+
+
+# ----------------------------------------------------------------------------------------------
+# Annotation
+
+
+def _sizes(stage: GpuStage, values: Mapping[str, int], d: int) -> tuple[int, int, int, int]:
+    """(block tile, vthread chunk, thread tile, register tile) of space dim d."""
+    if d not in stage.mapped:
+        e = stage.extents[d]
+        return e, e, e, 1
+    return tuple(int(values[stage.knob(d, lv)]) for lv in range(1, 5))  # type: ignore[return-value]
+
+
+def threads_per_dim(stage: GpuStage, values: Mapping[str, int]) -> list[int]:
+    """Threads along x, y, z."""
+    out = []
+    for d in stage.mapped:
+        _, t2, t3, _ = _sizes(stage, values, d)
+        out.append(t2 // t3)
+    return out + [1] * (3 - len(out))
+
+
+def shared_bytes(stage: GpuStage, values: Mapping[str, int]) -> int:
+    """Shared memory of one block: the cached input tiles (+ the accumulator tile with a fused consumer)."""
+    total = 0
+    if stage.consumer is not None and stage.init is not None:
+        total += math.prod(_sizes(stage, values, d)[0] for d in stage.output_dims) * stage.elem_bytes
+    for i in stage.promoted:
+        total += math.prod(_tile_extent(stage, values, d) for d in stage.input_dims[i]) * stage.elem_bytes
+    return total
+
+
+def _tile_extent(stage: GpuStage, values: Mapping[str, int], d: int) -> int:
+    """Extent of loop d inside one block at one R0 step."""
+    if stage.kinds[d] == "R":
+        return int(values[stage.knob(d, 1)])
+    return _sizes(stage, values, d)[0]
+
+
+def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, int], *,
+                 strict_threads: bool = True) -> str | None:
+    """Why `values` is not a valid annotation (None when valid): options, nesting, device limits."""
+    for k in knobs:
+        if k.name not in values:
+            return f"missing knob {k.name}"
+        if int(values[k.name]) not in k.options:
+            return f"knob {k.name}={values[k.name]} not in its options"
+    thread_tile, vthreads = 1, 1
+    for d, (kind, e) in enumerate(zip(stage.kinds, stage.extents, strict=True)):
+        if kind == "S" and d in stage.mapped:
+            chain = [e, *_sizes(stage, values, d)]
+        elif kind == "R":
+            chain = [e, int(values[stage.knob(d, 1)]), int(values[stage.knob(d, 2)])]
+        else:
+            thread_tile *= e
+            continue
+        if any(chain[i] % chain[i + 1] for i in range(len(chain) - 1)):
+            return f"op{stage.op} loop d{d}: tile sizes {chain[1:]} do not nest in extent {e}"
+        if kind == "S" and d in stage.decompose_rows and chain[4] != 1:
+            return f"op{stage.op} loop d{d}: a windowed op's output-row register tile must be 1"
+        if kind == "S":
+            thread_tile *= chain[3]
+            vthreads *= chain[1] // chain[2]
+            if chain[4] > MAX_INNERMOST:
+                return f"op{stage.op} loop d{d}: register tile {chain[4]} > {MAX_INNERMOST}"
+    threads = math.prod(threads_per_dim(stage, values))
+    if threads > MAX_THREADS_PER_BLOCK:
+        return f"{threads} threads per block > {MAX_THREADS_PER_BLOCK}"
+    space = math.prod(stage.extents[d] for d in stage.mapped)
+    if strict_threads and threads < min(MIN_THREADS_PER_BLOCK, space):
+        return f"{threads} threads per block < {MIN_THREADS_PER_BLOCK}"
+    if thread_tile * vthreads > MAX_THREAD_TILE:
+        # (virtual threads are unrolled: all their accumulators live in the thread's registers)
+        return f"{thread_tile * vthreads} accumulators per thread > {MAX_THREAD_TILE}"
+    if vthreads > MAX_VTHREAD:
+        return f"{vthreads} virtual threads > {MAX_VTHREAD}"
+    smem = shared_bytes(stage, values)
+    if smem > MAX_SHARED_BYTES:
+        return f"{smem} bytes of shared memory > {MAX_SHARED_BYTES}"
+    return None
+
+
+def sample_gpu(sketch: GpuSketch, rng: random.Random, *, max_tries: int = 4000) -> Schedule:
+    """A uniformly random valid annotation (rejection sampling over factorizations)."""
+    stage = sketch.gpu_stage
+    for _ in range(max_tries):
+        values: dict[str, int] = {}
+        for s in sketch.splits:
+            if not s.tile_knobs:
+                continue
+            choices = factorizations(s.extent, s.levels)
+            if s.kind == "S" and s.op == stage.op and s.dim in stage.decompose_rows:
+                # a windowed op's output-row register tile is 1 (validate_gpu): sampled as such,
+                # since rejection alone rarely meets it on two rows (a 3-D convolution)
+                choices = tuple(f for f in choices if f[-1] == 1)
+            factors = rng.choice(choices)
+            values.update(zip(s.tile_knobs, sizes_from_factors(factors), strict=True))
+        values[stage.unroll_knob] = rng.choice(GPU_UNROLL_OPTIONS)
+        if validate_gpu(stage, sketch.knobs, values) is None:
+            return Schedule.of(sketch.name, values)
+    raise SamplingError(f"sketch {sketch.name}: no valid GPU annotation found in {max_tries} tries")
+
+
+# ----------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _copy_tiles(shape: list[int], threads: int, elem_bytes: int) -> tuple[list[int], int]:
+    """Per-thread tile of a cooperative copy of `shape` by `threads` threads: the innermost dim
+    moves 16-byte vectors where it divides; the rest spread over the threads. Returns (tile, used)."""
+    vec = 16 // elem_bytes
+    while vec > 1 and shape[-1] % vec:
+        vec //= 2
+    tile = list(shape)
+    left = threads
+    # innermost: as many threads as vectors (a divisor of the vector count not above `left`)
+    n_vec = shape[-1] // vec
+    n = max(x for x in range(1, min(n_vec, left) + 1) if n_vec % x == 0)
+    tile[-1] = shape[-1] // n
+    left //= n
+    for a in range(len(shape) - 2, -1, -1):
+        n = max(x for x in range(1, min(shape[a], left) + 1) if shape[a] % x == 0)
+        tile[a] = shape[a] // n
+        left //= n
+    used = math.prod(s // t for s, t in zip(shape, tile, strict=True))
+    return tile, used
+
+
+class _GpuRenderer:
+    def __init__(self, stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, int] | None) -> None:
+        self.st = stage
+        self.knobs = knobs
+        self.values = values
+        self.lines: list[str] = []
+        self.n = 0
+        self.ext: list[int] | None = None  # current tile extents of the compute op (filled scripts)
+        self.last_trips: list[int] = []  # trip counts of the loops the last `tile_for` made
+        self.unrolls: list[tuple[int, int]] = []  # (tag, trip count) of loops to unroll fully
+
+    def fresh(self, base: str) -> str:
+        self.n += 1
+        return f"%{base}{self.n}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " + line)
+
+    def v(self, name: str) -> str:
+        return "{" + name + "}" if self.values is None else str(int(self.values[name]))
+
+    def expr(self, num: str, den: str) -> str:
+        """num / den of two knobs as a number (filled) or a `{a/b}` placeholder."""
+        if self.values is None:
+            return "{" + f"{num}/{den}" + "}"
+        return str(int(self.values[num]) // int(self.values[den]))
+
+    def knob_line(self, k: Knob) -> str:
+        opts = ", ".join(str(o) for o in k.options)
+        ssa = "%k_" + k.name.replace(".", "_")
+        if self.values is None:
+            return f'{ssa} = transform.tune.knob<"{k.name}"> options = [{opts}] -> {_PARAM}'
+        v = int(self.values[k.name])
+        if v not in k.options:
+            raise ValueError(f"knob {k.name!r} = {v} is not one of its options")
+        return f'{ssa} = transform.tune.knob<"{k.name}"> = {v} : i64 from options = [{opts}] -> {_PARAM}'
+
+    def match(self, num: int) -> str:
+        h = self.fresh("m")
+        self.emit(f"{h} = transform.structured.match attributes{{{OP_ATTR} = {num} : i64}} in %root : ({_ANY}) -> {_ANY}")
+        return h
+
+    def tile_forall(self, target: str, sizes: list[str], mapping: list[str], *, num_threads: bool = False) -> tuple[str, str]:
+        op, forall = self.fresh("t"), self.fresh("forall")
+        kw = "num_threads" if num_threads else "tile_sizes"
+        self.emit(f"{op}, {forall} = transform.structured.tile_using_forall {target} {kw} [{', '.join(sizes)}] "
+                  f"(mapping = [{', '.join(mapping)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+        return op, forall
+
+    def tile_for(self, target: str, sizes: list[str], *, track: bool = True) -> tuple[str, list[str]]:
+        if track:
+            before = list(self.ext) if self.ext is not None else None
+            sizes = self.effective(sizes)
+            if before is not None:
+                self.last_trips = [before[d] // int(s) for d, s in enumerate(sizes) if s != "0"]
+        n_loops = sum(1 for s in sizes if s != "0")
+        if n_loops == 0:
+            return target, []
+        op, loops = self.fresh("t"), self.fresh("l")
+        outs = ", ".join([_ANY] * (1 + n_loops))
+        self.emit(f"{op}, {loops}:{n_loops} = transform.structured.tile_using_for {target} "
+                  f"tile_sizes [{', '.join(sizes)}] : ({_ANY}) -> ({outs})")
+        return op, [f"{loops}#{i}" for i in range(n_loops)]
+
+    def fuse_into(self, producer: str, container: str) -> tuple[str, str]:
+        fused, new = self.fresh("fused"), self.fresh("c")
+        self.emit(f"{fused}, {new} = transform.structured.fuse_into_containing_op {producer} into {container}"
+                  f" : ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
+        return fused, new
+
+    # -- sizes ------------------------------------------------------------------------------
+    def effective(self, sizes: list[str]) -> list[str]:
+        """Drop tilings that would make one-iteration loops (filled scripts only): canonicalization
+        folds those loops away, and a handle to a folded loop fails the script."""
+        if self.values is None or self.ext is None:
+            return sizes
+        out = []
+        for d, s in enumerate(sizes):
+            if s != "0" and int(s) >= self.ext[d]:
+                out.append("0")
+            else:
+                if s != "0":
+                    self.ext[d] = int(s)
+                out.append(s)
+        return out
+
+    def mapping(self, kind: str, dims: list[int]) -> list[str]:
+        return [f"#gpu.{kind}<{_AXES[self.st.mapped.index(d)]}>" for d in dims]
+
+    def space_sizes(self, level: int) -> list[str]:
+        """Tile sizes of mapped space dims at `level` (others 0)."""
+        return [self.v(self.st.knob(d, level)) if d in self.st.mapped else "0" for d in range(len(self.st.kinds))]
+
+    def threads(self) -> list[int] | None:
+        if self.values is None:
+            return None
+        return threads_per_dim(self.st, self.values)
+
+    def render(self, name: str, rules: tuple[str, ...]) -> str:
+        st = self.st
+        nd = len(st.kinds)
+        head = [
+            "module attributes {transform.with_named_sequence} {",
+            f"  // sketch {name}: {' + '.join(rules)} (GPU)",
+            f"  transform.named_sequence @__transform_main(%root: {_ANY} {{transform.consumed}}) {{",
+        ]
+        for k in self.knobs:
+            self.emit(self.knob_line(k))
+        threads = self.threads()
+        total_threads = math.prod(threads) if threads else None
+        mapped_order = [d for d in range(nd) if d in st.mapped]  # loop order
+        block_map = self.mapping("block", mapped_order)
+        thread_map = self.mapping("thread", mapped_order)
+        n_thr = {d: self.expr(st.knob(d, 2), st.knob(d, 3)) for d in st.mapped}
+        to_vectorize: list[tuple[str, list[int] | None]] = []
+
+        self.emit(f"// S0: blocks ({', '.join(f'd{d}->{_AXES[st.mapped.index(d)]}' for d in st.mapped)})")
+        op = self.match(st.op)
+        if st.consumer is not None:
+            cons = self.match(st.consumer)
+            csizes = [self.v(st.knob(st.consumer_dims[c], 1)) if st.consumer_dims[c] in st.mapped else "0"
+                      for c in range(len(st.consumer_dims))]
+            cmap = [f"#gpu.block<{_AXES[st.mapped.index(st.consumer_dims[c])]}>"
+                    for c in range(len(st.consumer_dims)) if st.consumer_dims[c] in st.mapped]
+            cblk, blk = self.tile_forall(cons, csizes, cmap)
+            blk_op, blk = self.fuse_into(op, blk)
+        else:
+            blk_op, blk = self.tile_forall(op, self.space_sizes(1), block_map)
+        if self.values is not None:
+            self.ext = [int(self.values[st.knob(d, 1)]) if d in st.mapped else e for d, e in enumerate(st.extents)]
+        if st.init is not None:
+            fill = self.match(st.init)
+            fill_b, blk = self.fuse_into(fill, blk)
+            self.emit("// the initialiser: one row per thread")
+            fsizes = [n_thr[d] if d in st.mapped else "0" for d in st.output_dims]
+            fmap = [f"#gpu.thread<{_AXES[st.mapped.index(d)]}>" for d in st.output_dims if d in st.mapped]
+            fill_t, fill_forall = self.tile_forall(fill_b, fsizes, fmap, num_threads=True)
+            to_vectorize.append((fill_t, None))
+            if st.consumer is not None:
+                self.emit("// the block's accumulator tile (read by the fused consumer) lives in shared memory")
+                acc_forall = fill_forall
+        # R0 + shared memory
+        red = list(st.reduce)
+        cur = blk_op
+        copies: list[str] = []
+        copy_tiles: list[tuple[str, list[int] | None]] = []
+        if red:
+            self.emit("// R0: the shared-memory tile of the reduction")
+            cur, _ = self.tile_for(cur, [self.v(st.knob(d, 1)) if d in red else "0" for d in range(nd)])
+            if st.promoted:
+                n_ops = len(st.input_dims) + 1
+                zeros = ", ".join(["0.0 : f32" if st.elem_bytes == 4 else "0.0 : f64"] * n_ops)
+                flags = ", ".join("1" if i in st.promoted else "0" for i in range(n_ops))
+                padded, pad, cb = self.fresh("padded"), self.fresh("pad"), self.fresh("cb")
+                self.emit(f"// cache read: inputs {list(st.promoted)} into shared memory, copied by all threads")
+                self.emit(f"{padded}, {pad}, {cb} = transform.structured.pad {cur} {{padding_values = [{zeros}], "
+                          f"padding_dimensions = [{', '.join(str(d) for d in range(nd))}], nofold_flags = [{flags}], "
+                          f'copy_back_op = "none"}} : ({_ANY}) -> ({_ANY}, {_ANY}, {_ANY})')
+                cur = padded
+                for i in st.promoted:
+                    p = self.fresh("p")
+                    self.emit(f"{p} = transform.get_producer_of_operand {padded}[{i}] : ({_ANY}) -> {_ANY}")
+                    shape = [self.tile_extent(d) for d in st.input_dims[i]]
+                    if self.values is not None and total_threads is not None:
+                        tile, _used = _copy_tiles([int(x) for x in shape], total_threads, st.elem_bytes)
+                        ts = [str(t) for t in tile]
+                        lin = [f"#gpu.thread<linear_dim_{len(tile) - 1 - a}>" for a in range(len(tile))]
+                    else:
+                        ts = ["{copy}"] * len(shape)
+                        lin = [f"#gpu.thread<linear_dim_{len(shape) - 1 - a}>" for a in range(len(shape))]
+                        tile = None
+                    # every dim gets a size (a full-size tile still needs its mapping): drop unit trips
+                    keep = [a for a in range(len(ts)) if tile is None or int(ts[a]) != int(shape[a])]
+                    sizes = [ts[a] if a in keep else "0" for a in range(len(ts))]
+                    lin = [f"#gpu.thread<linear_dim_{len(keep) - 1 - j}>" for j in range(len(keep))]
+                    if keep:
+                        tp, cf = self.tile_forall(p, sizes, lin)
+                        ifs = self.fresh("if")
+                        self.emit(f'{ifs} = transform.structured.match ops{{["scf.if"]}} in {cf} : ({_ANY}) -> {_ANY}')
+                        self.emit(f"transform.scf.take_assumed_branch {ifs} take_else_branch : ({_ANY}) -> ()")
+                        copy_tiles.append((tp, [int(t) for t in tile] if tile is not None else None))
+                        copies.append(cf)
+        # S1 (virtual threads), S2 (threads)
+        self.emit("// S1: virtual threads (a serial loop over strided chunks)")
+        self.last_trips = []
+        cur, loops = self.tile_for(cur, [self.v(st.knob(d, 2)) if d in st.mapped else "0" for d in range(nd)])
+        self.unroll_later(loops)
+        self.emit("// S2: threads")
+        cur, _ = self.tile_forall(cur, self.space_sizes(3), thread_map)
+        if self.ext is not None:
+            for d in st.mapped:
+                self.ext[d] = min(self.ext[d], int(self.values[st.knob(d, 3)]))
+        self.emit("// S3: loop inside the thread over register tiles; unmapped space loops step by one")
+        self.last_trips = []
+        cur, loops = self.tile_for(cur, [self.v(st.knob(d, 4)) if d in st.mapped else ("1" if st.kinds[d] == "S" else "0")
+                                         for d in range(nd)])
+        self.unroll_later(loops)
+        r_loops: list[str] = []
+        if red:
+            self.emit("// R1, R2: the accumulator stays in registers across both")
+            cur, loops = self.tile_for(cur, [self.v(st.knob(d, 2)) if d in red else "0" for d in range(nd)])
+            r_loops += loops
+            cur, loops = self.tile_for(cur, ["1" if d in red else "0" for d in range(nd)])
+            r_loops += loops
+            for tag, lp in enumerate(r_loops):
+                c = self.fresh("cst")
+                self.emit(f"{c} = transform.param.constant {tag} : i64 -> {_PARAM}")
+                self.emit(f'transform.annotate {lp} "ansor.r1" = {c} : {_ANY}, {_PARAM}')
+        if st.decompose_rows:
+            self.emit("// a windowed op with unit row tiles is a 1-D one: the vectorizer takes only those")
+            dec = self.fresh("dec")
+            self.emit(f"{dec} = {st.decompose_op} {cur} : ({_ANY}) -> {_ANY}")
+            cur = dec
+        to_vectorize.append((cur, None))
+        if st.consumer is not None:
+            self.emit("// the fused consumer: per thread, on the block's tile, in place")
+            cons_t, _ = self.tile_forall(cblk, [n_thr[st.consumer_dims[c]] if st.consumer_dims[c] in st.mapped else "0"
+                                                for c in range(len(st.consumer_dims))],
+                                         [f"#gpu.thread<{_AXES[st.mapped.index(st.consumer_dims[c])]}>"
+                                          for c in range(len(st.consumer_dims)) if st.consumer_dims[c] in st.mapped],
+                                         num_threads=True)
+            row, _ = self.tile_for(cons_t, ["1"] * (len(st.consumer_dims) - 1) + ["0"], track=False)
+            to_vectorize.append((row, None))
+        self.emit("// vectorize: register tile (contraction -> outer-product FMAs), copies, initialiser")
+        for h, sizes in to_vectorize:
+            vs = f" vector_sizes [{', '.join(str(s) for s in sizes)}]" if sizes else ""
+            if sizes is None and (h != cur or st.vectorize_optional):
+                self.emit(f"transform.sequence {h} : {_ANY} failures(suppress) {{")
+                self.emit(f"^bb0(%v: {_ANY}):")
+                self.emit(f"  transform.structured.vectorize %v : {_ANY}")
+                self.emit("}")
+            else:
+                self.emit(f"transform.structured.vectorize {h}{vs} : {_ANY}")
+        f1 = self.fresh("f")
+        self.emit(f'{f1} = transform.structured.match ops{{["func.func"]}} in %root : ({_ANY}) -> {_ANY}')
+        self.emit(f"transform.apply_patterns to {f1} {{")
+        self.emit("  transform.apply_patterns.vector.transfer_permutation_patterns")
+        self.emit("  transform.apply_patterns.vector.reduction_to_contract")
+        self.emit(f"}} : {_ANY}")
+        self.emit(f"transform.apply_patterns to {f1} {{")
+        self.emit("  transform.apply_patterns.vector.lower_contraction lowering_strategy = outerproduct")
+        self.emit("  transform.apply_patterns.vector.lower_outerproduct")
+        self.emit("  transform.apply_patterns.canonicalization")
+        self.emit(f"}} : {_ANY}")
+        if st.decompose_rows:
+            # (hoisting around the decomposed convolution's rank-reducing slices makes bufferization
+            # copy the accumulator into a buffer that the block's threads would share)
+            self.emit("// decomposed convolution: the accumulator is not hoisted")
+            r_loops = []
+        for tag in reversed(range(len(r_loops))):  # innermost first; folded loops just match nothing
+            h = self.fresh("h")
+            self.emit(f'{h} = transform.structured.match ops{{["scf.for"]}} attributes{{ansor.r1 = {tag}}} in {f1}'
+                      f" : ({_ANY}) -> {_ANY}")
+            self.emit(f"transform.loop.hoist_loop_invariant_subsets {h} : {_ANY}")
+        self.emit("// the copies last: canonicalization would fold a tensor copy's read/write pair back into a copy")
+        for h, sizes in copy_tiles:
+            vs = f" vector_sizes [{', '.join(str(s) for s in sizes)}]" if sizes else ""
+            self.emit(f"transform.structured.vectorize {h}{vs} : {_ANY}")
+        if st.consumer is not None and st.init is not None:
+            copies.append(acc_forall)
+        for cf in copies:
+            b, n = self.fresh("smem"), self.fresh("new")
+            self.emit(f"{b}, {n} = transform.structured.bufferize_to_allocation {cf} "
+                      f"{{memory_space = 3, bufferize_destination_only, emit_dealloc}} : {_ANY}")
+            a = self.fresh("alloc")
+            self.emit(f"{a} = transform.get_defining_op {b} : (!transform.any_value) -> {_ANY}")
+            self.emit(f'transform.annotate {a} "ansor.smem" : {_ANY}')
+        self.emit("// bufferize, then map to the GPU")
+        self.emit(f"transform.bufferization.eliminate_empty_tensors {f1} : {_ANY}")
+        self.emit(f"transform.apply_dce to {f1} : {_ANY}")
+        self.emit(f"transform.apply_cse to {f1} : {_ANY}")
+        bufd = self.fresh("bufd")
+        self.emit(f"{bufd} = transform.bufferization.one_shot_bufferize layout{{IdentityLayoutMap}} %root "
+                  f"{{bufferize_function_boundaries = true}} : ({_ANY}) -> {_ANY}")
+        f2 = self.fresh("f")
+        self.emit(f'{f2} = transform.structured.match ops{{["func.func"]}} in {bufd} : ({_ANY}) -> {_ANY}')
+        self.emit(f"transform.apply_patterns to {f2} {{")
+        self.emit("  transform.apply_patterns.vector.lower_masked_transfers")
+        self.emit("  transform.apply_patterns.canonicalization")
+        self.emit(f"}} : {_ANY}")
+        self.emit(f"transform.apply_cse to {f2} : {_ANY}")
+        self.emit("// n-D broadcasts the NVVM lowering cannot take (alone: canonicalization folds them back)")
+        self.emit(f"transform.apply_patterns to {f2} {{")
+        self.emit("  transform.apply_patterns.vector.lower_broadcast")
+        self.emit(f"}} : {_ANY}")
+        launch = self.fresh("launch")
+        self.emit(f"{launch} = transform.gpu.map_forall_to_blocks {f2} generate_gpu_launch : ({_ANY}) -> {_ANY}")
+        dims = ", ".join(str(x) for x in threads) if threads else "{threads_x}, {threads_y}, {threads_z}"
+        mapped = self.fresh("launch")
+        self.emit(f"{mapped} = transform.gpu.map_nested_forall_to_threads {launch} block_dims = [{dims}] : ({_ANY}) -> {_ANY}")
+        if self.unrolls:
+            self.emit("// S1 and S3 fully unrolled: the thread's whole tile of accumulators stays in registers")
+            self.emit("// (like TVM's virtual threads and Ansor's local cache-write stage)")
+        for tag, trip in self.unrolls:
+            h = self.fresh("u")
+            self.emit(f'{h} = transform.structured.match ops{{["scf.for"]}} attributes{{ansor.unroll_full = {tag} : i64}} '
+                      f"in {mapped} : ({_ANY}) -> {_ANY}")
+            self.emit(f"transform.loop.unroll {h} {{factor = {trip}}} : {_ANY}")
+        self.emit(f'transform.annotate {mapped} "ansor.auto_unroll_max_step" = %k_{st.unroll_knob.replace(".", "_")} '
+                  f": {_ANY}, {_PARAM}")
+        self.emit("transform.yield")
+        return "\n".join(head + self.lines + ["  }", "}"]) + "\n"
+
+    def unroll_later(self, loops: list[str]) -> None:
+        """Tag `loops` (just made by `tile_for`) for full unrolling after the mapping to threads."""
+        if self.values is None:
+            return
+        for lp, trip in zip(loops, self.last_trips, strict=True):
+            if trip <= 1:
+                continue
+            tag = len(self.unrolls)
+            c = self.fresh("cst")
+            self.emit(f"{c} = transform.param.constant {tag} : i64 -> {_PARAM}")
+            self.emit(f'transform.annotate {lp} "ansor.unroll_full" = {c} : {_ANY}, {_PARAM}')
+            self.unrolls.append((tag, trip))
+
+    def tile_extent(self, d: int) -> str:
+        if self.st.kinds[d] == "R":
+            return self.v(self.st.knob(d, 1))
+        if d in self.st.mapped:
+            return self.v(self.st.knob(d, 1))
+        return str(self.st.extents[d])

@@ -1,0 +1,236 @@
+"""The CUDA side of a compiled GPU program: device buffers, the kernel object the measurer times,
+and what the device is (`device_arch`, `has_cuda_device`).
+
+    lowered module --ExecutionEngine + libmlir_cuda_runtime.so--> CudaKernel
+    CudaKernel.run(inputs, outputs=poisoned) --upload, launch, download--> outputs
+    CudaKernel.time(inputs, n) --native loop of n launches--> seconds
+
+Buffers are allocated through the MLIR CUDA runtime's own entry points (`mgpuMemAlloc`,
+`mgpuMemcpy`, ...), so nothing here needs PyTorch or CuPy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from ansor.core.mlir import BENCH_FUNC, LoweringError
+from ansor.core.task import SearchTask
+from ansor.targets.cuda.params import DEFAULT_ARCH
+
+@functools.cache
+def cuda_runtime_libs() -> tuple[str, ...]:
+    """`libmlir_cuda_runtime.so` of the MLIR installation: all the host code calls. (Not
+    `libmlir_c_runner_utils.so`: the GPU host's bundle lacks its `libmlir_apfloat_wrappers.so`
+    dependency, and the host side of a GPU program needs none of it.)"""
+    import mlir
+
+    lib = Path(next(iter(mlir.__path__))) / "lib" / "libmlir_cuda_runtime.so"
+    if not lib.is_file():
+        raise LoweringError("jit", f"MLIR CUDA runtime not found: {lib}")
+    return (str(lib),)
+
+
+@functools.cache
+def load_cuda_runtime() -> ctypes.CDLL:
+    lib = ctypes.CDLL(cuda_runtime_libs()[0], mode=ctypes.RTLD_GLOBAL)
+    lib.mgpuMemAlloc.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_bool]
+    lib.mgpuMemAlloc.restype = ctypes.c_void_p
+    lib.mgpuMemFree.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.mgpuMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    lib.mgpuStreamCreate.argtypes = []
+    lib.mgpuStreamCreate.restype = ctypes.c_void_p
+    lib.mgpuStreamSynchronize.argtypes = [ctypes.c_void_p]
+    lib.mgpuStreamDestroy.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+@functools.cache
+def _primary_context() -> tuple[ctypes.CDLL, ctypes.c_void_p]:
+    cuda = ctypes.CDLL("libcuda.so.1")
+    cuda.cuInit(0)
+    dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+    cuda.cuDeviceGet(ctypes.byref(dev), 0)
+    cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)  # the context the MLIR runtime uses
+    return cuda, ctx
+
+
+def device_status() -> int:
+    """CUresult of synchronizing the device (0: fine). A kernel fault (illegal or misaligned
+    address, ...) is sticky: every later CUDA call of this process fails."""
+    cuda, ctx = _primary_context()
+    cuda.cuCtxPushCurrent_v2(ctx)
+    try:
+        return int(cuda.cuCtxSynchronize())
+    finally:
+        cuda.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+
+
+def _check_device(what: str) -> None:
+    status = device_status()
+    if 700 <= status < 800:  # CUDA_ERROR_ILLEGAL_ADDRESS .. LAUNCH_FAILED ...: sticky
+        import os
+        import sys
+
+        # The process's CUDA context is dead: end the worker so the measurer starts a fresh one
+        # (the candidate becomes a `crash` record); in any other process, raise.
+        if os.environ.get("ANSOR_WORKER") == "1":
+            sys.stderr.write(f"error: CUDA error {status} after {what}: kernel fault, context lost\n")
+            sys.stderr.flush()
+            os._exit(70)
+        raise RuntimeError(f"CUDA error {status} after {what}")
+
+
+class _DeviceBuffer:
+    """A device allocation shaped like a numpy array, described by a memref descriptor."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        from mlir.runtime import as_ctype, make_nd_memref_descriptor
+
+        self.shape, self.dtype = shape, np.dtype(dtype)
+        self.nbytes = int(np.prod(shape)) * self.dtype.itemsize
+        self.ptr = load_cuda_runtime().mgpuMemAlloc(max(self.nbytes, 4), None, False)
+        if not self.ptr:
+            raise MemoryError(f"device allocation of {self.nbytes} bytes failed")
+        desc_t = make_nd_memref_descriptor(len(shape), as_ctype(self.dtype))
+        d = desc_t()
+        d.allocated = self.ptr  # an integer field
+        d.aligned = ctypes.cast(ctypes.c_void_p(self.ptr), dict(desc_t._fields_)["aligned"])
+        d.offset = 0
+        strides = []
+        acc = 1
+        for s in reversed(shape):
+            strides.append(acc)
+            acc *= s
+        if shape:
+            d.shape = (ctypes.c_longlong * len(shape))(*shape)
+            d.strides = (ctypes.c_longlong * len(shape))(*reversed(strides))
+        self.desc = d
+
+    def _copy(self, dst: int, src: int) -> None:
+        rt = load_cuda_runtime()
+        stream = rt.mgpuStreamCreate()
+        rt.mgpuMemcpy(dst, src, self.nbytes, stream)
+        rt.mgpuStreamSynchronize(stream)
+        rt.mgpuStreamDestroy(stream)
+
+    def upload(self, a: np.ndarray) -> None:
+        a = np.ascontiguousarray(a, dtype=self.dtype)
+        self._copy(self.ptr, a.ctypes.data)
+
+    def download(self) -> np.ndarray:
+        out = np.empty(self.shape, dtype=self.dtype)
+        self._copy(out.ctypes.data, self.ptr)
+        return out
+
+    def free(self) -> None:
+        if self.ptr:
+            load_cuda_runtime().mgpuMemFree(self.ptr, None)
+            self.ptr = None
+
+
+@dataclass
+class CudaKernel:
+    """A JIT-compiled task whose kernels run on the GPU; same interface as `lowering.CompiledKernel`
+    (`run`, `time`, `alloc_outputs`), with numpy in and out (copied to and from the device)."""
+
+    engine: object
+    task: SearchTask
+    _bufs: dict = field(default_factory=dict)
+
+    def alloc_outputs(self) -> list[np.ndarray]:
+        return [np.zeros(s.shape, dtype=s.numpy_dtype()) for s in self.task.outputs]
+
+    def _buffers(self, inputs: list[np.ndarray]) -> list[_DeviceBuffer]:
+        specs = list(self.task.inputs) + list(self.task.outputs)
+        key = id(inputs)
+        if key not in self._bufs:
+            for old in self._bufs.values():
+                for b in old[1]:
+                    b.free()
+            self._bufs.clear()
+            bufs = [_DeviceBuffer(s.shape, np.dtype(s.numpy_dtype())) for s in specs]
+            for b, a in zip(bufs, inputs, strict=False):
+                b.upload(a)
+            self._bufs[key] = (inputs, bufs)  # keep `inputs` alive so its id stays unique
+        return self._bufs[key][1]
+
+    def _args(self, bufs: list[_DeviceBuffer]) -> list:
+        return [ctypes.pointer(ctypes.pointer(b.desc)) for b in bufs]
+
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray] | None = None) -> list[np.ndarray]:
+        """Outputs of one call. Given `outputs`, their contents are copied to the device output
+        buffers first and the results are written back into them."""
+        if len(inputs) != len(self.task.inputs):
+            raise ValueError(f"{self.task.func_name}: expected {len(self.task.inputs)} inputs, got {len(inputs)}")
+        bufs = self._buffers(inputs)
+        if outputs is not None:
+            # The device output allocations start as `outputs` (verification passes arrays filled
+            # with a sentinel): without this they hold whatever the previous call -- usually the
+            # previous, correct candidate -- left there, and a kernel that skips work would pass.
+            for b, o in zip(bufs[len(self.task.inputs):], outputs, strict=True):
+                b.upload(o)
+        self.engine.invoke(self.task.func_name, *self._args(bufs))
+        _check_device("running the kernel")
+        outs = [b.download() for b in bufs[len(self.task.inputs):]]
+        if outputs is not None:
+            for o, r in zip(outputs, outs, strict=True):
+                o[...] = r
+            return outputs
+        return outs
+
+    def time(self, inputs: list[np.ndarray], number: int) -> float:
+        """Seconds for `number` back-to-back calls (launch + kernel + synchronize each), one native loop."""
+        import time
+
+        bufs = self._buffers(inputs)
+        n = ctypes.c_longlong(number)
+        args = self._args(bufs)
+        t0 = time.perf_counter()
+        self.engine.invoke(BENCH_FUNC, *args, ctypes.pointer(n))
+        elapsed = time.perf_counter() - t0
+        _check_device("timing the kernel")
+        return elapsed
+
+    def __del__(self) -> None:
+        try:
+            for _, bufs in self._bufs.values():
+                for b in bufs:
+                    b.free()
+        except Exception:  # noqa: BLE001, S110 -- interpreter shutdown: nothing left to free
+            pass
+
+
+@functools.cache
+def device_arch() -> str:
+    """`sm_XY` of GPU 0 via the CUDA driver; `DEFAULT_ARCH` when there is no driver or device."""
+
+    env = os.environ.get("ANSOR_CUDA_ARCH")
+    if env:
+        return env
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        if cuda.cuInit(0) != 0:
+            return DEFAULT_ARCH
+        dev = ctypes.c_int()
+        if cuda.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+            return DEFAULT_ARCH
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, dev)  # COMPUTE_CAPABILITY_MAJOR
+        cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev)  # COMPUTE_CAPABILITY_MINOR
+        return f"sm_{major.value}{minor.value}"
+    except OSError:
+        return DEFAULT_ARCH
+
+
+def has_cuda_device() -> bool:
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        n = ctypes.c_int()
+        return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(n)) == 0 and n.value > 0
+    except OSError:
+        return False
