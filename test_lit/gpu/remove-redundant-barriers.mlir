@@ -74,3 +74,35 @@ func.func @loops(%out: memref<4xf32>, %v: f32) {
   }
   return
 }
+
+// -----
+
+// Negative: the segment after the first barrier holds a nested barrier (it is not straight-line
+// code), and the last barrier does not end the kernel: all three stay.
+// CHECK-LABEL: func.func @nested
+// CHECK: gpu.launch
+// CHECK-NEXT: memref.store
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: memref.store
+// CHECK-NEXT: gpu.terminator
+func.func @nested(%v: f32, %cond: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1)
+             workgroup(%sA : memref<4xf32, 3>, %sB : memref<4xf32, 3>) {
+    memref.store %v, %sA[%c0] : memref<4xf32, 3>
+    gpu.barrier
+    scf.if %cond {
+      gpu.barrier
+    }
+    gpu.barrier
+    memref.store %v, %sB[%c1] : memref<4xf32, 3>
+    gpu.terminator
+  }
+  return
+}
