@@ -15,12 +15,16 @@ pauses `SETTLE_S`: the OpenMP runtime our kernels use keeps its threads spinning
 parallel region (KMP_BLOCKTIME), which would steal a core from the next candidate. Every timing
 then starts with `WARMUP_S` of untimed calls (`warm_up`), on both sides.
 
-Benchmarks import this module as `common` (they put bench/ on `sys.path`, as they do for their
-other helpers); nothing here imports torch, except `torch_blas` (called inside a torch process).
+The benchmarks run as modules of the `bench` package from the repository root (`python -m
+bench.NAME`) and import what they share from here (`from bench.common import ...`): the timing
+rounds, the search settings, the helper processes (the PyTorch baselines, re-timing in a fresh
+process), the suite's labels and entries, and the results/ files. Nothing here imports torch at
+module level; `torch_blas` and the GPU baselines import it when called (inside a torch process).
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import importlib.metadata
 import importlib.util
@@ -38,6 +42,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
+#: Logs, imported models, plots and scratch files of the benchmarks (git-ignored).
+OUT = ROOT / "bench" / "out"
+#: Labels of the timed candidates, as results files and tables name them.
+CALL, NATIVE, TORCH, NAIVE = "ours, Python call", "ours, native loop", "PyTorch eager", "naive loops"
 #: Seconds of pause between two timed candidates (see the module doc).
 SETTLE_S = 0.3
 #: Seconds of calls before a candidate is timed, on each side alike. After a pause (`SETTLE_S`)
@@ -126,6 +134,18 @@ def alternate(candidates: dict[str, Callable[[], float]], rounds: int, *, settle
     return times
 
 
+def time_calls(fn: Callable[..., object], inputs: list, repeat: int = 20) -> tuple[float, float]:
+    """(median, min) seconds of `repeat` single Python-level calls `fn(*inputs)` after `warm_up`:
+    how a whole compiled network is timed, and how bench/torch_network.py times PyTorch's."""
+    warm_up(lambda: fn(*inputs))
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn(*inputs)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), min(times)
+
+
 # --------------------------------------------------------------------------- statistics
 
 
@@ -140,6 +160,13 @@ def stats(ts: Iterable[float]) -> dict[str, float]:
 def per_round_ratio(num: list[float], den: list[float]) -> list[float]:
     """num[r] / den[r] for each round both have."""
     return [a / b for a, b in zip(num, den, strict=False) if b and math.isfinite(a) and math.isfinite(b)]
+
+
+def ratio(times: dict[str, list[float]], num: str, den: str) -> float:
+    """Median over rounds of times[num] / times[den] (nan when either side is missing)."""
+    if num not in times or den not in times:
+        return math.nan
+    return statistics.median(a / b for a, b in zip(times[num], times[den], strict=False))
 
 
 def fmt(ts: Iterable[float] | None, scale: float = 1e3, digits: int = 3, unit: str = "") -> str:
@@ -168,10 +195,10 @@ def _version(dist: str) -> str | None:
 
 
 def host_meta(threads: int, target: str = "cpu") -> dict[str, Any]:
-    """The machine and software a result comes from: `ansor.provenance.host` (CPU model, cores,
+    """The machine and software a result comes from: `ansor.measure.provenance.host` (CPU model, cores,
     GPU for a CUDA target), the vector width the search targets, the commit, versions."""
     from ansor.measure import provenance
-    from ansor.targets.cpu.sketch import VECTOR_BITS
+    from ansor.targets.cpu.params import VECTOR_BITS
 
     return {**provenance.host(target), "vector_bits": VECTOR_BITS, "threads": threads,
             "commit": provenance.git_commit(), "ansor": provenance.package_version(),
@@ -187,11 +214,75 @@ def host_line(meta: dict[str, Any]) -> str:
             + (f" | {sw}" if sw else ""))
 
 
+# --------------------------------------------------------------------------- search settings
+
+
+def add_search_args(ap: argparse.ArgumentParser) -> None:
+    """The search settings of the tuning benchmarks (suite, ragged_tiles, search_efficiency): the
+    round size, the evolutionary search's population and generations, and the cost model's
+    warm-up, with Ansor's defaults."""
+    ap.add_argument("--batch-size", type=int, default=64, help="measurements per search round")
+    ap.add_argument("--population", type=int, default=2048, help="evolutionary search population")
+    ap.add_argument("--generations", type=int, default=4, help="evolutionary search generations")
+    ap.add_argument("--warmup-samples", type=int, default=100,
+                    help="measured programs before the cost model's predictions replace random scores")
+
+
+def tune_kwargs(args: argparse.Namespace, seed: int = 0) -> dict:
+    """Keyword arguments of `ansor.tune` for `add_search_args`' settings (a fresh cost model per call)."""
+    from ansor.search.cost_model import XGBModel
+
+    return {
+        "batch_size": args.batch_size,
+        "cost_model": XGBModel(few_shot_threshold=args.warmup_samples, seed=seed),
+        "search_options": {"population": args.population, "generations": args.generations},
+    }
+
+
+# --------------------------------------------------------------------------- models, modules by path
+
+
+def load_module(path: Path, name: str) -> Any:
+    """The module at `path`, loaded by path (not through a package, so nothing else is imported:
+    tools/render_results.py, the built-in networks' models.py in a torch process)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def ansor_source(*parts: str) -> Path:
+    """A file of the installed `ansor` package, found without importing `ansor` (whose import
+    loads MLIR)."""
+    spec = importlib.util.find_spec("ansor")
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError("ansor")
+    return Path(spec.origin).parent.joinpath(*parts)
+
+
+def model_text(name: str, out: Path = OUT) -> tuple[str, bool]:
+    """(MLIR text, is a PyTorch network) of `name`: a built-in network (imported by `ansor import`
+    into OUT/NAME.mlir once, then read from there) or a built-in linalg workload."""
+    from ansor.frontend import torch_import as frontend
+    from ansor.frontend import workloads
+    from ansor.frontend.models import NETWORKS
+
+    if name in NETWORKS:
+        path = out / f"{name}.mlir"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            t0 = time.perf_counter()
+            path.write_text(frontend.import_network(name))
+            print(f"imported {name} in {time.perf_counter() - t0:.1f} s -> {path}")
+        return path.read_text(), True
+    return workloads.get(name), False
+
+
 # --------------------------------------------------------------------------- BLAS
 
 #: OpenBLAS core types (threadpoolctl's `architecture`) -> the vector width of their SGEMM kernel.
 def numpy_blas() -> dict[str, Any]:
-    """`ansor.baselines.numpy_blas` (imported here only when called: the torch helper processes
+    """`ansor.measure.baselines.numpy_blas` (imported here only when called: the torch helper processes
     that import this module keep MLIR out)."""
     from ansor.measure.baselines import numpy_blas as info
 
@@ -273,7 +364,8 @@ class Child:
         err = self.proc.stderr.read() if self.proc.stderr else ""
         self.proc.wait()
         tail = (err.strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"{Path(self.argv[1]).name} exited ({self.proc.returncode}): {tail}")
+        what = self.argv[2] if self.argv[1:2] == ["-m"] else Path(self.argv[1]).name
+        raise RuntimeError(f"{what} exited ({self.proc.returncode}): {tail}")
 
     def ask(self, request: dict | None = None) -> dict:
         assert self.proc.stdin is not None
@@ -303,6 +395,51 @@ def serve(hello: dict, handle: Callable[[dict], dict]) -> None:
     for line in sys.stdin:
         if line.strip():
             print(json.dumps(handle(json.loads(line))), flush=True)
+
+
+def module_argv(module: str, *args: str) -> list[str]:
+    """The command line of a child process running the bench module `module` (e.g.
+    "bench.torch_ops") with this interpreter: `python -m`, as the benchmarks are run; the child
+    inherits the working directory and PYTHONPATH that let this process import `bench`."""
+    return [sys.executable, "-m", module, *args]
+
+
+def start_torch_op(name: str, inputs: list, threads: int, tmp: Path) -> tuple[Child, Any] | None:
+    """A PyTorch-eager process for workload `name` (bench/torch_ops.py --serve) that answers
+    `.ask()` with one timing ({"latency_s", "layout", "per_layout"}), and the output it computed
+    (the workload's layout); its `.hello["info"]` describes torch's BLAS (`torch_blas`). None when
+    PyTorch has no equivalent of `name`. Raises OSError or RuntimeError when torch cannot start."""
+    import numpy as np
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    paths = [str(tmp / f"in{i}.npy") for i in range(len(inputs))]
+    for path, arr in zip(paths, inputs, strict=True):
+        np.save(path, arr)
+    out = tmp / "torch.npy"
+    child = Child(module_argv("bench.torch_ops", name, "--threads", str(threads), "--inputs", *paths,
+                              "--out", str(out), "--serve"),
+                  env={**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
+    if not child.hello.get("available"):
+        child.close()
+        return None
+    return child, np.load(out)
+
+
+def retime_in_child(name: str, logs: dict[str, list[Path]], rounds: int, threads: int, tmp: Path,
+                    naive: bool = False) -> dict:
+    """bench/retime.py's `time_alternating` in a fresh process (this one may hold torch, XGBoost or
+    a tuner): the best record of each label's logs compiled, checked against PyTorch, and timed in
+    `rounds` alternating rounds with PyTorch eager. Returns {"times": {label: [native-loop s per
+    round], "torch": [...]}, "calls": {label: [Python-call s per round]}, "naive": [...] (with
+    `naive`), "agree": "yes" or why not, "torch_layout": [...], "torch_info": {...}}."""
+    spec = json.dumps({label: [str(p) for p in paths] for label, paths in logs.items()})
+    child = subprocess.run(module_argv("bench.retime", "--child", name, spec, "--rounds", str(rounds),
+                                       "--threads", str(threads), "--tmp", str(tmp),
+                                       *([] if naive else ["--no-naive"])),
+                           capture_output=True, text=True, check=False)
+    if child.returncode != 0:
+        raise SystemExit(f"{name}: re-timing failed: {(child.stderr.strip().splitlines() or ['?'])[-1]}")
+    return json.loads(child.stdout.strip().splitlines()[-1])
 
 
 # --------------------------------------------------------------------------- results/
@@ -336,17 +473,43 @@ def best_record_lines(logs: Iterable[str | Path], tasks: Iterable[Any]) -> list[
     return out
 
 
+def suite_entry(name: str, task: Any, paths: list[Path], timed: dict) -> dict:
+    """One workload of a suite results file from `retime_in_child`'s answer (label "tuned"):
+    per-round timings under the table's labels, the best record (the replayable transform
+    script), and how PyTorch ran."""
+    from ansor.tuning.records import load_records
+
+    times = {CALL: timed["calls"]["tuned"], NATIVE: timed["times"]["tuned"]}
+    if "torch" in timed["times"]:
+        times[TORCH] = timed["times"]["torch"]
+    if "naive" in timed:
+        times[NAIVE] = timed["naive"]
+    measured = sum(r.task.hash == task.hash for p in paths for r in load_records(p))
+    return {"name": name, "flops": task.flops, "logs": [str(p) for p in paths], "trials": measured,
+            "agree": timed["agree"],
+            "torch_layout": timed.get("torch_layout", []), "times": times,
+            "records": best_record_lines(paths, [task])}
+
+
 def command_line() -> str:
-    """The command that ran this benchmark, relative to the repository root (the one the user
-    typed, when `reexec_fresh` re-started the script)."""
+    """The command that ran this benchmark, from the repository root (the one the user typed,
+    when `reexec_fresh` re-started the script): `python -m bench.NAME ARGS`."""
     if os.environ.get("ANSOR_BENCH_COMMAND"):
         return os.environ["ANSOR_BENCH_COMMAND"]
+    if module := _main_module():
+        return shlex.join(["python", "-m", module, *sys.argv[1:]])
     script = Path(sys.argv[0]).resolve()
     try:
         script_s = str(script.relative_to(ROOT))
     except ValueError:
         script_s = str(script)
     return shlex.join(["python", script_s, *sys.argv[1:]])
+
+
+def _main_module() -> str | None:
+    """The module `python -m` runs in this process (e.g. "bench.matmul"), or None."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return spec.name if spec is not None else None
 
 
 def reexec_fresh(flag: str = "--report-only") -> None:
@@ -356,7 +519,9 @@ def reexec_fresh(flag: str = "--report-only") -> None:
     os.environ.setdefault("ANSOR_BENCH_COMMAND", command_line())
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, [sys.executable, sys.argv[0], *sys.argv[1:], flag])
+    module = _main_module()
+    head = ["-m", module] if module else [sys.argv[0]]
+    os.execv(sys.executable, [sys.executable, *head, *sys.argv[1:], flag])
 
 
 def results_path(name: str, override: str | None = None) -> Path:
@@ -402,7 +567,73 @@ def dumps(data: Any) -> str:
 
 def render(data: dict[str, Any]) -> str:
     """The markdown table of a results file, as tools/render_results.py renders it into docs."""
-    spec = importlib.util.spec_from_file_location("render_results", ROOT / "tools" / "render_results.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod.render(data)
+    return load_module(ROOT / "tools" / "render_results.py", "render_results").render(data)
+
+
+# --------------------------------------------------------------------------- GPU baselines (PyTorch on CUDA)
+
+
+def torch_cuda_fn(name: str, inputs: list, dev: str):
+    """(run, to_workload_layout) of workload `name` in PyTorch on device `dev` (the GPU
+    benchmarks' baseline: cuBLAS/cuDNN), or None when there is none here."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    fam, _, dims = name.partition("-")
+    v = [int(x) for x in dims.split("x")]
+    t = [torch.from_numpy(np.ascontiguousarray(a)).to(dev) for a in inputs]
+    if fam == "matmul":
+        a, b = t
+        return (lambda: a @ b), (lambda y: y.cpu().numpy())
+    if fam == "c2d":
+        s, p = v[6], v[7]
+        x, w = t
+        xc = x.permute(0, 3, 1, 2).contiguous()
+        wc = w.permute(3, 2, 0, 1).contiguous()
+        return (lambda: F.conv2d(xc, wc, stride=s, padding=p)), (lambda y: y.permute(0, 2, 3, 1).contiguous().cpu().numpy())
+    if fam == "convlayer":
+        s, p = v[6], v[7]
+        x, w, scale, shift = t
+        xc = x.permute(0, 3, 1, 2).contiguous()
+        wc = w.permute(3, 2, 0, 1).contiguous()
+
+        def run():
+            y = F.conv2d(xc, wc, stride=s, padding=p)
+            return torch.relu(y * scale[None, :, None, None] + shift[None, :, None, None])
+
+        return run, (lambda y: y.permute(0, 2, 3, 1).contiguous().cpu().numpy())
+    if fam == "tbs":
+        q, k = t
+        return (lambda: torch.softmax(q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1), dim=-1)), (lambda y: y.cpu().numpy())
+    if fam == "lngelu":
+        x, g, b = t
+        return (lambda: F.gelu(F.layer_norm(x, (v[1],), g, b, eps=1e-5), approximate="tanh")), (lambda y: y.cpu().numpy())
+    return None
+
+
+def time_torch_cuda(run: Callable[[], object], reps: int = 50) -> tuple[float, float]:
+    """(seconds per call with CUDA events over `reps` back-to-back calls, seconds per call with a
+    synchronize after each call)."""
+    import torch
+
+    for _ in range(3):
+        run()
+    torch.cuda.synchronize()
+    best_ev = float("inf")
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            run()
+        end.record()
+        torch.cuda.synchronize()
+        best_ev = min(best_ev, start.elapsed_time(end) / 1e3 / reps)
+    best_sync = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            run()
+            torch.cuda.synchronize()
+        best_sync = min(best_sync, (time.perf_counter() - t0) / reps)
+    return best_ev, best_sync

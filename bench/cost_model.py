@@ -1,6 +1,6 @@
 """Benchmark: cost-model quality on measured records (Ansor §7.4: R², pairwise accuracy, recall@k).
 
-    python bench/cost_model.py LOG.jsonl [LOG.jsonl ...] [--k 30] [--holdout 0.2] [--seed 0]
+    python -m bench.cost_model LOG.jsonl [LOG.jsonl ...] [--k 30] [--holdout 0.2] [--seed 0]
 
 Features are extracted (in worker processes) from every successful record's transform script.
 Three evaluations, each training `XGBModel` from scratch:
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections import defaultdict
 
 import numpy as np
@@ -52,6 +53,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import ansor
+    from ansor.measure.measurer import MeasureInput
     from ansor.search.cost_model import (
         XGBModel,
         normalized_throughputs,
@@ -60,7 +62,6 @@ def main() -> None:
         recall_at_k,
     )
     from ansor.search.features import FeatureExtractor
-    from ansor.measure.measurer import MeasureInput
 
     by_task: dict[str, list] = defaultdict(list)
     for path in args.logs:
@@ -174,4 +175,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.cost_model [--help]")
     main()

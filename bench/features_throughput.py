@@ -1,12 +1,12 @@
 """Feature-extraction throughput: candidates/s for matmul-1024 schedules.
 
-    matmul-1024 --rules.generate_sketches--> sketches --annotation.sample--> N random scripts
+    matmul-1024 --rules.generate_sketches--> sketches --Sketch.sample--> N random scripts
       --features.featurize (in-process, one core)--> candidates/s
       --FeatureExtractor(n_workers) (worker processes)--> candidates/s
 
-Run: ``.venv/bin/python bench/features_throughput.py [--n 500] [--workers 0]`` (0: all cores).
+Run: ``.venv/bin/python -m bench.features_throughput [--n 500] [--workers 0]`` (0: all cores).
 Prints one JSON line per mode: all candidates in-process, each sketch's alone (a sketch's
-scripts are parsed once and differ only in knob values, see `features._ScriptCache`), the
+scripts are parsed once and differ only in knob values, see `ansor.search.features`), the
 parse+apply/extract split of applying each script whole, an A/B of the cleanup before
 extraction (full canonicalization vs `ansor-feature-cleanup`, alternating rounds), and worker
 processes.
@@ -19,30 +19,25 @@ import json
 import os
 import random
 import statistics
+import sys
 import time
-
-from ansor.core import native as _native
-
-from ansor.targets.cpu import annotation
-
-from ansor.search import features
-
-
-from ansor.targets.cpu import rules
-
-from ansor.frontend import workloads
-from ansor.core.task import create_task
-from mlir import ir
-from ansor.core import mlir as core_mlir
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=500, help="candidates")
     ap.add_argument("--workers", type=int, default=0, help="worker processes (0: all cores)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of the cleanup A/B")
     args = ap.parse_args()
+
+    from ansor.core import mlir as core_mlir
+    from ansor.core import native
+    from ansor.core.task import create_task
+    from ansor.frontend import workloads
+    from ansor.search import features
+    from ansor.targets.cpu import rules
+    from mlir import ir
 
     task = create_task(workloads.matmul(1024, 1024, 1024))
     sketches = [s for s in rules.generate_sketches(task) if s.stages]
@@ -50,7 +45,7 @@ def main() -> None:
     scripts: list[str | None] = []
     for i in range(args.n):
         sk = sketches[i % len(sketches)]
-        scripts.append(sk.script(annotation.sample(sk, rng).values(), lower_vectors=False))
+        scripts.append(sk.script(sk.sample(rng).values(), lower_vectors=False))
 
     features.featurize(task, scripts[:4])  # warm-up (library load, first context)
     t0 = time.perf_counter()
@@ -79,13 +74,12 @@ def main() -> None:
                           "candidates": len(mine), "candidates_per_s": round(len(mine) / dt, 1)}))
 
     # Where the in-process time goes (first 100 scripts), applying each script whole.
-    _native.register_everything()
+    native.register_everything()
     parts = {"parse+apply": 0.0, "extract": 0.0}
     sample = scripts[:100]
     with ir.Context(), ir.Location.unknown():
-        payload = core_mlir.parse_payload(task)
         for s in sample:
-            op = features._clone(payload)
+            op = core_mlir.parse_payload(task)  # a fresh payload per script (untimed)
             t = time.perf_counter()
             core_mlir.apply_script(op, s)
             parts["parse+apply"] += time.perf_counter() - t
@@ -145,4 +139,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.features_throughput [--help]")
     main()

@@ -1,19 +1,20 @@
 """Benchmark: tune workloads for the cuda target and compare with PyTorch on the same GPU.
 
-    python bench/gpu.py [--workloads matmul-1024,matmul-4096,...] [--trials 64] [--budget-s 420]
+    python -m bench.gpu [--workloads matmul-1024,matmul-4096,...] [--trials 64] [--budget-s 420]
                         [--log-dir bench/out/gpu] [--search random|learned] [--report-only] [--compile]
 
-Runs on the GPU host (see ../shared/gpu/README.md): `bash .gpu/with-mlir.sh env PYTHONPATH=python
-python3 bench/gpu.py ...`. Every workload gets the same trial budget. Tuning resumes from
-`LOG_DIR/NAME.cuda.jsonl`, and stops starting new batches once `--budget-s` seconds have passed,
-so the benchmark runs in pieces of a few minutes: rerun the same command (with the logs) to go on.
+Runs on the GPU host (see ../shared/gpu/README.md), from the repository root:
+`bash .gpu/with-mlir.sh env PYTHONPATH=python python3 -m bench.gpu ...`. Every workload gets the same
+trial budget. Tuning resumes from `LOG_DIR/NAME.cuda.jsonl`, and stops starting new batches once
+`--budget-s` seconds have passed, so the benchmark runs in pieces of a few minutes: rerun the same
+command (with the logs) to go on.
 The report (one process per workload), measured in this run on this card: the best logged schedule
 rebuilt, checked against PyTorch's result, and timed in a native loop (launch + kernel + synchronize per call), against
 PyTorch eager (cuBLAS/cuDNN, TF32 off), timed with CUDA events, against PyTorch timed the same
 way as ours (one synchronize per call), against the same PyTorch calls replayed from a CUDA graph
 (no Python or launch overhead: the honest baseline for microsecond kernels), and with `--compile`
 against `torch.compile(mode="max-autotune")`. Every tuned output is checked against PyTorch's with
-the tuner's criterion (`ansor.verify`).
+the tuner's criterion (`ansor.measure.verify`).
 Workloads the GPU rules do not schedule yet get PyTorch's numbers and the reason.
 """
 
@@ -32,54 +33,19 @@ DEFAULT = ("matmul-1024,matmul-4096,c2d-1x56x56x64x64x1x1x0,convlayer-1x56x56x64
            "convlayer-1x56x56x64x128x1x1x0,tbs-1x128x12x64,lngelu-4096x1024")
 
 
-def torch_fn(name: str, inputs: list, dev: str):
-    import numpy as np
-    import torch
-    import torch.nn.functional as F
-
-    fam, _, dims = name.partition("-")
-    v = [int(x) for x in dims.split("x")]
-    t = [torch.from_numpy(np.ascontiguousarray(a)).to(dev) for a in inputs]
-    if fam == "matmul":
-        a, b = t
-        return (lambda: a @ b), (lambda y: y.cpu().numpy())
-    if fam == "c2d":
-        s, p = v[6], v[7]
-        x, w = t
-        xc = x.permute(0, 3, 1, 2).contiguous()
-        wc = w.permute(3, 2, 0, 1).contiguous()
-        return (lambda: F.conv2d(xc, wc, stride=s, padding=p)), (lambda y: y.permute(0, 2, 3, 1).contiguous().cpu().numpy())
-    if fam == "convlayer":
-        s, p = v[6], v[7]
-        x, w, scale, shift = t
-        xc = x.permute(0, 3, 1, 2).contiguous()
-        wc = w.permute(3, 2, 0, 1).contiguous()
-
-        def run():
-            y = F.conv2d(xc, wc, stride=s, padding=p)
-            return torch.relu(y * scale[None, :, None, None] + shift[None, :, None, None])
-
-        return run, (lambda y: y.permute(0, 2, 3, 1).contiguous().cpu().numpy())
-    if fam == "tbs":
-        q, k = t
-        return (lambda: torch.softmax(q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1), dim=-1)), (lambda y: y.cpu().numpy())
-    if fam == "lngelu":
-        x, g, b = t
-        return (lambda: F.gelu(F.layer_norm(x, (v[1],), g, b, eps=1e-5), approximate="tanh")), (lambda y: y.cpu().numpy())
-    return None
-
-
 def time_compiled(run, reps: int = 50) -> tuple[float | None, str]:
     """PyTorch's best: `torch.compile(mode="max-autotune")` of the same function (Inductor +
     Triton autotuning, cuBLAS/cuDNN among its choices), timed like eager. (None, why) if it
     does not run here."""
     import torch
 
+    from bench.common import time_torch_cuda
+
     try:
         fn = torch.compile(run, mode="max-autotune")
         fn()
         torch.cuda.synchronize()
-        return time_torch(fn, reps)[0], ""
+        return time_torch_cuda(fn, reps)[0], ""
     except Exception as exc:  # noqa: BLE001 -- report why and go on
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
 
@@ -91,6 +57,8 @@ def time_graphed(run, reps: int = 50) -> tuple[tuple[float, float] | None, str]:
     is mostly the Python dispatcher. (None, why) if capture fails."""
     import torch
 
+    from bench.common import time_torch_cuda
+
     try:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -101,36 +69,9 @@ def time_graphed(run, reps: int = 50) -> tuple[tuple[float, float] | None, str]:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             run()
-        return time_torch(graph.replay, reps), ""
+        return time_torch_cuda(graph.replay, reps), ""
     except Exception as exc:  # noqa: BLE001 -- report why and go on
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
-
-
-def time_torch(run, reps: int = 50) -> tuple[float, float]:
-    """(seconds per call with CUDA events over `reps` back-to-back calls, seconds per call with a
-    synchronize after each call)."""
-    import torch
-
-    for _ in range(3):
-        run()
-    torch.cuda.synchronize()
-    best_ev = float("inf")
-    for _ in range(3):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            run()
-        end.record()
-        torch.cuda.synchronize()
-        best_ev = min(best_ev, start.elapsed_time(end) / 1e3 / reps)
-    best_sync = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            run()
-            torch.cuda.synchronize()
-        best_sync = min(best_sync, (time.perf_counter() - t0) / reps)
-    return best_ev, best_sync
 
 
 def gpu_schedulable(task) -> tuple[bool, str]:
@@ -169,13 +110,15 @@ def main() -> None:
     import torch
     from ansor import config
     from ansor.frontend import workloads
+    from ansor.measure.measurer import RunOptions, make_inputs
+    from ansor.measure.verify import check_task_outputs
+    from ansor.targets import generate_sketches
     from ansor.targets.cuda.lowering import compile_task_cuda
     from ansor.targets.cuda.runtime import device_arch
-    from ansor.measure.measurer import RunOptions, make_inputs
     from ansor.tuning.progress import TableProgress
     from ansor.tuning.records import best_record, load_records
-    from ansor.targets.cpu.rules import generate_sketches
-    from ansor.measure.verify import check_task_outputs
+
+    from bench.common import module_argv, time_torch_cuda, torch_cuda_fn
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -207,8 +150,8 @@ def main() -> None:
             # once (and a kernel fault would poison every later measurement of the process).
             out = log_dir / f"{name}.report.json"
             out.unlink(missing_ok=True)
-            cmd = [sys.executable, __file__, "--workloads", name, "--report-only", "--log-dir", str(log_dir),
-                   "--trials", str(args.trials), "--json", str(out)] + (["--compile"] if args.compile else [])
+            cmd = module_argv("bench.gpu", "--workloads", name, "--report-only", "--log-dir", str(log_dir),
+                              "--trials", str(args.trials), "--json", str(out), *(["--compile"] if args.compile else []))
             try:
                 res = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=args.report_timeout_s)
             except subprocess.TimeoutExpired:
@@ -233,12 +176,12 @@ def main() -> None:
         ok = sum(1 for r in recs if r.error is None)
         row = {"workload": name, "trials": len(recs), "ok": ok, "gflop": task.flops / 1e9}
         inputs = make_inputs(task)
-        tf = torch_fn(name, inputs, "cuda")
+        tf = torch_cuda_fn(name, inputs, "cuda")
         ref = None
         if tf is not None:
             run, to_np = tf
             ref = to_np(run())
-            row["torch_s"], row["torch_sync_s"] = time_torch(run)
+            row["torch_s"], row["torch_sync_s"] = time_torch_cuda(run)
             graphed, why = time_graphed(run)
             if graphed is not None:
                 row["graph_s"], row["graph_sync_s"] = graphed
@@ -258,7 +201,7 @@ def main() -> None:
             script = sketch.script(best.schedule.values()) if sketch.stages or hasattr(sketch, "gpu_stage") else None
             kernel = compile_task_cuda(task, script)
             out = kernel.run(inputs)
-            if ref is not None:  # the tuner's criterion (ansor.verify), against PyTorch's result
+            if ref is not None:  # the tuner's criterion (ansor.measure.verify), against PyTorch's result
                 bad = check_task_outputs(task, out, [ref])
                 row["verified_vs_torch"] = bad is None
                 if bad:
@@ -292,6 +235,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.gpu [--help]")
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     main()

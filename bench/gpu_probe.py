@@ -1,10 +1,10 @@
 """Probe given GPU schedules of one workload: build, verify against PyTorch, time, and report the
 kernels' registers and local memory (spills).
 
-    python bench/gpu_probe.py WORKLOAD 'KNOBS_JSON'|default|@FILE ... [--ptx-dir DIR]
+    python -m bench.gpu_probe WORKLOAD 'KNOBS_JSON'|default|@FILE ... [--ptx-dir DIR]
 
 Each KNOBS_JSON is a full annotation of the workload's GPU sketch `s0` (as in a record's
-`best_knobs`), or `default` for the untuned schedule. Runs on the GPU host like `bench/gpu.py`.
+`best_knobs`), or `default` for the untuned schedule. Runs on the GPU host like bench.gpu.
 Registers and local memory come from loading the emitted PTX with CuPy (the CUDA driver's JIT,
 the same `ptxas` as the MLIR runtime's `cuModuleLoadData`).
 """
@@ -47,24 +47,23 @@ def main() -> None:
     import ansor
     import torch
     from ansor.frontend import workloads
-    from ansor.targets.cuda.lowering import compile_task_cuda, emit_ptx
     from ansor.measure.measurer import make_inputs
-    from ansor.targets.cpu.rules import generate_sketches
     from ansor.measure.verify import check_outputs
+    from ansor.targets import generate_sketches
+    from ansor.targets.cuda.lowering import compile_task_cuda, emit_ptx
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from gpu import time_torch, torch_fn
+    from bench.common import time_torch_cuda, torch_cuda_fn
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     task = ansor.create_task(workloads.get(args.workload), name=args.workload, target="cuda")
     inputs = make_inputs(task)
-    tf = torch_fn(args.workload, inputs, "cuda")
+    tf = torch_cuda_fn(args.workload, inputs, "cuda")
     ref = None
     if tf is not None:
         run, to_np = tf
         ref = to_np(run())
-        t_ev, t_sync = time_torch(run)
+        t_ev, t_sync = time_torch_cuda(run)
         print(json.dumps({"torch_s": t_ev, "torch_sync_s": t_sync, "gflop": task.flops / 1e9}), flush=True)
     sketch = generate_sketches(task)[0]
     ptx_dir = Path(args.ptx_dir)
@@ -107,5 +106,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.gpu_probe [--help]")
     main()

@@ -1,12 +1,12 @@
 """Benchmark: tune matmul-1024 (fp32) and compare with the BLAS libraries at hand: numpy's (OpenBLAS)
 and PyTorch's `torch.matmul` (oneMKL on x86), the stronger one headlined.
 
-    python bench/matmul.py [--trials 200] [--size 1024] [--log bench/out/matmul-1024.jsonl] [--threads N]
+    python -m bench.matmul [--trials 200] [--size 1024] [--log bench/out/matmul-1024.jsonl] [--threads N]
                            [--rounds 5] [--results results/matmul-1024.json] [--no-naive]
 
-Prints the host, the measured f32 FMA peak of the cores used (`ansor.lowering.fma_peak_gflops`,
-measured before tuning and after every round; the best counts, as the host is shared),
-each BLAS library with its version and the core type / vector width of the kernel it dispatched
+Prints the host, the measured f32 FMA peak of the cores used
+(`ansor.targets.cpu.lowering.fma_peak_gflops`, measured before tuning and after every round; the
+best counts, as the host is shared), each BLAS library with its version and the core type / vector width of the kernel it dispatched
 (numpy.show_config + threadpoolctl; torch's MKL), then a table of medians (min–max) over
 --rounds alternating rounds, all with the same thread count: our tuned program called from Python
 (`ansor.compile(...)(a, b)`, output allocation included, timed the way numpy and PyTorch are) and
@@ -27,9 +27,7 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-CALL, NATIVE, NAIVE = "ours, Python call", "ours, native loop", "naive loops"
+#: Labels of the BLAS baselines (ours and the naive loops: `common.CALL`, `NATIVE`, `NAIVE`).
 NUMPY, TORCH = "numpy a @ b", "torch.matmul"
 
 
@@ -55,13 +53,17 @@ def main() -> None:
 
     import ansor
     import numpy as np
-    import torch_ops
     from ansor.frontend import workloads
-    from ansor.targets.cpu.lowering import fma_peak_gflops
     from ansor.measure.measurer import RunOptions, make_inputs
+    from ansor.targets.cpu.lowering import fma_peak_gflops
+    from ansor.targets.cpu.params import VECTOR_BITS
     from ansor.tuning.progress import TableProgress
-    from ansor.targets.cpu.sketch import VECTOR_BITS
-    from common import (
+
+    from bench.common import (
+        CALL,
+        NAIVE,
+        NATIVE,
+        OUT,
         alternate,
         best_record_lines,
         calls_for,
@@ -75,12 +77,13 @@ def main() -> None:
         reexec_fresh,
         render,
         results_path,
+        start_torch_op,
         write_results,
     )
 
     n = args.size
     name = f"matmul-{n}"
-    log = Path(args.log or f"bench/out/{name}.jsonl")
+    log = Path(args.log) if args.log else OUT / f"{name}.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     text = workloads.matmul(n, n, n)
     task = ansor.create_task(text, name=name)
@@ -118,7 +121,7 @@ def main() -> None:
                      f"{VECTOR_BITS}-bit host; torch.matmul is the stronger baseline to compare with.")
     started = None
     try:
-        started = torch_ops.start(name, [a, b], args.threads, Path("bench/out/matmul-tmp"))
+        started = start_torch_op(name, [a, b], args.threads, OUT / "matmul-tmp")
     except (OSError, RuntimeError) as exc:
         notes.append(f"torch.matmul not timed: {exc}")
     tinfo = {}
@@ -166,4 +169,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.matmul [--help]")
     main()

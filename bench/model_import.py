@@ -6,21 +6,22 @@
 Reports per network: export seconds (exporter process, torch-mlir), text size, untuned compile
 seconds, one untuned run's seconds, and the largest absolute / relative difference from PyTorch.
 
-    python bench/model_import.py                 # mlp small-cnn resnet18 bert-layer
-    python bench/model_import.py resnet18 mobilenet-v2 --save out/
+    python -m bench.model_import                 # mlp small-cnn resnet18 bert-layer
+    python -m bench.model_import resnet18 mobilenet-v2 --save out/
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import ansor
 import numpy as np
 from ansor.frontend import torch_import as frontend
-from ansor.targets.cpu import lowering
 from ansor.frontend.models import NETWORKS
+from ansor.targets.cpu import lowering
 
 
 def main() -> None:
@@ -60,4 +61,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.model_import [--help]")
     main()

@@ -1,7 +1,7 @@
 """Robustness sweep: models no issue lists (bench/sweep_models.py), each imported, tuned, compiled
 and checked against PyTorch, with the failed candidates counted by kind.
 
-    python bench/model_sweep.py [--models unet,gpt,...] [--trials 120] [--batch-size 8]
+    python -m bench.model_sweep [--models unet,gpt,...] [--trials 120] [--batch-size 8]
                                 [--out bench/out/sweep]
 
 Per model: `ansor import` (torch-mlir, own process) -> `extract_tasks` -> `TaskScheduler.tune`
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+#: The sweep's models, given to `ansor import` by path (`FILE:Class`).
+SWEEP_MODELS = Path(__file__).resolve().with_name("sweep_models.py")
 
 
 def _inputs(shapes: list[str]) -> list[np.ndarray]:
@@ -39,8 +40,7 @@ def _inputs(shapes: list[str]) -> list[np.ndarray]:
 
 
 def main() -> int:
-    sys.path.insert(0, str(HERE))
-    from sweep_models import SWEEP
+    from bench.sweep_models import SWEEP
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(SWEEP))
@@ -51,8 +51,8 @@ def main() -> int:
 
     import ansor
     from ansor.frontend import torch_import as frontend
-    from ansor.frontend.torch_import import parse_input_shape
     from ansor.frontend.partition import extract_tasks
+    from ansor.frontend.torch_import import parse_input_shape
     from ansor.tuning.records import load_records
     from ansor.tuning.scheduler import SchedulerTable, TaskScheduler
 
@@ -64,7 +64,7 @@ def main() -> int:
             print(f"unknown sweep model '{name}' (known: {', '.join(SWEEP)})", file=sys.stderr)
             return 2
         cls, shapes = SWEEP[name]
-        spec = f"{HERE / 'sweep_models.py'}:{cls}"
+        spec = f"{SWEEP_MODELS}:{cls}"
         parsed = [parse_input_shape(s) for s in shapes]
         text = frontend.import_file(spec, [s for s, _ in parsed], input_dtypes=[d for _, d in parsed])
         mlir = out / f"{name}.mlir"
@@ -96,4 +96,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.model_sweep [--help]")
     sys.exit(main())

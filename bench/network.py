@@ -3,7 +3,7 @@
     network NAME --ansor import (torch-mlir, own process)--> model.mlir --extract_tasks--> tasks
     tasks --TaskScheduler(gradient) and TaskScheduler(round-robin), same trials--> two logs + curves
     best records --compile_network--> tuned model; the naive loops (untransformed model);
-    PyTorch eager, TorchScript frozen and torch.compile (own process, bench/torch_network.py)
+    PyTorch eager, TorchScript frozen and torch.compile (own process, bench.torch_network)
     --> numerics checked against PyTorch, a table of medians (min–max) over >= 5 alternating
         rounds, the estimate as logged and with the best records re-measured now, tuning
         curves (PNG), results/network-STEM.json (tools/render_results.py)
@@ -11,7 +11,7 @@
 Tuning runs in this process; the timings then run in a fresh one (the script re-runs itself with
 --report-only): XGBoost's OpenMP runtime, loaded by the tuner, slows our kernels in its process.
 
-Usage: python bench/network.py resnet18 --trials 400 [--threads 2] [--strategies gradient,round-robin]
+Usage: python -m bench.network resnet18 --trials 400 [--threads 2] [--strategies gradient,round-robin]
        [--pretrain LOG,...]   (cost model trained on earlier logs first; logs go to NAME-pre.*)
        [--torch-variants eager,jit,compile] [--rounds 5] [--results FILE]
 NAME is a built-in network (`ansor import --list`) or a built-in linalg workload such as
@@ -34,64 +34,23 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "bench" / "out"
-sys.path.insert(0, str(ROOT / "bench"))
-
-CALL, NAIVE = "ours, Python call", "naive loops"
-#: torch_network.py's variants, as the table names them.
+#: bench/torch_network.py's variants, as the table names them.
 TORCH_LABELS = {"eager": "PyTorch eager", "jit": "TorchScript frozen", "compile": "torch.compile"}
 
 
-def _cpu() -> str:
-    from ansor.measure.provenance import cpu_model
-
-    return cpu_model()
-
-
-def _model_text(name: str) -> tuple[str, bool]:
-    """(MLIR text, is a PyTorch network)."""
-    from ansor.frontend import torch_import as frontend
-    from ansor.frontend import workloads
-    from ansor.frontend.models import NETWORKS
-
-    if name in NETWORKS:
-        path = OUT / f"{name}.mlir"
-        if not path.exists():
-            t0 = time.perf_counter()
-            path.write_text(frontend.import_network(name))
-            print(f"imported {name} in {time.perf_counter() - t0:.1f} s -> {path}")
-        return path.read_text(), True
-    return workloads.get(name), False
-
-
 def _torch_child(name: str, inputs: list[np.ndarray], threads: int, variants: str, tmp: str):
-    """The PyTorch process (bench/torch_network.py --serve): its hello says which variants run."""
-    from common import Child
+    """The PyTorch process (bench.torch_network --serve): its hello says which variants run."""
+    from bench.common import Child, module_argv
 
     paths = []
     for i, a in enumerate(inputs):
         paths.append(os.path.join(tmp, f"x{i}.npy"))
         np.save(paths[-1], a)
     out = os.path.join(tmp, "y.npy")
-    child = Child([sys.executable, str(ROOT / "bench" / "torch_network.py"), name, "--threads", str(threads),
-                   "--inputs", *paths, "--out", out, "--variants", variants, "--serve"],
+    child = Child(module_argv("bench.torch_network", name, "--threads", str(threads), "--inputs", *paths,
+                              "--out", out, "--variants", variants, "--serve"),
                   env={**os.environ, "OMP_NUM_THREADS": str(threads)})
     return child, (np.load(out) if child.hello.get("available") else None)
-
-
-def _time_calls(model, inputs: list[np.ndarray], repeat: int = 20) -> tuple[float, float]:
-    """(median, min) seconds of `repeat` Python-level calls after 0.1 s of warm-up calls (at least
-    3; `common.warm_up`): the statistics torch_network.py reports for PyTorch, timed the same way."""
-    from common import warm_up
-
-    warm_up(lambda: model(*inputs))
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        model(*inputs)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)), float(np.min(times))
 
 
 def _log_curve(net, log: Path) -> list[tuple[int, float]]:
@@ -183,22 +142,36 @@ def main() -> int:
         p.error("--rounds: tables hold medians over >= 5 alternating rounds")
     stem = (a.name + (f"-w{a.winograd}" if a.winograd else "") + ("-cold" if a.cache_flush else "")
             + ("-pre" if a.pretrain else ""))
-    OUT.mkdir(parents=True, exist_ok=True)
-
     import ansor  # noqa: F401 (registers the dialect and passes)
     from ansor.compile import compile_network
-    from ansor.search.cost_model import XGBModel
-    from ansor.measure.measurer import RunOptions, create_measurer
     from ansor.frontend.partition import extract_tasks, task_table
+    from ansor.measure.measurer import RunOptions, create_measurer
+    from ansor.measure.provenance import cpu_model
+    from ansor.search.cost_model import XGBModel
+    from ansor.targets.cpu.params import VECTOR_BITS
     from ansor.tuning.scheduler import SchedulerTable, TaskScheduler
     from ansor.tuning.tuner import pretrain
 
-    text, is_torch = _model_text(a.name)
+    from bench.common import (
+        CALL,
+        NAIVE,
+        OUT,
+        alternate,
+        best_record_lines,
+        host_meta,
+        model_text,
+        reexec_fresh,
+        render,
+        results_path,
+        time_calls,
+        write_results,
+    )
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    text, is_torch = model_text(a.name)
     net = extract_tasks(text, name=a.name, winograd=a.winograd)
     print(task_table(net))
-    from ansor.targets.cpu.sketch import VECTOR_BITS
-
-    print(f"machine: {_cpu()}, {os.cpu_count()} cores, {VECTOR_BITS}-bit vector limits; {a.threads} threads for every program; "
+    print(f"machine: {cpu_model()}, {os.cpu_count()} cores, {VECTOR_BITS}-bit vector limits; {a.threads} threads for every program; "
           f"{a.search} search (population {a.population}, {a.generations} generations), "
           f"rounds of <= {a.batch_size} trials")
 
@@ -236,8 +209,6 @@ def main() -> int:
     if not a.report_only:
         # Time in a fresh process: the tuner loaded XGBoost's OpenMP runtime here, which slows our
         # kernels in this process 1.3-3x, unevenly (small-cnn: rounds of 0.06 and 0.20 ms).
-        from common import reexec_fresh
-
         reexec_fresh("--report-only")
 
     best_strategy = min(curves, key=lambda s: curves[s][-1][1]) if curves else next(iter(logs))
@@ -259,9 +230,9 @@ def main() -> int:
             return 2
         others[other] = compile_network(extract_tasks(text, name=a.name, winograd=wg), olog, threads=a.threads)
     check = f"tuned vs naive loops max |diff| {float(np.max(np.abs(y_tuned - y_untuned))):.2e}"
-    cands = {CALL: lambda: _time_calls(tuned, inputs)[0]}
+    cands = {CALL: lambda: time_calls(tuned, inputs)[0]}
     for o, fn in others.items():
-        cands[f"ours, {o}"] = lambda fn=fn: _time_calls(fn, inputs)[0]
+        cands[f"ours, {o}"] = lambda fn=fn: time_calls(fn, inputs)[0]
     cands[NAIVE] = lambda: untuned.time(*inputs, number=1)  # (one call: no warm-up, a slow program)
     tmp = tempfile.TemporaryDirectory()
     child, torch_info, torch_notes, layouts = None, {}, {}, {}
@@ -294,8 +265,6 @@ def main() -> int:
             return 1
     print(check)
     print(f"timing: {a.rounds} alternating rounds of {', '.join(cands)}", flush=True)
-    from common import alternate, best_record_lines, host_meta, render, results_path, write_results
-
     try:
         times = alternate(cands, a.rounds, on_round=lambda r, this: print(
             f"round {r + 1}: " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in this.items()), flush=True))
@@ -351,7 +320,7 @@ def main() -> int:
     ax.set_xlabel("measured trials")
     ax.set_ylabel("estimated end-to-end latency (ms)")
     ax.set_yscale("log")
-    ax.set_title(f"{a.name}: task scheduling ({_cpu()[:40]}, {a.threads} threads)")
+    ax.set_title(f"{a.name}: task scheduling ({cpu_model()[:40]}, {a.threads} threads)")
     ax.legend()
     fig.tight_layout()
     png = OUT / f"network_{stem}.png"
@@ -361,4 +330,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.network NAME [--help]")
     sys.exit(main())

@@ -1,6 +1,6 @@
 """Benchmark: ragged register tiles (peeled partial tiles) against Ansor's exact splits.
 
-    python bench/ragged_tiles.py [--trials 96] [--seed 0] [--workloads a,b] [--rounds 7]
+    python -m bench.ragged_tiles [--trials 96] [--seed 0] [--workloads a,b] [--rounds 7]
                                  [--threads N] [--out bench/out/ragged]
 
 Per workload, tunes twice with the same seed and budget: `exact` (the evolutionary search with
@@ -9,7 +9,7 @@ default: a register tile on a space loop may leave a partial tile, which is peel
 are resumable. Then compiles both best programs, checks them against each other and against
 PyTorch, and times exact, ragged and PyTorch (eager, same threads) in alternating rounds (each
 round: best of 5 loops of ~0.1 s; ours in a fresh process in their native timing loop, as the
-tuner times them, PyTorch in its own, `torch_ops.py`), reporting the median per side and the
+tuner times them, PyTorch in its own, bench/torch_ops.py), reporting the median per side and the
 median of the per-round ratios, so host drift hits all three alike. The tuner's own best
 latencies (one per run, the search's result) are reported too. Also reports how many measured
 candidates of the ragged run had a ragged tile, and whether its best one does.
@@ -24,15 +24,15 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 from pathlib import Path
-
-from retime import ratio, retime_in_child
-from search_args import add_search_args, tune_kwargs
 
 DEFAULT = "matmul-197x768x768,c2d-1x7x7x512x512x3x1x1,c2d-1x14x14x256x256x3x1x1,matmul-1024"
 
 
 def main() -> None:
+    from bench.common import add_search_args, ratio, retime_in_child, tune_kwargs
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=96)
     ap.add_argument("--seed", type=int, default=0)
@@ -48,9 +48,9 @@ def main() -> None:
     import ansor
     from ansor.frontend import workloads
     from ansor.measure.measurer import RunOptions
-    from ansor.tuning.progress import TableProgress
-    from ansor.targets.cpu.rules import generate_sketches
+    from ansor.targets import generate_sketches
     from ansor.targets.cpu.sketch import is_ragged
+    from ansor.tuning.progress import TableProgress
 
     out.mkdir(parents=True, exist_ok=True)
     cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
@@ -107,4 +107,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.ragged_tiles [--help]")
     main()

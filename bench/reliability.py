@@ -1,6 +1,6 @@
 """Reliability benchmark: faults injected into real tuning runs, SIGKILL + resume, and what survived.
 
-    python bench/reliability.py [--trials 48] [--kills 4]
+    python -m bench.reliability [--trials 48] [--kills 4]
 
 Part 1 tunes a small matmul with crashing (abort, segfault), hanging and wrong-answer candidates
 injected (test hook ANSOR_INJECT_FAULT) and counts records per error code. Part 2 runs
@@ -27,7 +27,7 @@ def faults(trials: int, workdir: Path) -> tuple[int, Counter, int]:
     log = workdir / "faults.jsonl"
     cmd = [sys.executable, "-m", "ansor.cli", "tune", "--workload", "matmul-64", "--trials", str(trials),
            "--batch-size", "8", "--search", "random", "--timeout", "4", "--repeat", "1", "--min-repeat-ms", "1", "--log", str(log)]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     import ansor
 
     recs = ansor.load_records(log)
@@ -54,7 +54,7 @@ def kill_resume(trials: int, kills: int, workdir: Path, seed: int) -> dict[str, 
             p.send_signal(signal.SIGKILL)
             done_kills += 1
         p.wait()
-    final = subprocess.run(cmd(log), env=env, capture_output=True)
+    final = subprocess.run(cmd(log), env=env, capture_output=True, check=False)
     ref = {r.key for r in ansor.load_records(ref_log)}
     got = [r.key for r in ansor.load_records(log)]
     best_ref = min(ansor.load_records(ref_log), key=lambda r: r.latency).key
@@ -92,4 +92,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.reliability [--help]")
     main()

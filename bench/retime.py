@@ -1,7 +1,7 @@
 """Benchmark: re-time the best tuned programs of existing logs against PyTorch, each in its own process.
 
-    python bench/retime.py NAME=LOG[,LOG...] [NAME=LOG ...] [--rounds 5] [--threads N] [--results FILE]
-    python bench/retime.py --suite DIR[,DIR...]      # every suite workload with a log DIR/NAME.jsonl
+    python -m bench.retime NAME=LOG[,LOG...] [NAME=LOG ...] [--rounds 5] [--threads N] [--results FILE]
+    python -m bench.retime --suite DIR[,DIR...]      # every suite workload with a log DIR/NAME.jsonl
 
 Per workload: a fresh child process compiles the best current record of its logs (the tuner's
 latency decides), checks its output against PyTorch's, and times, in >= 5 alternating rounds:
@@ -9,13 +9,16 @@ our compiled callable called from Python (`ansor.compile(...)(*args)`: output al
 argument conversion included, timed the way PyTorch eager is timed), the same kernel in its
 native timing loop (as the tuner times it), PyTorch eager (same threads, one-op forms where they
 exist, the faster of two memory layouts for convolutions; in a process of its own,
-`torch_ops.py`: torch's OpenMP runtime in the same process as our kernels, or XGBoost's after a
+bench/torch_ops.py: torch's OpenMP runtime in the same process as our kernels, or XGBoost's after a
 tuning run, slows both 1.3-1.7x, unevenly) and, unless --no-naive, the naive loops (the program
 as written, untransformed). Each round takes the best of 5 loops of ~0.1 s per side (the naive
 loops: one loop); the table shows medians over rounds with their range (min–max) and the median
 of the per-round ratios, so host drift hits both alike. The headline is PyTorch eager over our
 Python-level call, as a geomean over all workloads and over those of at least 50 µs. No tuning
 happens here. Writes results/retime.json (--results) unless --no-results.
+
+`time_alternating` is the child side of `common.retime_in_child` (this module with --child), which
+bench.suite and bench.ragged_tiles call too.
 """
 
 from __future__ import annotations
@@ -25,14 +28,8 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-#: Labels of the timed candidates in a results file.
-CALL, NATIVE, TORCH, NAIVE = "ours, Python call", "ours, native loop", "PyTorch eager", "naive loops"
 
 
 def time_alternating(name: str, logs: dict[str, list[Path]], rounds: int, threads: int, tmp: Path,
@@ -44,12 +41,12 @@ def time_alternating(name: str, logs: dict[str, list[Path]], rounds: int, thread
     "torch_info": {...}}."""
     import ansor
     import numpy as np
-    import torch_ops
     from ansor.frontend import workloads
     from ansor.measure.measurer import make_inputs
-    from ansor.tuning.records import best_record, load_records
     from ansor.measure.verify import check_outputs
-    from common import alternate, calls_for, loop_time, native_time
+    from ansor.tuning.records import best_record, load_records
+
+    from bench.common import alternate, calls_for, loop_time, native_time, start_torch_op
 
     text = workloads.get(name)
     task = ansor.create_task(text, name=name)
@@ -76,7 +73,7 @@ def time_alternating(name: str, logs: dict[str, list[Path]], rounds: int, thread
         n_naive = max(1, int(0.1 / max(base.time(*inputs, number=1), 1e-7)))
         cands[":naive"] = lambda: native_time(base, inputs, number=n_naive, repeats=1)
     try:
-        started = torch_ops.start(name, inputs, threads, tmp)
+        started = start_torch_op(name, inputs, threads, tmp)
     except (OSError, RuntimeError) as exc:  # torch missing or broken: no PyTorch column, say why
         print(f"{name}: PyTorch not timed: {exc}", file=sys.stderr)
         started = None
@@ -107,45 +104,6 @@ def time_alternating(name: str, logs: dict[str, list[Path]], rounds: int, thread
     return out
 
 
-def retime_in_child(name: str, logs: dict[str, list[Path]], rounds: int, threads: int, tmp: Path,
-                    naive: bool = False) -> dict:
-    """`time_alternating` in a fresh process (this one may hold torch, XGBoost or a tuner)."""
-    spec = json.dumps({label: [str(p) for p in paths] for label, paths in logs.items()})
-    child = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", name, spec,
-                            "--rounds", str(rounds), "--threads", str(threads), "--tmp", str(tmp)]
-                           + ([] if naive else ["--no-naive"]),
-                           capture_output=True, text=True, check=False)
-    if child.returncode != 0:
-        raise SystemExit(f"{name}: re-timing failed: {(child.stderr.strip().splitlines() or ['?'])[-1]}")
-    return json.loads(child.stdout.strip().splitlines()[-1])
-
-
-def suite_entry(name: str, task, paths: list[Path], timed: dict) -> dict:
-    """One workload of a suite results file: per-round timings under the table's labels, the
-    best record (the replayable transform script), and how PyTorch ran."""
-    from common import best_record_lines
-
-    times = {CALL: timed["calls"]["tuned"], NATIVE: timed["times"]["tuned"]}
-    if "torch" in timed["times"]:
-        times[TORCH] = timed["times"]["torch"]
-    if "naive" in timed:
-        times[NAIVE] = timed["naive"]
-    from ansor.tuning.records import load_records
-
-    measured = sum(r.task.hash == task.hash for p in paths for r in load_records(p))
-    return {"name": name, "flops": task.flops, "logs": [str(p) for p in paths], "trials": measured,
-            "agree": timed["agree"],
-            "torch_layout": timed.get("torch_layout", []), "times": times,
-            "records": best_record_lines(paths, [task])}
-
-
-def ratio(times: dict[str, list[float]], num: str, den: str) -> float:
-    """Median over rounds of times[num] / times[den] (nan when either side is missing)."""
-    if num not in times or den not in times:
-        return math.nan
-    return statistics.median(a / b for a, b in zip(times[num], times[den], strict=False))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("pairs", nargs="*", metavar="NAME=LOG[,LOG...]")
@@ -170,7 +128,19 @@ def main() -> None:
 
     import ansor
     from ansor.frontend import workloads
-    from common import host_line, host_meta, render, results_path, write_results
+
+    from bench.common import (
+        CALL,
+        NATIVE,
+        TORCH,
+        host_line,
+        host_meta,
+        render,
+        results_path,
+        retime_in_child,
+        suite_entry,
+        write_results,
+    )
 
     work: dict[str, list[Path]] = {}
     for pair in args.pairs:
@@ -221,4 +191,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.retime [--help]")
     main()

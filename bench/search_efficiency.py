@@ -1,14 +1,14 @@
 """Benchmark: learned (evolutionary + XGBoost) vs random search, best-so-far latency vs trials.
 
-    python bench/search_efficiency.py [--trials 200] [--seeds 0,1,2] [--workloads matmul-1024,...]
+    python -m bench.search_efficiency [--trials 200] [--seeds 0,1,2] [--workloads matmul-1024,...]
                                       [--no-crossover] [--pretrain LOG,...] [--out bench/out/search]
 
 For every workload and seed, tunes twice with the same seed (`search="random"` and
 `search="learned"`, each with its own resumable log), then reports per workload: random search's
 best at the full budget, the first trial at which learned search reached it, and learned/random
 best latency at the full budget (medians over seeds), and both searches' best as a share of the
-CPU's measured FMA peak (`lowering.fma_peak_gflops`, all cores): where random search already runs
-near the peak, no search can be much faster. Plots best-so-far curves to OUT/curves.png.
+CPU's measured FMA peak (`ansor.targets.cpu.lowering.fma_peak_gflops`, all cores): where random
+search already runs near the peak, no search can be much faster. Plots best-so-far curves to OUT/curves.png.
 Defaults are the issue's: matmul-1024, C2D (1,56,56,64,64,1,1,0), T2D (1,8,8,256,128,4,2,1).
 """
 
@@ -18,9 +18,8 @@ import argparse
 import math
 import os
 import statistics
+import sys
 from pathlib import Path
-
-from search_args import add_search_args, tune_kwargs
 
 DEFAULT = "matmul-1024,c2d-1x56x56x64x64x1x1x0,t2d-1x8x8x256x128x4x2x1"
 
@@ -36,6 +35,8 @@ def curve(log: Path) -> list[float]:
 
 
 def main() -> None:
+    from bench.common import add_search_args, tune_kwargs
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--seeds", default="0,1,2")
@@ -124,4 +125,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.search_efficiency [--help]")
     main()

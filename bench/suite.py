@@ -1,14 +1,14 @@
 """Benchmark: tune Ansor's single-op suite (+ subgraphs) with an equal trial budget; compare with
 PyTorch CPU eager (same threads) and, as a secondary column, the naive loops.
 
-    python bench/suite.py [--trials 200] [--only c2d,t2d] [--threads N] [--rounds 5] [--out bench/out/suite]
+    python -m bench.suite [--trials 200] [--only c2d,t2d] [--threads N] [--rounds 5] [--out bench/out/suite]
                           [--results results/suite.json] [--no-naive]
 
 Per workload: tune (log in OUT/NAME.jsonl, resumable; the tuner verified every candidate
-against the naive loops), then `retime.py` compiles the best schedule in a fresh process, checks
+against the naive loops), then bench.retime compiles the best schedule in a fresh process, checks
 it against PyTorch's output and times, in --rounds (>= 5) alternating rounds: our compiled
 callable called from Python (timed the way PyTorch eager is), the same kernel in its native
-loop, PyTorch eager (one-op forms, its own process, `torch_ops.py`) and the naive loops. The
+loop, PyTorch eager (one-op forms, its own process, bench/torch_ops.py) and the naive loops. The
 table (printed, OUT/suite.md, and results/suite.json for tools/render_results.py, rewritten after
 every workload) holds medians over the rounds with their range; its last lines are the geometric
 means of PyTorch over ours, over all workloads and over those of at least 50 µs.
@@ -23,12 +23,23 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from search_args import add_search_args, tune_kwargs
-
 
 def main() -> None:
+    from bench.common import (
+        CALL,
+        NATIVE,
+        TORCH,
+        add_search_args,
+        host_line,
+        host_meta,
+        render,
+        results_path,
+        retime_in_child,
+        suite_entry,
+        tune_kwargs,
+        write_results,
+    )
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -48,8 +59,6 @@ def main() -> None:
     from ansor.frontend import workloads
     from ansor.measure.measurer import RunOptions
     from ansor.tuning.progress import TableProgress
-    from common import host_line, host_meta, render, results_path, write_results
-    from retime import CALL, NATIVE, TORCH, retime_in_child, suite_entry
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -94,4 +103,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.suite [--help]")
     main()

@@ -1,4 +1,4 @@
-"""PyTorch models no issue lists, for `bench/model_sweep.py`. SWEEP maps a name to (class name,
+"""PyTorch models no issue lists, for bench.model_sweep (not a script). SWEEP maps a name to (class name,
 input shapes as `ansor import` takes them): the class is the factory (`path:Class`), since the
 exporter process seeds torch before building the model and puts it in eval mode."""
 

@@ -1,7 +1,7 @@
-"""PyTorch side of bench/network.py, run as its own process (torch never shares a process with
+"""PyTorch side of bench.network, run as its own process (torch never shares a process with
 our MLIR): build a built-in network by name, run it on saved inputs, time it as PyTorch runs it.
 
-    python bench/torch_network.py NAME --threads T --inputs in0.npy [...] --out out.npy [--serve]
+    python -m bench.torch_network NAME --threads T --inputs in0.npy [...] --out out.npy [--serve]
         [--variants eager,jit,compile]
 
 Variants (each in both memory layouts for 4-D inputs; the faster one counts, per round):
@@ -20,29 +20,24 @@ per request {"variant": V}: {"median_s": median of --repeat calls after 0.1 s of
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
 import time
 import traceback
-from pathlib import Path
 
 import numpy as np
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 LABELS = {"eager": "PyTorch eager", "jit": "TorchScript frozen", "compile": "torch.compile"}
 
 
 def _models():
-    # models.py imports nothing from ansor: load it by path, not through the package.
-    spec = importlib.util.spec_from_file_location(
-        "ansor_models", Path(__file__).resolve().parents[1] / "python" / "ansor" / "models.py")
-    models = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(models)
-    return models
+    # ansor/frontend/models.py imports nothing from ansor: load it by path, not through the
+    # package (whose import loads MLIR, which never shares a process with torch here).
+    from bench.common import ansor_source, load_module
+
+    return load_module(ansor_source("frontend", "models.py"), "ansor_models")
 
 
 def _build(factory, variant: str, xs: list[torch.Tensor], layout: str):
@@ -73,7 +68,7 @@ def main() -> None:
     p.add_argument("--serve", action="store_true")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    from common import serve, torch_blas, warm_up
+    from bench.common import serve, torch_blas, warm_up
 
     factory, _ = _models().NETWORKS[a.name]
     xs = [torch.from_numpy(np.load(f)) for f in a.inputs]
@@ -141,4 +136,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.torch_network [--help]")
     main()

@@ -9,18 +9,16 @@ composed of several elementwise ops would be slower than what a PyTorch user wri
 subgraphs (ConvLayer, TBS, CAP) have no one-op form and stay composed.
 
 `prepare` also returns the map of PyTorch's result back to the workload's layout, so a benchmark
-can check that both compute the same thing before comparing times. `start` runs the PyTorch side
-in a process of its own that answers one timing per round (`common.Child`).
+can check that both compute the same thing before comparing times. `main` is the PyTorch side in
+a process of its own that answers one timing per round, as `common.start_torch_op` starts it
+(`python -m bench.torch_ops ... --serve`, a `common.Child`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
@@ -127,46 +125,8 @@ def prepare(name: str, inputs: list[np.ndarray], channels_last: bool = False,
     return None
 
 
-def _save_inputs(inputs: list[np.ndarray], tmp: Path) -> list[str]:
-    tmp.mkdir(parents=True, exist_ok=True)
-    paths = [str(tmp / f"in{i}.npy") for i in range(len(inputs))]
-    for path, arr in zip(paths, inputs, strict=True):
-        np.save(path, arr)
-    return paths
-
-
-def _argv(name: str, paths: list[str], threads: int, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, str(Path(__file__).resolve()), name, "--threads", str(threads),
-            "--inputs", *paths, "--out", str(out), *extra]
-
-
-def time_in_subprocess(name: str, inputs: list[np.ndarray], threads: int, tmp: Path) -> tuple[float, np.ndarray] | None:
-    """(seconds per call, output in the workload's layout) of workload `name` in PyTorch, timed by
-    `main` in a child process (torch is never imported here); None when PyTorch has no equivalent."""
-    paths = _save_inputs(inputs, tmp)
-    res = subprocess.run(_argv(name, paths, threads, tmp / "torch.npy"), capture_output=True, text=True, check=True)
-    lat = json.loads(res.stdout.strip().splitlines()[-1])["latency_s"]
-    return None if lat is None else (float(lat), np.load(tmp / "torch.npy"))
-
-
-def start(name: str, inputs: list[np.ndarray], threads: int, tmp: Path):
-    """A PyTorch process for workload `name` that answers `.ask()` with one timing
-    ({"latency_s", "layout", "per_layout"}), and the output it computed (the workload's layout);
-    its `.hello["info"]` describes torch's BLAS (`common.torch_blas`). None when PyTorch has no
-    equivalent of `name` (or torch is not installed)."""
-    from common import Child
-
-    paths = _save_inputs(inputs, tmp)
-    child = Child(_argv(name, paths, threads, tmp / "torch.npy", "--serve"),
-                  env={**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
-    if not child.hello.get("available"):
-        child.close()
-        return None
-    return child, np.load(tmp / "torch.npy")
-
-
 def main() -> None:
-    """`python bench/torch_ops.py NAME --threads T --inputs a0.npy ... --out y.npy [--serve]`: time
+    """`python -m bench.torch_ops NAME --threads T --inputs a0.npy ... --out y.npy [--serve]`: time
     workload NAME in PyTorch eager in its own process (torch never shares a process with our MLIR:
     two OpenMP runtimes spinning in one process slowed both sides 1.3-1.7x); saves the output in
     the workload's layout. A timing is the best of `--repeats` Python loops of ~`--seconds` s;
@@ -178,8 +138,7 @@ def main() -> None:
 
     import torch
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from common import loop_time, serve, torch_blas
+    from bench.common import loop_time, serve, torch_blas
 
     ap = argparse.ArgumentParser()
     ap.add_argument("name")
@@ -217,4 +176,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.torch_ops [--help]")
     main()

@@ -4,7 +4,7 @@
       --TaskScheduler (gradient, same trials)--> logs --compile_network--> both layers
       --alternating timing rounds in this process--> median latency per side, ratio per round
 
-Run: ``.venv/bin/python bench/winograd.py [--layers 56x64,28x128,14x256] [--trials 96] [--winograd 4]``
+Run: ``.venv/bin/python -m bench.winograd [--layers 56x64,28x128,14x256] [--trials 96] [--winograd 4]``
 Logs go to bench/out/winograd/. The host is shared and drifts between minutes, so the two sides are
 timed alternately in rounds and the ratio is taken within each round.
 """
@@ -14,11 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-from pathlib import Path
+import sys
 
 import numpy as np
-
-OUT = Path(__file__).resolve().parent / "out" / "winograd"
 
 
 def _layer_mlir(hw: int, c: int) -> str:
@@ -46,13 +44,16 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--resume", action="store_true", help="keep existing logs")
     a = ap.parse_args()
-    OUT.mkdir(parents=True, exist_ok=True)
 
     from ansor.compile import compile_network
-    from ansor.measure.measurer import RunOptions, create_measurer
     from ansor.frontend.partition import extract_tasks
+    from ansor.measure.measurer import RunOptions, create_measurer
     from ansor.tuning.scheduler import SchedulerTable, TaskScheduler
-    from network import _time_calls  # bench/network.py: (median, min) of 20 single calls
+
+    from bench.common import OUT, time_calls  # time_calls: (median, min) of 20 single calls
+
+    out = OUT / "winograd"
+    out.mkdir(parents=True, exist_ok=True)
 
     threads = os.cpu_count() or 1
     print(f"machine: {platform.processor() or platform.machine()}, {threads} cores, {threads} threads; "
@@ -67,7 +68,7 @@ def main() -> int:
         measurer = create_measurer(RunOptions(threads=threads))
         try:
             for side, net in nets.items():
-                log = OUT / f"l{spec}.{side}{a.winograd if side == 'winograd' else ''}.jsonl"
+                log = out / f"l{spec}.{side}{a.winograd if side == 'winograd' else ''}.jsonl"
                 if log.exists() and not a.resume:
                     log.unlink()
                 res = TaskScheduler(net.tasks, strategy="gradient", seed=0).tune(
@@ -84,7 +85,7 @@ def main() -> int:
         err = float(np.max(np.abs(y["winograd"] - y["direct"])))
         rounds = []
         for _ in range(a.rounds):
-            rounds.append({side: _time_calls(m, [x])[0] for side, m in models.items()})
+            rounds.append({side: time_calls(m, [x])[0] for side, m in models.items()})
         ratios = [r["direct"] / r["winograd"] for r in rounds]
         med = {side: float(np.median([r[side] for r in rounds])) for side in models}
         rows.append((spec, med["direct"], med["winograd"], float(np.median(ratios)), min(ratios), max(ratios), err))
@@ -97,4 +98,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.winograd [--help]")
+    sys.exit(main())

@@ -6,16 +6,10 @@ import random
 
 import ansor
 from ansor.frontend import workloads
-from ansor.targets.cpu.annotation import (
-    Schedule,
-    factorizations,
-    factors_from_sizes,
-    sample,
-    sizes_from_factors,
-    validate,
-)
-from ansor.targets.cpu.rules import generate_sketches
-from ansor.targets.cpu.sketch import MAX_INNERMOST, MAX_VECTOR, is_ragged
+from ansor.space.schedule import Schedule, factorizations, factors_from_sizes, sample, sizes_from_factors, validate
+from ansor.targets import generate_sketches
+from ansor.targets.cpu.params import MAX_INNERMOST, MAX_VECTOR
+from ansor.targets.cpu.sketch import is_ragged
 
 
 def test_factorizations_cover_all_ordered_splits() -> None:
@@ -96,12 +90,11 @@ def test_only_awkward_extents_get_ragged_tiles() -> None:
     """Ragged register tiles only where exact splits have no good one (no 4-8 row divisor, lanes
     not a multiple of a vector register); elsewhere sampling is exactly what it was without
     them (the same draws from the same seed)."""
-    from ansor.search.evolution import _SketchInfo
 
     sk = generate_sketches(ansor.create_task(workloads.matmul(99, 40, 32)))[0]
     assert [s.ragged for s in sk.stages[0].splits] == [True, False, False]  # 99 = 9 x 11; 40 lanes = 5 x 8
     smooth = generate_sketches(ansor.create_task(workloads.matmul(56, 48, 32)))[0]
     assert not any(s.ragged for s in smooth.splits)
-    with_ragged, without = _SketchInfo(smooth), _SketchInfo(smooth, ragged_prob=0.0)
+    with_ragged, without = smooth.search_space(0.3), smooth.search_space(0.0)
     a, b = random.Random(4), random.Random(4)
     assert [with_ragged.sample(a) for _ in range(50)] == [without.sample(b) for _ in range(50)]

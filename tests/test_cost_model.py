@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from ansor.targets.cpu.annotation import Schedule
+from ansor.space.schedule import Schedule
 from ansor.search.cost_model import (
     RandomModel,
     XGBModel,

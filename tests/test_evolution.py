@@ -8,11 +8,13 @@ import random
 import numpy as np
 import pytest
 from ansor.frontend import workloads
-from ansor.targets.cpu.annotation import Schedule, factors_from_sizes, validate
+from ansor.space.schedule import Schedule, factors_from_sizes, validate
 from ansor.search.cost_model import CostModel, RandomModel, XGBModel
-from ansor.search.evolution import EvolutionarySearch, _SketchInfo
+from ansor.search.evolution import EvolutionarySearch
+from ansor.space.search_space import RAGGED_PROB
+from ansor.targets.cpu.search_space import CpuSearchSpace
 from ansor.measure.measurer import MeasureError, MeasureInput, MeasureResult
-from ansor.targets.cpu.rules import generate_sketches
+from ansor.targets import generate_sketches
 from ansor.search.policy import RandomSearch, SearchPolicy
 from ansor.targets.cpu.sketch import is_ragged
 from ansor.core.task import create_task
@@ -210,7 +212,7 @@ def test_compiled_rules_match_annotation(tbs, mm) -> None:
     rng = random.Random(5)
     for _, sketches in (tbs, mm):
         for sk in sketches:
-            info = _SketchInfo(sk)
+            info = sk.search_space(RAGGED_PROB)
             for _ in range(50):
                 sch = info.sample(rng)
                 assert sch == Schedule.of(sk.name, sch.values())
@@ -276,8 +278,8 @@ def test_adapt_keeps_absolute_tile_sizes_across_shapes() -> None:
     a = create_task(workloads.get("matmul-256x128x512"), name="a")
     b = create_task(workloads.get("matmul-96x128x384"), name="b")
     sa, sb = generate_sketches(a), generate_sketches(b)
-    ia = _SketchInfo(next(s for s in sa if s.stages))
-    ib = _SketchInfo(next(s for s in sb if s.name == ia.sketch.name))
+    ia = (next(s for s in sa if s.stages)).search_space(RAGGED_PROB)
+    ib = (next(s for s in sb if s.name == ia.sketch.name)).search_space(RAGGED_PROB)
     rng = random.Random(0)
     kept = 0
     for _ in range(50):
@@ -306,8 +308,8 @@ def test_adapt_keeps_a_ragged_register_tile() -> None:
     ragged register tile transfers as it is, above it exact sizes that nest in the new extent."""
     a = create_task(workloads.matmul(99, 48, 32), name="a")
     b = create_task(workloads.matmul(117, 48, 32), name="b")
-    ia = _SketchInfo(generate_sketches(a)[0])
-    ib = _SketchInfo(generate_sketches(b)[0])
+    ia = (generate_sketches(a)[0]).search_space(RAGGED_PROB)
+    ib = (generate_sketches(b)[0]).search_space(RAGGED_PROB)
     m = ib.sketch.stages[0].split(0)
     rng = random.Random(2)
     kept = 0
@@ -327,7 +329,7 @@ def test_adapt_keeps_a_ragged_register_tile() -> None:
 def test_transferred_schedules_are_measured_first(mm) -> None:
     task, sketches = mm
     other = create_task(workloads.get("matmul-96x128x384"), name="other")
-    donor_info = _SketchInfo(next(s for s in generate_sketches(other) if s.stages))
+    donor_info = (next(s for s in generate_sketches(other) if s.stages)).search_space(RAGGED_PROB)
     donors = [donor_info.sample(random.Random(i)) for i in range(6)]
     ev = small(sketches, Oracle(), eps_greedy=0.0)
     assert ev.transfer(donors) > 0
@@ -342,7 +344,7 @@ def test_a_failed_draw_is_skipped_not_fatal(mm, monkeypatch) -> None:
     convolution's sampler gave up after 4000 tries once in a population and crashed
     `ansor tune --target cuda`): both searches draw again."""
     import ansor.search.policy
-    from ansor.targets.cpu.annotation import SamplingError
+    from ansor.space.schedule import SamplingError
 
     _, sketches = mm
     calls = {"n": 0}
@@ -357,6 +359,6 @@ def test_a_failed_draw_is_skipped_not_fatal(mm, monkeypatch) -> None:
 
     monkeypatch.setattr(ansor.search.policy, "sample", flaky(ansor.search.policy.sample))
     assert len(RandomSearch(sketches, seed=0).next_batch(16)) == 16
-    monkeypatch.setattr(_SketchInfo, "sample", flaky(_SketchInfo.sample))
+    monkeypatch.setattr(CpuSearchSpace, "sample", flaky(CpuSearchSpace.sample))
     batch = small(sketches, RandomModel(seed=0)).next_batch(16)
     assert len(batch) == 16 and calls["n"] > 48

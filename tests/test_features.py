@@ -6,7 +6,7 @@ import random
 
 import numpy as np
 import pytest
-from ansor.targets.cpu import annotation
+from ansor.space.schedule import sample
 from ansor.search import features
 from ansor.targets.cpu import rules
 from ansor.frontend import workloads
@@ -42,7 +42,7 @@ def _scripts(task: SearchTask, n: int, seed: int = 0) -> list[str | None]:
     rng = random.Random(seed)
     return [
         sketches[i % len(sketches)].script(
-            annotation.sample(sketches[i % len(sketches)], rng).values()
+            sample(sketches[i % len(sketches)], rng).values()
         )
         for i in range(n)
     ]
@@ -150,7 +150,7 @@ def test_script_cache_reuses_parsed_sketch_with_new_knob_values(matmul64: Search
     rng = random.Random(3)
     scripts = []
     while len(scripts) < 4:
-        s = sk.script(annotation.sample(sk, rng).values(), lower_vectors=False)
+        s = sk.script(sample(sk, rng).values(), lower_vectors=False)
         if s not in scripts:
             scripts.append(s)
     parses = []

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 from ansor.frontend import workloads
-from ansor.targets.cpu.annotation import sample, validate
+from ansor.space.schedule import sample, validate
 from ansor.targets.cuda.rules import (
     GPU_UNROLL_OPTIONS,
     MAX_SHARED_BYTES,
@@ -17,7 +17,7 @@ from ansor.targets.cuda.rules import (
     shared_bytes,
     threads_per_dim,
 )
-from ansor.targets.cpu.rules import generate_sketches
+from ansor.targets import generate_sketches
 from ansor.core.task import SearchTask, create_task
 
 
@@ -105,7 +105,7 @@ def test_unsupported_graph_falls_back_to_skip() -> None:
 
 @pytest.mark.gpu
 def test_default_gpu_program_matches_numpy(mm_cuda: SearchTask) -> None:
-    from ansor.targets.cpu.lowering import compile_task
+    from ansor.targets import compile_task
     from ansor.measure.measurer import make_inputs
 
     kernel = compile_task(mm_cuda, None)

@@ -9,10 +9,10 @@ import random
 import numpy as np
 import pytest
 from ansor.frontend import workloads
-from ansor.targets.cpu.annotation import sample, validate
+from ansor.space.schedule import sample, validate
 from ansor.targets.cuda.reduction import RowSketch, row_stage_for, thread_options
 from ansor.targets.cuda.rules import default_script, gpu_schedulable
-from ansor.targets.cpu.rules import generate_sketches
+from ansor.targets import generate_sketches
 from ansor.core.task import create_task
 
 # A row sum whose output op is the reduction itself (no element-wise output), 96 columns.

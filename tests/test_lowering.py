@@ -63,8 +63,8 @@ def _expands_once(task, expand, op: str) -> str:
 
 def _scalar_and_vector_outputs(task, *xs: np.ndarray) -> list[np.ndarray]:
     """`task` (one element-wise generic on 4x128) on `xs`, untuned (scalar) and as 16-lane vectors."""
-    from ansor.targets.cpu.annotation import validate
-    from ansor.targets.cpu.rules import generate_sketches
+    from ansor.space.schedule import validate
+    from ansor.targets import generate_sketches
 
     sk = next(s for s in generate_sketches(task) if s.stages)
     values = {k.name: k.options[0] for k in sk.knobs} | {"op0.d1.t1": 128, "op0.d1.t2": 16}
@@ -154,9 +154,9 @@ def test_accumulating_into_an_argument_leaves_it_alone() -> None:
     candidate failed verification. Arguments are read-only now: each call returns C + A B."""
     import random
 
-    from ansor.targets.cpu.annotation import sample
+    from ansor.space.schedule import sample
     from ansor.core.mlir import parse_payload
-    from ansor.targets.cpu.rules import generate_sketches
+    from ansor.targets import generate_sketches
 
     task = ansor.create_task(_ACCUMULATE)
     with ir.Context(), ir.Location.unknown():
@@ -226,9 +226,9 @@ def test_i8_tensors_are_task_arguments_and_results() -> None:
     a task may take and return i8 tensors, and tuned candidates of it are measured and checked."""
     import random
 
-    from ansor.targets.cpu.annotation import sample
+    from ansor.space.schedule import sample
     from ansor.measure.measurer import LocalMeasurer, MeasureInput, RunOptions
-    from ansor.targets.cpu.rules import generate_sketches
+    from ansor.targets import generate_sketches
 
     task = ansor.create_task(I8_GUARD)
     assert task.outputs[0].dtype == "i8" and task.outputs[0].numpy_dtype() == "int8"
@@ -276,9 +276,9 @@ def test_index_inputs_get_valid_random_values() -> None:
     torch-mlir's asserts: the untuned program aborted and the task could never be tuned)."""
     import random
 
-    from ansor.targets.cpu.annotation import sample
+    from ansor.space.schedule import sample
     from ansor.measure.measurer import LocalMeasurer, MeasureInput, RunOptions, index_bounds, make_inputs
-    from ansor.targets.cpu.rules import generate_sketches
+    from ansor.targets import generate_sketches
 
     task = ansor.create_task(EMBEDDING)
     assert index_bounds(task) == {1: 10}

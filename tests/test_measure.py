@@ -6,9 +6,9 @@ import math
 import random
 
 import pytest
-from ansor.targets.cpu.annotation import Schedule, sample
+from ansor.space.schedule import Schedule, sample
 from ansor.measure.measurer import LocalMeasurer, MeasureError, MeasureInput, RunOptions
-from ansor.targets.cpu.rules import generate_sketches
+from ansor.targets import generate_sketches
 from ansor.core.task import SearchTask, TensorSpec
 
 FAST = RunOptions(repeat=1, min_repeat_ms=1.0, timeout_s=20.0)

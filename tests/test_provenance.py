@@ -70,7 +70,7 @@ def test_real_records_carry_host_and_software(tmp_path, matmul64) -> None:
 
 
 def test_readers_warn_when_a_log_mixes_hosts(tmp_path, matmul64, caplog) -> None:
-    from ansor.targets.cpu.annotation import Schedule
+    from ansor.space.schedule import Schedule
     from ansor.measure.measurer import MeasureResult
     from ansor.tuning.records import Record, RecordWriter
 

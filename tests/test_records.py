@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from ansor.targets.cpu.annotation import Schedule
+from ansor.space.schedule import Schedule
 from ansor.measure.measurer import MeasureError, MeasureInput, MeasureResult
 from ansor.tuning.records import LogError, Record, RecordWriter, best_record, load_records
 

@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import ansor
 from ansor.frontend import workloads
-from ansor.targets.cpu.annotation import Schedule, validate
+from ansor.space.schedule import Schedule, validate
 from ansor.measure.measurer import LocalMeasurer, MeasureInput, RunOptions
-from ansor.targets.cpu.rules import generate_sketches
+from ansor.targets import generate_sketches
 
 
 def test_tuning_run_survives_crashes_hangs_and_wrong_answers(monkeypatch, tmp_path, matmul64) -> None:

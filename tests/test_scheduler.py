@@ -165,8 +165,8 @@ def test_transfer_hands_a_tasks_best_schedules_to_its_sibling(tmp_path) -> None:
     the first task's fastest schedules adapted to its shape; the ablation switch turns that off."""
     import random
 
-    from ansor.search.evolution import _SketchInfo
-    from ansor.targets.cpu.rules import generate_sketches
+    from ansor.space.search_space import RAGGED_PROB
+    from ansor.targets import generate_sketches
 
     tasks = [_task("matmul#0", workloads.get("matmul-256x128x512")),
              _task("matmul#1", workloads.get("matmul-96x128x384"))]
@@ -185,7 +185,7 @@ def test_transfer_hands_a_tasks_best_schedules_to_its_sibling(tmp_path) -> None:
         first1 = next(i for i, r in enumerate(recs) if r.task.hash == tasks[1].hash)
         # the donors: what the first task had measured when the second one started
         t0 = sorted((r for r in recs[:first1] if r.task.hash == tasks[0].hash), key=lambda r: r.latency)
-        info = {s.name: _SketchInfo(s) for s in generate_sketches(tasks[1]) if s.stages}
+        info = {s.name: s.search_space(RAGGED_PROB) for s in generate_sketches(tasks[1]) if s.stages}
         adapted = {info[r.schedule.sketch].adapt(r.schedule.values(), random.Random(0)) for r in t0[:4]}  # ties
         first_batch[transfer] = [r.schedule for r in recs if r.task.hash == tasks[1].hash][:8]
         hits = sum(s in adapted for s in first_batch[transfer])

@@ -116,7 +116,7 @@ def test_resume_ignores_records_that_are_not_schedules_of_their_sketch(tmp_path,
     import dataclasses
     import logging
 
-    from ansor.targets.cpu.annotation import Schedule
+    from ansor.space.schedule import Schedule
     from ansor.tuning.records import RecordWriter
 
     log = tmp_path / "r.jsonl"

@@ -9,11 +9,12 @@ import ansor
 import numpy as np
 import pytest
 from ansor.frontend import workloads
-from ansor.targets.cpu.annotation import Schedule, sample, validate
+from ansor.space.schedule import Schedule, sample, validate
 from ansor.core.mlir import apply_script, parse_payload
 from ansor.measure.measurer import LocalMeasurer, MeasureError, MeasureInput, RunOptions
-from ansor.targets.cpu.rules import generate_sketches
-from ansor.targets.cpu.sketch import innermost_limit, is_ragged
+from ansor.targets import generate_sketches
+from ansor.targets.cpu.params import innermost_limit
+from ansor.targets.cpu.sketch import is_ragged
 
 FAMILIES = ["c1d-1x9x3x4x3x2x1", "c2d-1x9x9x3x4x3x2x1", "c2d-1x6x5x4x5x1x1x0", "dil-1x9x9x3x4x3x2x1",
             "dep-1x8x8x3x3x2x1", "convlayer-1x9x9x4x8x3x2x1", "gmm-2x4x5x6", "t2d-1x3x3x4x2x4x2x1",
@@ -321,7 +322,7 @@ def test_peeled_register_tiles_are_matched_once() -> None:
     match find its generic twice; every transform after it then failed ("repeated target op":
     87 of 600 random candidates of this task, 21 of 600 trials of a ResNet-18 run). The
     schedule below was one of them; it must apply and compute what the untuned program does."""
-    from ansor.targets.cpu.lowering import compile_task
+    from ansor.targets import compile_task
     from ansor.measure.measurer import make_inputs
 
     task = ansor.create_task(_CONV_TRANSPOSE_OUT)

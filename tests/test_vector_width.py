@@ -16,9 +16,10 @@ PROBE = r"""
 import json, random
 import ansor
 from ansor.frontend import workloads
-from ansor.targets.cpu.annotation import VECTOR_LANES, sample, validate
-from ansor.targets.cpu.rules import generate_sketches
-from ansor.targets.cpu.sketch import MAX_REGISTER_TILE, MAX_VECTOR, VECTOR_BITS
+from ansor.targets.cpu.annotation import VECTOR_LANES
+from ansor.space.schedule import sample, validate
+from ansor.targets import generate_sketches
+from ansor.targets.cpu.params import MAX_REGISTER_TILE, MAX_VECTOR, VECTOR_BITS
 
 task = ansor.create_task(workloads.matmul(64, 96, 64))
 sk = generate_sketches(task)[0]

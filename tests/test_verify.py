@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 from ansor.frontend import workloads
-from ansor.targets.cpu.annotation import Schedule
+from ansor.space.schedule import Schedule
 from ansor.measure.measurer import LocalMeasurer, MeasureError, MeasureInput, RunOptions
 from ansor.core.task import SearchTask, create_task
 from ansor.measure.verify import check_output, check_outputs, poisoned, reduction_length, sentinel_runs

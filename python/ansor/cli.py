@@ -19,6 +19,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from ansor.targets import get_target
 
 EXIT_BAD_INPUT = 2
 
@@ -110,13 +111,14 @@ def _cost_model(args: argparse.Namespace):
 def _setup_target(args: argparse.Namespace) -> None:
     """cuda: the architecture for the workers (`--arch`), and no address-space cap on them (the
     CUDA driver reserves far more virtual memory than any cap we would set)."""
-    if getattr(args, "target", "cpu") != "cuda":
-        return
     from ansor import config
+    from ansor.targets import get_target
 
+    target = get_target(getattr(args, "target", "cpu"))
     if getattr(args, "arch", None):
         os.environ["ANSOR_CUDA_ARCH"] = args.arch
-    config.WORKER_MEMORY_MB = 0
+    if target.worker_memory_mb is not None:
+        config.WORKER_MEMORY_MB = target.worker_memory_mb
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -125,8 +127,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from ansor.tuning.tuner import tune
 
     _setup_target(args)
-    if args.cache_flush and args.target != "cpu":
-        raise ValueError("--cache-flush applies to --target cpu only")
+    if args.cache_flush and not get_target(args.target).supports_cache_flush:
+        raise ValueError(f"--cache-flush does not apply to --target {args.target}")
     opts = RunOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                       cache_flush=args.cache_flush,
                       timeout_s=args.timeout, threads=args.threads)
@@ -254,13 +256,13 @@ def cmd_workloads(args: argparse.Namespace) -> int:
 def cmd_sketches(args: argparse.Namespace) -> int:
     import random
 
-    from ansor.targets.cpu.annotation import sample
-    from ansor.targets.cpu.rules import generate_sketches
+    from ansor.space.schedule import sample
+    from ansor.targets import generate_sketches
 
     task = _task(args)
     for sk in generate_sketches(task):
         print(f"// ===== sketch {sk.name} ({sk.rule})")
-        if args.schedule_seed is not None and (sk.stages or sk.knobs):  # GPU sketches: knobs only
+        if args.schedule_seed is not None and sk.knobs:
             print(sk.script(sample(sk, random.Random(args.schedule_seed)).values()))
         else:
             print(sk.script() or "// (no transform: the untransformed program)")

@@ -1,9 +1,9 @@
 """Apply the best records: a task + a log -> a compiled callable (and its replayable script).
 
     module / .mlir file --create_task--> SearchTask --best record in LOG--> script
-        --lowering.compile_task--> CompiledFunction(numpy arrays -> numpy arrays)
+        --Target.compile--> CompiledFunction(numpy arrays -> numpy arrays)
     model (several fusion groups) --extract_tasks--> Network --best record per task-->
-        --lowering.compile_network (each callee scheduled, one module)--> CompiledNetwork
+        --Target.compile_network (each callee scheduled, one module)--> CompiledNetwork
 
 Without a log, or without a successful record for the task, the untuned program is compiled
 (with a warning when a log was given).
@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 from mlir import ir
 
-from ansor.targets.cpu import lowering
-from ansor.frontend.partition import DEFAULT_WINOGRAD, Network, extract_tasks
+
+from ansor.frontend.partition import Network, extract_tasks
 from ansor.tuning.records import SKETCH_VERSION, Record, best_record, load_records, warn_if_mixed
 from ansor.core.task import SearchTask, create_task
+from ansor.targets import Kernel, get_target, target_names
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ class _Compiled:
     """Calling and timing a compiled kernel whose inputs are `self.task.inputs`."""
 
     task: SearchTask
-    _kernel: lowering.CompiledKernel
+    _kernel: Kernel
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
         outs = self._kernel.run(list(arrays))
@@ -47,8 +48,9 @@ class CompiledFunction(_Compiled):
     def __init__(self, task: SearchTask, record: Record | None, threads: int | None = None) -> None:
         self.task = task
         self.record = record
-        lowering.set_threads(threads)
-        self._kernel = lowering.compile_task(task, record.script if record else None)
+        target = get_target(task.target)
+        target.set_threads(threads)
+        self._kernel = target.compile(task, record.script if record else None)
 
     @property
     def tuned(self) -> bool:
@@ -78,10 +80,11 @@ class CompiledNetwork(_Compiled):
         self.network = net
         self.task = net.as_task()  # the whole model as a task record: inputs, outputs, flops
         self.records = records  # task hash -> best record (None: untuned)
-        lowering.set_threads(threads)
+        target = get_target(self.task.target)
+        target.set_threads(threads)
         scripts = {h: r.script for h, r in records.items() if r is not None}
         callees = {name: net.tasks[i] for name, i in net.calls.items()}
-        self._kernel = lowering.compile_network(self.task, callees, scripts)
+        self._kernel = target.compile_network(self.task, callees, scripts)
 
     @property
     def tuned_tasks(self) -> int:
@@ -98,7 +101,7 @@ def extract_for_log(source: str | Path | ir.Module, log: str | Path | None, *, w
     net = extract_tasks(source, winograd=winograd, **kwargs)
     if winograd is not None or log is None:
         return net
-    default = DEFAULT_WINOGRAD.get(kwargs.get("target", "cpu"), 0)
+    default = get_target(kwargs.get("target", "cpu")).default_winograd
     other = extract_tasks(source, winograd=0 if default else 4, **kwargs)
     if {t.hash for t in other.tasks} == {t.hash for t in net.tasks}:
         return net
@@ -150,8 +153,9 @@ def compile(
     --one-task`), is one task (`CompiledFunction`); a model with several groups is partitioned
     into tasks and compiled as a whole (`CompiledNetwork`), each task with its own best record.
     `winograd`: as in `extract_tasks`; None (default): as the log was tuned (`extract_for_log`)."""
-    if target != "cpu":
-        raise ValueError(f"target '{target}' is not supported yet (supported: cpu)")
+    if not get_target(target).supports_compile:
+        ok = ", ".join(n for n in target_names() if get_target(n).supports_compile)
+        raise ValueError(f"ansor.compile: target '{target}' is not supported yet (supported: {ok})")
     task = create_task(source, func=func, target=target)
     records = load_records(log) if log is not None else []
     if log is not None:

@@ -9,7 +9,7 @@ from ansor.core import native as _native
 from ansor.frontend import workloads
 from ansor.targets.cuda.lowering import emit_ptx, lower_to_gpu_ir
 from ansor.targets.cuda.rules import default_script
-from ansor.targets.cpu.rules import generate_sketches
+from ansor.targets import generate_sketches
 from mlir import ir
 
 cl = ansor.create_task(workloads.get("convlayer-1x56x56x64x128x3x2x1"), name="cl", target="cuda")

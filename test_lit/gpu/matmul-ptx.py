@@ -5,7 +5,7 @@
 import ansor
 from ansor.frontend import workloads
 from ansor.targets.cuda.lowering import emit_ptx
-from ansor.targets.cpu.rules import generate_sketches
+from ansor.targets import generate_sketches
 
 mm = ansor.create_task(workloads.get("matmul-256"), name="matmul-256", target="cuda")
 sk = generate_sketches(mm)[0]

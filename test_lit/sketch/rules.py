@@ -6,8 +6,8 @@ import random
 
 import ansor
 from ansor.frontend import workloads
-from ansor.targets.cpu.annotation import sample
-from ansor.targets.cpu.rules import generate_sketches
+from ansor.space.schedule import sample
+from ansor.targets import generate_sketches
 
 MATMUL_RELU = """func.func @mm_relu(%A: tensor<64x32xf32>, %B: tensor<32x16xf32>) -> tensor<64x16xf32> {
   %zero = arith.constant 0.0 : f32

@@ -302,3 +302,23 @@ def analyze_graph(task_ir: str) -> tuple[list[OpLoops], list[PadInfo]]:
             )
         pad_infos = [PadInfo(i, pad_consumer.get(i)) for i in range(len(pads))]
         return out, pad_infos
+
+
+def fusable_consumer(op: OpLoops, by_index: dict[int, OpLoops]) -> tuple[OpLoops, tuple[int, ...]] | None:
+    """The element-wise consumer that reads `op`'s whole result through a permutation."""
+    if len(op.users) != 1 or op.users[0] is None:
+        return None
+    cons = by_index.get(op.users[0])
+    if cons is None or not cons.is_elementwise() or len(cons.output_dims) != len(op.output_dims):
+        return None
+    for pos, prod in enumerate(cons.input_producers):
+        if prod == op.index:
+            dims = cons.input_dims[pos]
+            if sorted(dims) != list(range(len(cons.extents))):
+                return None
+            # consumer loop c reads axis i of op's result, which is op's loop op.output_dims[i]
+            mapping = [0] * len(cons.extents)
+            for axis, c in enumerate(dims):
+                mapping[c] = op.output_dims[axis]
+            return cons, tuple(mapping)
+    return None

@@ -198,6 +198,10 @@ def create_task(
     `source` is a path to a `.mlir` file, MLIR text, or a parsed `mlir.ir.Module`. `func` picks
     the function when the module has several public ones.
     """
+    from ansor.targets import target_names  # the registry: a leaf module (no target code loaded)
+
+    if target not in target_names():
+        raise TaskError(f"unknown target {target!r} (known: {', '.join(target_names())})")
     _native.register_everything()
     text, where = read_source(source)
     with ir.Context() as ctx, ir.Location.unknown():

@@ -29,6 +29,7 @@ from ansor.core.task import (
     read_source,
     select_function,
 )
+from ansor.targets import get_target
 
 GROUP_ATTR = "ansor.group"
 
@@ -72,14 +73,6 @@ def _short(group: str) -> str:
 _CHANNELS_FIRST = ("linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nchw_")
 
 
-#: `extract_tasks`' Winograd tile bound per target (0: direct convolutions). Off: on the current
-#: development host (AMD EPYC, Zen 5, AVX-512, 2 cores) the Winograd ResNet-18 ran 0.82x the direct
-#: one end to end although its tasks, each timed warm on its own, summed to 0.6x (the transforms move
-#: ~5x the bytes of a direct convolution and run memory-bound inside the model); on the previous
-#: host (AVX2) it ran 1.41x faster. Both measured with the AVX2 search limits; the AVX-512 limits
-#: (`sketch.host_vector_bits`) made the direct model 1.18x faster still (Winograd not re-measured).
-#: See README, "Winograd convolutions".
-DEFAULT_WINOGRAD = {"cpu": 0, "cuda": 0}
 
 
 def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, target: str = "cpu",
@@ -94,13 +87,13 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
     transpose (C++ `ansor-propagate-nhwc`), so the activations between convolutions stay
     channels-last. `layout="keep"` leaves the model as it is.
 
-    `winograd=m` (2 or 4; 0: off; default `DEFAULT_WINOGRAD[target]`: off) then computes the 3x3
+    `winograd=m` (2 or 4; 0: off; default: the target's `default_winograd`, off) then computes the 3x3
     stride-1 convolutions with constant weights and >= 16 channels by Winograd's F(t x t, 3 x 3),
     t <= m (`winograd.rewrite`): each becomes
     three tasks, an input transform, a batched matmul and an output transform. A log tuned with one
     setting only matches tasks extracted with the same one (`compile.extract_for_log` picks it)."""
     if winograd is None:
-        winograd = DEFAULT_WINOGRAD.get(target, 0)
+        winograd = get_target(target).default_winograd
     if layout not in ("nhwc", "keep"):
         raise ValueError(f"unknown layout {layout!r} (expected 'nhwc' or 'keep')")
     if winograd not in (0, 2, 4):

@@ -64,7 +64,7 @@ def numpy_blas() -> dict[str, Any]:
     """numpy's BLAS: as built (`numpy.show_config`) and as loaded at run time (threadpoolctl:
     library, version, the core type whose kernels it dispatched, threading, threads), and the
     vector width of that kernel next to the host's."""
-    from ansor.targets.cpu.sketch import host_vector_bits
+    from ansor.core.host import host_vector_bits
 
     out: dict[str, Any] = {"numpy": np.__version__, "host_vector_bits": host_vector_bits()}
     try:

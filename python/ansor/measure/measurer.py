@@ -19,6 +19,7 @@ import abc
 import ctypes
 import enum
 import functools
+import importlib
 import math
 import os
 import signal
@@ -36,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from ansor.targets.cpu.annotation import Schedule
+from ansor.space.schedule import Schedule
 from ansor.core.task import SearchTask
 from ansor.core import mlir as core_mlir
+from ansor.targets import compile_task, get_target
 
 
 class MeasureError(str, enum.Enum):
@@ -252,14 +254,13 @@ def reference_outputs(task: SearchTask) -> tuple[list[np.ndarray], list[np.ndarr
     program lowered for the CPU -- never a GPU schedule, so no GPU rewrite can agree with itself;
     cached on disk (`config.CACHE_DIR/refs`) since the CPU loops of a large GPU task are slow.
     Raises RuntimeError when the untransformed program and numpy disagree."""
-    import dataclasses
 
     from ansor import config
-    from ansor.targets.cpu import lowering
     from ansor.measure import verify
 
     inputs = make_inputs(task)
-    if task.target != "cpu":
+    ref_task = get_target(task.target).reference_task(task)
+    if ref_task is not None:
         path = config.CACHE_DIR / "refs" / f"{task.hash}-{task.target}-v{REF_VERSION}.npz"
         if path.exists():
             try:
@@ -269,14 +270,14 @@ def reference_outputs(task: SearchTask) -> tuple[list[np.ndarray], list[np.ndarr
                 pass  # a torn cache file: recompute
         outs = _numpy_reference(task, inputs)
         if outs is None:
-            cpu = lowering.compile_task(dataclasses.replace(task, target="cpu"), None)
-            outs = cpu.run(inputs, verify.poisoned(task.outputs))
+            ref_kernel = compile_task(ref_task, None)
+            outs = ref_kernel.run(inputs, verify.poisoned(task.outputs))
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
         np.savez(tmp, **{f"o{i}": o for i, o in enumerate(outs)})
         os.replace(tmp, path)
         return inputs, outs, None
-    kernel = lowering.compile_task(task, None)
+    kernel = compile_task(task, None)
     outs = kernel.run(inputs, verify.poisoned(task.outputs))
     np_outs = _numpy_reference(task, inputs)
     if np_outs is not None:
@@ -292,7 +293,7 @@ def reference_outputs(task: SearchTask) -> tuple[list[np.ndarray], list[np.ndarr
 
 def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb: int) -> None:
     """Loop: receive a request, answer it. Runs in a fresh process started by `_Worker`
-    (`python -m ansor._worker`); stderr goes to a file the parent reads after a crash."""
+    (`python -m ansor.measure.worker`); stderr goes to a file the parent reads after a crash."""
     os.environ["OMP_NUM_THREADS"] = str(threads or os.cpu_count() or 1)
     if memory_mb > 0:
         import resource
@@ -300,7 +301,6 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
         cap = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     from ansor import config
-    from ansor.targets.cpu import lowering
 
     refs: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
 
@@ -322,15 +322,16 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
         try:
             task = SearchTask.from_json(req["task"])
             opts = RunOptions(**req["opts"])
-            if kind == "features":  # program features of each script (see features.py)
-                from ansor.search.features import featurize
+            if kind == "features":  # program features of each script (`search/features.py`,
+                # loaded by name: measurement sits below the search and never imports it)
+                featurize = importlib.import_module("ansor.search.features").featurize
 
                 conn.send({"features": featurize(task, req["scripts"]), "error": None, "msg": "", "build_s": 0.0})
                 continue
             if kind == "reference":
                 inputs, outs, base_kernel = reference_outputs(task)
                 if base_kernel is None:  # a GPU task: its baseline is the default GPU schedule
-                    base_kernel = lowering.compile_task(task, None)
+                    base_kernel = compile_task(task, None)
                     bad = verify_kernel(base_kernel, inputs, outs, opts)
                     if bad is not None:
                         raise RuntimeError(f"the default GPU program is wrong: {bad}")
@@ -339,7 +340,7 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
                 conn.send({"costs": costs, "error": None, "msg": "", "build_s": 0.0})
                 continue
             t0 = time.perf_counter()
-            kernel = lowering.compile_task(task, req["script"])
+            kernel = compile_task(task, req["script"])
             build_s = time.perf_counter() - t0
             if kind == "build":
                 conn.send({"costs": (), "error": None, "msg": "", "build_s": build_s})
@@ -405,7 +406,7 @@ def _time_kernel(kernel: Any, inputs: list[np.ndarray], opts: RunOptions, slow_s
     est = kernel.time(inputs, 1)  # also a warm-up
     if est > slow_s:
         return (est,)
-    if opts.cache_flush and kernel.task.target == "cpu":  # TVM's flush is CPU-only too
+    if opts.cache_flush and get_target(kernel.task.target).supports_cache_flush:
         outs = kernel.alloc_outputs()
         kernel.time(inputs, 1, outs)  # the outputs' pages are mapped before any timing
         costs = []
@@ -428,7 +429,7 @@ _SIGNAL_HINTS = {
 
 
 class _Worker:
-    """One worker process (`python -m ansor._worker`) talking over two pipes; restartable.
+    """One worker process (`python -m ansor.measure.worker`) talking over two pipes; restartable.
 
     A plain subprocess rather than `multiprocessing`: spawn would re-import the user's main
     module, which breaks scripts that call `ansor.tune` without an `if __name__ == "__main__"` guard.

@@ -16,6 +16,7 @@ import platform
 import subprocess
 from pathlib import Path
 from typing import Any
+from ansor.targets import get_target
 
 
 @functools.cache
@@ -28,29 +29,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown"
-
-
-@functools.cache
-def gpu_name() -> str | None:
-    """Name of CUDA device 0 through the driver API, or None without a driver or device."""
-    import ctypes
-
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return None
-    try:
-        if cuda.cuInit(0) != 0:
-            return None
-        dev = ctypes.c_int()
-        if cuda.cuDeviceGet(ctypes.byref(dev), 0) != 0:
-            return None
-        buf = ctypes.create_string_buffer(256)
-        if cuda.cuDeviceGetName(buf, 256, dev) != 0:
-            return None
-        return buf.value.decode(errors="replace") or None
-    except (OSError, AttributeError):
-        return None
 
 
 @functools.cache
@@ -81,8 +59,7 @@ def package_version() -> str:
 def host(target: str = "cpu") -> dict[str, Any]:
     """The machine: CPU model and core count, and the GPU's name for a CUDA target."""
     out: dict[str, Any] = {"cpu": cpu_model(), "cores": os.cpu_count() or 1, "node": platform.node()}
-    if target == "cuda":
-        out["gpu"] = gpu_name()
+    out.update(get_target(target).host_info())
     return out
 
 

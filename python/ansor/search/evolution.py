@@ -37,21 +37,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ansor.targets.cpu.annotation import (
-    RAGGED_PROB,
-    SamplingError,
-    Schedule,
-    choose_sizes,
-    factors_from_sizes,
-    innermost_limit,
-    ragged_options,
-    sizes_from_factors,
-    sizes_nest,
-)
-from ansor.search.cost_model import CostModel
 from ansor.measure.measurer import MeasureInput, MeasureResult
+from ansor.search.cost_model import CostModel
 from ansor.search.policy import SearchPolicy
-from ansor.targets.cpu.sketch import MAX_REGISTER_TILE, LoopSplit, Sketch, is_ragged
+from ansor.space.schedule import SamplingError, Schedule, factors_from_sizes, sizes_from_factors, sizes_nest
+from ansor.space.search_space import RAGGED_PROB, SearchSpace
+from ansor.space.sketch import Sketch
 
 log = logging.getLogger(__name__)
 
@@ -80,174 +71,8 @@ def _prime_factors(n: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-
 #: Stand-in features for models that ignore them (random scores); not None, which scores -inf.
 _NO_FEATURES = np.zeros((1, 1), dtype=np.float32)
-
-class _SketchInfo:
-    """What the genetic operators need to know about one sketch, computed once: knob groups
-    and a compiled form of `annotation.validate` / `annotation.sample` (the same rules, without
-    rebuilding knob names on every call; `sample` rejects per stage instead of per sketch, which
-    draws from the same distribution since the constraints are per stage)."""
-
-    def __init__(self, sketch: Sketch, ragged_prob: float = RAGGED_PROB) -> None:
-        self.sketch = sketch
-        self.ragged_prob = ragged_prob
-        self.tile_splits: tuple[LoopSplit, ...] = tuple(
-            s for s in sketch.splits if s.tile_knobs and s.extent > 1
-        )
-        self.parallel_splits = tuple(s for s in self.tile_splits if s.kind == "S" and s.levels >= 2)
-        tile_names = {n for s in sketch.splits for n in s.tile_knobs}
-        unroll_names = {st.unroll_knob for st in sketch.stages}
-        self.unroll_knobs = tuple(
-            k for k in sketch.knobs if k.name in unroll_names and len(k.options) > 1
-        )
-        self.other_knobs = tuple(
-            k
-            for k in sketch.knobs
-            if k.name not in tile_names and k.name not in unroll_names and len(k.options) > 1
-        )
-        # Knobs of each stage (crossover unit); knobs of no stage go with the first group.
-        groups = [
-            [
-                *(n for s in st.splits for n in s.tile_knobs),
-                *(f"pad{p}.loc" for p in st.pads),
-                st.unroll_knob,
-            ]
-            for st in sketch.stages
-        ]
-        known = {n for g in groups for n in g}
-        rest = [k.name for k in sketch.knobs if k.name not in known]
-        if groups:
-            groups[0] += rest
-        self.stage_knobs: tuple[tuple[str, ...], ...] = tuple(tuple(g) for g in groups)
-        # compiled validation / sampling
-        self.names = tuple(sorted(k.name for k in sketch.knobs))
-        self.options = {k.name: frozenset(k.options) for k in sketch.knobs}
-        self.non_tile = tuple(k for k in sketch.knobs if k.name not in tile_names)
-        self.tile_knob_splits = tuple(s for s in sketch.splits if s.tile_knobs)
-        #: ragged-capable splits (`sketch.py`); `valid` checks the others as (knobs, extent,
-        #: innermost limit) chains
-        self.ragged_splits = tuple(s for s in self.tile_knob_splits if s.ragged)
-        self.exact_chains = tuple(
-            (s.tile_knobs, s.extent, innermost_limit(s)) for s in self.tile_knob_splits if not s.ragged
-        )
-        self.stage_splits = tuple(
-            (
-                tuple((s.tile_knobs, s) for s in st.splits if s.tile_knobs),
-                tuple(
-                    s.tile_knobs[-1]
-                    for s in st.splits
-                    if s.tile_knobs and (s.kind == "S" or st.kind != "mlt") and st.kind != "chain"
-                ),
-            )
-            for st in sketch.stages
-        )
-        #: register-tile knobs of the stage owning each split
-        self.split_reg = {
-            s: reg
-            for st, (_, reg) in zip(sketch.stages, self.stage_splits, strict=True)
-            for s in st.splits
-        }
-
-    def valid(self, values: Mapping[str, int]) -> bool:
-        """`annotation.validate(sketch, values) is None`, faster."""
-        if hasattr(self.sketch, "validate"):  # GPU sketches: device limits (gpu_rules.py)
-            return self.sketch.validate(values) is None
-        for name, opts in self.options.items():
-            if values.get(name) not in opts:
-                return False
-        for names, extent, limit in self.exact_chains:
-            outer = extent
-            for n in names:
-                v = values[n]
-                if outer % v:
-                    return False
-                outer = v
-            if outer > limit:
-                return False
-        for split in self.ragged_splits:
-            sizes = [values[n] for n in split.tile_knobs]
-            if not sizes_nest(split, sizes) or sizes[-1] > innermost_limit(split):
-                return False
-        for _, reg in self.stage_splits:
-            if math.prod(values[n] for n in reg) > MAX_REGISTER_TILE:
-                return False
-        return True
-
-    def sample(self, rng: random.Random, *, max_tries: int = 1000) -> Schedule:
-        """A random valid annotation (as `annotation.sample`)."""
-        if hasattr(self.sketch, "sample"):  # GPU sketches (gpu_rules.py)
-            return self.sketch.sample(rng)
-        values: dict[str, int] = {}
-        for splits, reg in self.stage_splits:
-            for _ in range(max_tries):
-                for names, split in splits:
-                    values.update(zip(names, choose_sizes(split, rng, self.ragged_prob), strict=True))
-                if math.prod(values[n] for n in reg) <= MAX_REGISTER_TILE:
-                    break
-            else:
-                raise SamplingError(
-                    f"sketch {self.sketch.name}: no valid annotation found in {max_tries} tries"
-                )
-        for k in self.non_tile:
-            values[k.name] = rng.choice(k.options)
-        return self.schedule(values)
-
-    def adapt(self, values: Mapping[str, int], rng: random.Random) -> Schedule | None:
-        """A valid schedule of this sketch as close as possible to `values`, knob values of
-        another task's schedule of a sketch with the same name (transfer between similar tasks).
-
-        Tile sizes keep their absolute sizes where they can: for each loop, from the innermost
-        level out, the largest size that divides the loop's extent, is a multiple of the next
-        inner level's and is at most the donor's (the register tile and cache tiles of a 3x3
-        convolution transfer to one of another shape). On a ragged-capable loop (unless
-        `ragged_prob` is 0) the donor's register tile is kept as it is when it fits below the
-        level above it. Other knobs keep the donor's value when it is one of this sketch's
-        options; knobs the donor lacks are drawn at random. None when the result breaks the
-        register-tile limit (or a GPU sketch's device limits)."""
-        if any(n not in values for n in self.names):
-            try:
-                fill = self.sample(rng).values()
-            except SamplingError:
-                return None
-        else:
-            fill = {}
-        new: dict[str, int] = {}
-
-        def nest(donor: list[int], extent: int, limit: int) -> list[int]:
-            sizes = [0] * len(donor)
-            inner = 1
-            for lv in range(len(donor) - 1, -1, -1):
-                cap = min(max(donor[lv], inner), extent, limit if lv == len(donor) - 1 else extent)
-                size = max(d for d in range(inner, cap + 1, inner) if extent % d == 0)
-                sizes[lv] = inner = size
-            return sizes
-
-        ragged = set(self.ragged_splits) if self.ragged_prob > 0 else set()
-        for split in self.tile_knob_splits:
-            names, extent, limit = split.tile_knobs, split.extent, innermost_limit(split)
-            donor = [int(values[n]) if n in values else int(fill[n]) for n in names]
-            sizes = nest(donor, extent, limit)
-            if split in ragged and len(names) >= 2 and donor[-1] != sizes[-1]:
-                # keep the donor's register tile, ragged here, above exact levels of its own
-                above = nest(donor[:-1], extent, extent)
-                if 1 < donor[-1] <= limit and donor[-1] < above[-1]:
-                    sizes = [*above, donor[-1]]
-            new.update(zip(names, sizes, strict=True))
-        for k in self.non_tile:
-            v = values.get(k.name)
-            new[k.name] = int(v) if v in self.options[k.name] else int(fill.get(k.name, k.options[0]))
-        for name in self.names:  # anything left (no CPU sketch has such knobs)
-            new.setdefault(name, int(values[name]) if values.get(name) in self.options[name]
-                           else int(fill.get(name, min(self.options[name]))))
-        return self.schedule(new) if self.valid(new) else None
-
-    def schedule(self, values: Mapping[str, int]) -> Schedule:
-        """`Schedule.of(sketch name, values)` for int values of exactly this sketch's knobs."""
-        return Schedule(
-            self.sketch.name, tuple(zip(self.names, map(values.__getitem__, self.names)))
-        )
 
 
 class _Pool:
@@ -283,13 +108,13 @@ class EvolutionarySearch(SearchPolicy):
     matrices (None when a schedule cannot be lowered: it scores -inf); `features` caches them
     for the last `feature_cache_size` schedules. `history` gives
     (schedule, seconds) of schedules measured before (resuming); their keys are also `measured`.
-    `ragged_prob` (ours, `annotation.RAGGED_PROB`): how often sampling and tile mutations give a
+    `ragged_prob` (ours, `space.search_space.RAGGED_PROB`): how often sampling and tile mutations give a
     ragged-capable loop a register tile that leaves a partial tile; 0 keeps Ansor's exact splits
     (the ablation of `bench/ragged_tiles.py`).
 
     Transfer between the tasks of a network (our addition; TVM shares only the cost model):
     `transfer(schedules)` hands over the fastest schedules of similar tasks, adapted to this
-    task's shapes (`_SketchInfo.adapt`). They join the initial population, and up to
+    task's shapes (`SearchSpace.adapt`). They join the initial population, and up to
     `transfer_ratio` of each batch is the unmeasured ones the model scores highest, so a task
     starts from what its siblings already learned instead of from random samples.
     """
@@ -314,8 +139,8 @@ class EvolutionarySearch(SearchPolicy):
         feature_cache_size: int = 16384,
         ragged_prob: float = RAGGED_PROB,
     ) -> None:
-        self.sketches = [s for s in sketches if s.stages] or list(sketches)
-        self.info = {s.name: _SketchInfo(s, ragged_prob) for s in self.sketches}
+        self.sketches = [s for s in sketches if s.rule != "skip"] or list(sketches)
+        self.info = {s.name: s.search_space(ragged_prob) for s in self.sketches}
         self.model = model
         self.features_fn = features_fn
         self.rng = random.Random(seed)
@@ -532,6 +357,14 @@ class EvolutionarySearch(SearchPolicy):
         for _ in range(tries):
             kind = rng.choices(kinds, weights)[0]
             new = dict(values)
+            if kind == "tile" and info.free_tile_knobs and (
+                    not info.tile_splits
+                    or rng.random() < len(info.free_tile_knobs) / (len(info.free_tile_knobs) + len(info.tile_splits))):
+                knob = rng.choice(info.free_tile_knobs)  # a tile size without a split: redraw it
+                new[knob.name] = rng.choice([o for o in knob.options if o != new[knob.name]])
+                if not info.valid(new):
+                    continue
+                return info.schedule(new)
             if kind in ("tile", "parallel"):
                 split = rng.choice(info.tile_splits if kind == "tile" else info.parallel_splits)
                 names = split.tile_knobs
@@ -539,17 +372,17 @@ class EvolutionarySearch(SearchPolicy):
                 # A ragged register tile (see `sketch.py`) sits outside the factor chain: the
                 # factor moves act on the levels above it, and a tile mutation of a ragged-capable
                 # loop may instead redraw it (another ragged size, or a divisor).
-                tail = sizes[-1:] if is_ragged(split, new) else []
+                tail = sizes[-1:] if info.is_ragged(split, new) else []
                 if (kind == "tile" and split.ragged and len(sizes) >= 2
                         and rng.random() < (0.5 if tail else info.ragged_prob)):
-                    options = [v for v in ragged_options(split, sizes[-2]) if v != sizes[-1]]
+                    options = [v for v in info.ragged_options(split, sizes[-2]) if v != sizes[-1]]
                     if tail:
-                        limit = innermost_limit(split)
+                        limit = info.innermost_limit(split)
                         options += [d for d in range(1, min(limit, sizes[-2]) + 1) if sizes[-2] % d == 0]
                     if not options:
                         continue
                     new[names[-1]] = rng.choice(options)
-                    if math.prod(new[n] for n in info.split_reg.get(split, ())) > MAX_REGISTER_TILE:
+                    if not info.register_ok(split, new):
                         continue
                     return info.schedule(new)
                 names = names[: len(names) - len(tail)]
@@ -566,15 +399,15 @@ class EvolutionarySearch(SearchPolicy):
                 p = rng.choice(_prime_factors(factors[src]))
                 factors[src] //= p
                 factors[dst] *= p
-                if not tail and factors[-1] > innermost_limit(split):
+                if not tail and factors[-1] > info.innermost_limit(split):
                     continue
                 new.update(zip(names, sizes_from_factors(tuple(factors)), strict=True))
                 if tail and not sizes_nest(split, [new[n] for n in split.tile_knobs]):
                     continue  # the level above the ragged tile must stay larger than it
                 # the sizes nest by construction; only the stage's register tile may break
-                if math.prod(new[n] for n in info.split_reg.get(split, ())) > MAX_REGISTER_TILE:
+                if not info.register_ok(split, new):
                     continue
-                if hasattr(info.sketch, "validate") and not info.valid(new):  # GPU: device limits
+                if info.full_check_after_tile and not info.valid(new):  # e.g. GPU device limits
                     continue
             else:
                 knob = rng.choice(info.unroll_knobs if kind == "unroll" else info.other_knobs)
@@ -583,10 +416,10 @@ class EvolutionarySearch(SearchPolicy):
         return None
 
     @staticmethod
-    def _applicable(info: _SketchInfo, kind: str) -> bool:
+    def _applicable(info: SearchSpace, kind: str) -> bool:
         return bool(
             {
-                "tile": info.tile_splits,
+                "tile": info.tile_splits or info.free_tile_knobs,
                 "parallel": info.parallel_splits,
                 "unroll": info.unroll_knobs,
                 "location": info.other_knobs,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import abc
 import random
 
-from ansor.targets.cpu.annotation import SamplingError, Schedule, sample
+from ansor.space.schedule import SamplingError, Schedule, sample
 from ansor.measure.measurer import MeasureInput, MeasureResult
-from ansor.targets.cpu.sketch import Sketch
+from ansor.space.sketch import Sketch
 
 
 class SearchPolicy(abc.ABC):
@@ -35,7 +35,7 @@ class RandomSearch(SearchPolicy):
 
     def __init__(self, sketches: list[Sketch], *, seed: int = 0, measured: set[str] | None = None,
                  max_tries_factor: int = 50) -> None:
-        self.sketches = [s for s in sketches if s.stages] or list(sketches)
+        self.sketches = [s for s in sketches if s.rule != "skip"] or list(sketches)
         self.rng = random.Random(seed)
         self.measured: set[str] = set(measured or ())
         self.max_tries_factor = max_tries_factor

@@ -13,8 +13,8 @@ from typing import TextIO
 
 from ansor.measure.measurer import MeasureResult
 from ansor.tuning.records import Record
-from ansor.targets.cpu.sketch import VECTOR_BITS
 from ansor.core.task import SearchTask
+from ansor.targets import get_target
 
 
 class ProgressCallback:
@@ -45,7 +45,7 @@ def _fmt_lat(s: float) -> str:
 def _baseline_name(task: SearchTask) -> str:
     """What the task's baseline program is: the untransformed program on the CPU ("naive loops"),
     the default GPU schedule on a GPU."""
-    return "naive loops" if task.target == "cpu" else "default GPU schedule"
+    return get_target(task.target).baseline_name
 
 
 class TableProgress(ProgressCallback):
@@ -61,7 +61,7 @@ class TableProgress(ProgressCallback):
 
     def on_start(self, task: SearchTask, baseline: MeasureResult, trials: int, resumed: int) -> None:
         self.t0 = time.perf_counter()
-        target = task.target + (f" ({VECTOR_BITS}-bit vectors)" if task.target == "cpu" else "")
+        target = get_target(task.target).describe()
         self._p(f"task {task.name}: {task.flops / 1e9:.3f} GFLOP per call, target {target}, {trials} trials"
                 + (f" ({resumed} records resumed from the log)" if resumed else ""))
         what = _baseline_name(task)

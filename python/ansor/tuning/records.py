@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ansor.targets.cpu.annotation import Schedule
+from ansor.space.schedule import Schedule
 from ansor.measure.measurer import MeasureError, MeasureInput, MeasureResult
 from ansor.core.task import SearchTask
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ansor.targets.cpu.annotation import Schedule
+from ansor.space.schedule import Schedule
 from ansor.search.cost_model import CostModel, create_cost_model
 from ansor.search.evolution import EvolutionarySearch, FeaturesFn
 from ansor.measure.measurer import Measurer, MeasureResult, RunOptions, create_measurer

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ansor import config
-from ansor.targets.cpu.annotation import Schedule, validate
+from ansor.space.schedule import Schedule, validate
 from ansor.search.cost_model import CostModel, create_cost_model
 from ansor.search.evolution import EvolutionarySearch, FeaturesFn
 from ansor.measure.measurer import MeasureInput, Measurer, MeasureResult, RunOptions, create_measurer
@@ -37,10 +37,11 @@ from ansor.tuning.records import (
     iter_records,
     record_key,
 )
-from ansor.targets.cpu.rules import generate_sketches
+from ansor.targets import generate_sketches
 from ansor.search.policy import RandomSearch, SearchPolicy
-from ansor.targets.cpu.sketch import Sketch
+from ansor.space.sketch import Sketch
 from ansor.core.task import SearchTask
+from ansor.targets import get_target
 
 if TYPE_CHECKING:  # imported lazily: its worker pool is only needed by the learned search
     from ansor.search.features import FeatureExtractor
@@ -71,7 +72,7 @@ class TuneResult:
 def _current_sketch(r: Record, names: dict[str, Sketch]) -> Sketch | None:
     """The sketch among today's (`names`) that `r`'s schedule is a valid annotation of, or None."""
     sk = names.get(r.schedule.sketch)
-    if sk is None or (sk.stages and validate(sk, r.schedule.values()) is not None):
+    if sk is None or (sk.rule != "skip" and validate(sk, r.schedule.values()) is not None):
         return None
     return sk
 
@@ -118,6 +119,7 @@ def _make_policy(task: SearchTask, sketches: list[Sketch], prior: list[Record], 
 
     model = create_cost_model(cost_model, seed=seed)
     ok = [r for r in prior if r.error is None]
+    options = {"mutation_weights": get_target(task.target).mutation_weights, **options}
     policy = EvolutionarySearch(sketches, model, features_fn, seed=seed, measured=measured,
                                 history=[(r.schedule, r.latency) for r in ok], crossover=crossover, **options)
     if prior:  # resuming: retrain on what the log holds

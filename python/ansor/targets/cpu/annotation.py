@@ -14,59 +14,24 @@ their options. Invalid combinations are rejected here, before anything is built.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
-import math
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from ansor.targets.cpu.sketch import (
-    MAX_REGISTER_TILE,
-    MAX_VECTOR,
-    LoopSplit,
-    Sketch,
-    Stage,
-    innermost_limit,
+from typing import TYPE_CHECKING
+
+from ansor.space.schedule import (
+    SamplingError,
+    Schedule,
+    factorizations,
+    sizes_from_factors,
+    sizes_nest,
 )
+from ansor.space.search_space import RAGGED_PROB
+from ansor.space.sketch import LoopSplit
+from ansor.targets.cpu.params import MAX_REGISTER_TILE, MAX_VECTOR, innermost_limit
 
-
-@dataclass(frozen=True)
-class Schedule:
-    """A point of the search space: which sketch, and a value for each of its knobs."""
-
-    sketch: str
-    knobs: tuple[tuple[str, int], ...]  # sorted by name
-
-    @staticmethod
-    def of(sketch: str, values: Mapping[str, int]) -> Schedule:
-        return Schedule(sketch, tuple(sorted((k, int(v)) for k, v in values.items())))
-
-    def values(self) -> dict[str, int]:
-        return dict(self.knobs)
-
-    def key(self) -> str:
-        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
-
-    def to_json(self) -> dict:
-        return {"sketch": self.sketch, "knobs": dict(self.knobs)}
-
-    @staticmethod
-    def from_json(d: Mapping) -> Schedule:
-        return Schedule.of(str(d["sketch"]), {str(k): int(v) for k, v in dict(d["knobs"]).items()})
-
-
-@functools.cache
-def factorizations(n: int, parts: int) -> tuple[tuple[int, ...], ...]:
-    """All ordered tuples of `parts` positive integers whose product is `n`."""
-    if parts == 1:
-        return ((n,),)
-    out = []
-    for d in range(1, n + 1):
-        if n % d == 0:
-            for rest in factorizations(n // d, parts - 1):
-                out.append((d, *rest))
-    return tuple(out)
+if TYPE_CHECKING:
+    from ansor.targets.cpu.sketch import CpuSketch, Stage
 
 
 @functools.cache
@@ -101,9 +66,6 @@ def choose_factors(split: LoopSplit, rng: random.Random) -> tuple[int, ...]:
     return rng.choice(_valid_factors(split))
 
 
-#: Probability that a ragged-capable split (`LoopSplit.ragged`) draws a register tile that does
-#: not divide the level above (its partial tile is peeled), rather than an exact factorization.
-RAGGED_PROB = 0.3
 
 
 def ragged_options(split: LoopSplit, outer: int) -> list[int]:
@@ -134,28 +96,6 @@ def choose_sizes(split: LoopSplit, rng: random.Random, ragged_prob: float = RAGG
     return sizes_from_factors(choose_factors(split, rng))
 
 
-def sizes_nest(split: LoopSplit, sizes: list[int]) -> bool:
-    """Each size divides the level above (the extent first); a ragged-capable split's register
-    tile may instead be any size below the level above."""
-    chain = [split.extent, *sizes]
-    last = len(chain) - 2  # the register tile inside the level above (never the S0 tile)
-    for i in range(len(chain) - 1):
-        ragged_ok = split.ragged and i == last and last >= 1 and chain[i + 1] < chain[i]
-        if chain[i] % chain[i + 1] and not ragged_ok:
-            return False
-    return True
-
-
-def sizes_from_factors(factors: tuple[int, ...]) -> list[int]:
-    """Tile size at levels 1.. (level l keeps the product of factors l..end)."""
-    return [math.prod(factors[level:]) for level in range(1, len(factors))]
-
-
-def factors_from_sizes(extent: int, sizes: list[int]) -> tuple[int, ...]:
-    chain = [extent, *sizes, 1]
-    return tuple(chain[i] // chain[i + 1] for i in range(len(chain) - 1))
-
-
 def register_tile(stage: Stage, values: Mapping[str, int]) -> int:
     """Elements of the stage's innermost (vectorized) tile."""
     if stage.kind == "chain":  # one row of one op at a time: each op's vector is its own knob
@@ -167,10 +107,8 @@ def register_tile(stage: Stage, values: Mapping[str, int]) -> int:
     return n
 
 
-def validate(sketch: Sketch, values: Mapping[str, int]) -> str | None:
+def validate_cpu(sketch: CpuSketch, values: Mapping[str, int]) -> str | None:
     """Why `values` is not a valid annotation of `sketch` (None when valid)."""
-    if hasattr(sketch, "validate"):  # GPU sketches check device limits (gpu_rules.py)
-        return sketch.validate(values)
     for k in sketch.knobs:
         if k.name not in values:
             return f"missing knob {k.name}"
@@ -192,15 +130,8 @@ def validate(sketch: Sketch, values: Mapping[str, int]) -> str | None:
     return None
 
 
-class SamplingError(RuntimeError):
-    """No valid annotation found within the tries: a rare draw on a tightly constrained sketch
-    (the search skips it and draws again)."""
-
-
-def sample(sketch: Sketch, rng: random.Random, *, max_tries: int = 1000) -> Schedule:
+def sample_cpu(sketch: CpuSketch, rng: random.Random, *, max_tries: int = 1000) -> Schedule:
     """A random valid annotation of `sketch` (uniform, but for `FULL_VECTOR_PROB`)."""
-    if hasattr(sketch, "sample"):  # GPU sketches (gpu_rules.py)
-        return sketch.sample(rng)
     if not sketch.stages:
         return Schedule.of(sketch.name, {})
     for _ in range(max_tries):
@@ -213,6 +144,6 @@ def sample(sketch: Sketch, rng: random.Random, *, max_tries: int = 1000) -> Sche
         for k in sketch.knobs:
             if k.name not in values:
                 values[k.name] = rng.choice(k.options)
-        if validate(sketch, values) is None:
+        if validate_cpu(sketch, values) is None:
             return Schedule.of(sketch.name, values)
     raise SamplingError(f"sketch {sketch.name}: no valid annotation found in {max_tries} tries")

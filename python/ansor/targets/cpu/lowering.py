@@ -377,10 +377,6 @@ class CompiledKernel:
 
 def compile_task(task: SearchTask, script: str | None, *, opt_level: int = 3) -> CompiledKernel:
     """Apply `script` (None: the untuned program), lower and JIT. Raises `LoweringError`."""
-    if task.target == "cuda":  # NVVM/PTX + the MLIR CUDA runtime (gpu_lowering.py)
-        from ansor.targets.cuda.lowering import compile_task_cuda
-
-        return compile_task_cuda(task, script)  # type: ignore[return-value]
     _native.register_everything()
     with ir.Context(), ir.Location.unknown():
         module = parse_payload(task)
@@ -468,7 +464,7 @@ def fma_peak_gflops(*, threads: int | None = None, vector_bits: int | None = Non
     anything else in the process does (else it runs on that first setting and reads low)."""
     import time
 
-    from ansor.targets.cpu.sketch import VECTOR_BITS
+    from ansor.targets.cpu.params import VECTOR_BITS
 
     lanes = (vector_bits or VECTOR_BITS) // 32
     nthreads = threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or os.cpu_count() or 1

@@ -29,39 +29,18 @@ import math
 import os
 
 from ansor.core.loops import OpLoops, PadInfo, analyze_graph
-from ansor.targets.cpu.sketch import (
-    LEVELS,
-    MAX_VECTOR,
-    NARROW_VECTOR,
-    LoopSplit,
-    Sketch,
-    Stage,
-    exact_vector,
-    stage_knobs,
-)
+from ansor.targets.cpu.params import LEVELS, MAX_VECTOR, NARROW_VECTOR, exact_vector
+from ansor.space.sketch import LoopSplit, Sketch
+from ansor.targets.cpu.sketch import Stage, stage_knobs
 from ansor.core.task import SearchTask
+from ansor.targets.cpu.sketch import CpuSketch
+from ansor.core.loops import fusable_consumer
+from ansor.space.windowed import DECOMPOSE
 
 log = logging.getLogger(__name__)
 
 #: At most this many sketches per task (Ansor: typically fewer than 10).
 MAX_SKETCHES = 8
-
-
-#: Windowed named ops MLIR 22's vectorizer handles only in their 1-D form (a 2-D or 3-D one stays
-#: scalar, ~1 GFLOP/s): op -> (its output-row loops, the transform op turning a register tile
-#: whose row loops and matching window loops have extent 1 into the 1-D op). The row loops'
-#: innermost tiles are limited to 1; every window loop steps by 1 in R1 anyway.
-#: `transform.ansor.decompose_conv3d` is ours (dialects/AnsorTransformOps.td). The GPU rules use this
-#: table too (gpu_rules.GpuStage.decompose_rows).
-DECOMPOSE = {
-    **{name: ((1,), "transform.structured.decompose") for name in (
-        "linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nhwc_fhwc", "linalg.depthwise_conv_2d_nhwc_hwc",
-        "linalg.pooling_nhwc_max", "linalg.pooling_nhwc_sum", "linalg.pooling_nhwc_min")},
-    **{name: ((2,), "transform.structured.decompose") for name in (
-        "linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nchw_max",
-        "linalg.pooling_nchw_sum")},
-    "linalg.conv_3d_ndhwc_dhwcf": ((1, 2), "transform.ansor.decompose_conv3d"),
-}
 
 
 def _folds_units(op: OpLoops) -> bool:
@@ -101,26 +80,6 @@ def _splits(op: OpLoops, kind: str, *, ragged: bool = False) -> tuple[LoopSplit,
                              ragged=(ragged and k == "S" and d not in rows and e > 2
                                      and not _exact_tiles_suffice(e, vector))))
     return tuple(out)
-
-
-def _fusable_consumer(op: OpLoops, by_index: dict[int, OpLoops]) -> tuple[OpLoops, tuple[int, ...]] | None:
-    """The element-wise consumer that reads `op`'s whole result through a permutation."""
-    if len(op.users) != 1 or op.users[0] is None:
-        return None
-    cons = by_index.get(op.users[0])
-    if cons is None or not cons.is_elementwise() or len(cons.output_dims) != len(op.output_dims):
-        return None
-    for pos, prod in enumerate(cons.input_producers):
-        if prod == op.index:
-            dims = cons.input_dims[pos]
-            if sorted(dims) != list(range(len(cons.extents))):
-                return None
-            # consumer loop c reads axis i of op's result, which is op's loop op.output_dims[i]
-            mapping = [0] * len(cons.extents)
-            for axis, c in enumerate(dims):
-                mapping[c] = op.output_dims[axis]
-            return cons, tuple(mapping)
-    return None
 
 
 def _packable_inputs(op: OpLoops) -> tuple[tuple[int, tuple[int, ...]], ...]:
@@ -237,7 +196,7 @@ def _variants(op: OpLoops, by_index: dict[int, OpLoops], inits: dict[int, list[O
     if op.has_data_reuse() and not op.is_elementwise() and not op.is_init():
         decompose = DECOMPOSE[op.name][1] if op.name in DECOMPOSE else ""
         fold = _folds_units(op)
-        fc = _fusable_consumer(op, by_index)
+        fc = fusable_consumer(op, by_index)
         if fc is not None:
             cons, mapping = fc
             return [
@@ -270,12 +229,8 @@ def _variants(op: OpLoops, by_index: dict[int, OpLoops], inits: dict[int, list[O
 
 def generate_sketches(task: SearchTask) -> list[Sketch]:
     """All sketches for `task`; the last one is always the `skip` fallback."""
-    if task.target == "cuda":  # Ansor's GPU rules (gpu_rules.py)
-        from ansor.targets.cuda.rules import generate_gpu_sketches
-
-        return generate_gpu_sketches(task)
     ops, pad_infos = analyze_graph(task.ir)
-    skip = Sketch(name="skip", rules=("skip",))
+    skip = CpuSketch(name="skip", rules=("skip",))
     if not ops:
         return [skip]
     by_index = {o.index: o for o in ops}
@@ -301,7 +256,7 @@ def generate_sketches(task: SearchTask) -> list[Sketch]:
     taken: set[int] = set(fused_inits)
     for o in ops:  # consumers that will be fused into their producer's stage
         if o.has_data_reuse() and not o.is_elementwise() and not o.is_init():
-            fc = _fusable_consumer(o, by_index)
+            fc = fusable_consumer(o, by_index)
             if fc is not None:
                 taken.add(fc[0].index)
     per_op: list[list[tuple[str, list[Stage]]]] = []
@@ -341,7 +296,7 @@ def generate_sketches(task: SearchTask) -> list[Sketch]:
             rules = tuple(name for name, _ in combo)
             stages = tuple(st for _, sts in combo for st in sts)
             knobs = tuple(k for st in stages for k in stage_knobs(st))
-            sketches.append(Sketch(name=f"s{len(sketches)}", rules=rules, stages=stages, knobs=knobs))
+            sketches.append(CpuSketch(name=f"s{len(sketches)}", rules=rules, stages=stages, knobs=knobs))
     return sketches + [skip]
 
 

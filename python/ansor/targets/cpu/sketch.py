@@ -38,93 +38,18 @@ keep exact tiles.
 
 from __future__ import annotations
 
-import os
-import warnings
+
+
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ansor.core.loops import OP_ATTR, PAD_ATTR
-
-#: Ansor's `auto_unroll_max_step` choices on CPU.
-UNROLL_OPTIONS: tuple[int, ...] = (0, 16, 64, 512)
-#: Ansor's `max_innermost_split_factor`.
-MAX_INNERMOST = 64
-
-
-def host_vector_bits() -> int:
-    """Bits of the host CPU's widest vector register the search targets: `ANSOR_VECTOR_BITS`
-    (256 or 512) if set, else 512 where the CPU has AVX-512F (Linux `/proc/cpuinfo`), else 256.
-
-    The sketches' vector and register-tile limits scale with it: on AVX-512 a register tile row
-    of two 16-lane zmm registers and 32 of them in all. On a Zen 5 host, 128 trials, the AVX2
-    limits gave matmul-1024 258 GFLOP/s and ResNet-18's 7x7x512 convolution 261; AVX-512's gave
-    482 and 363, both with 32-lane rows."""
-    env = os.environ.get("ANSOR_VECTOR_BITS")
-    if env in ("256", "512"):
-        return int(env)
-    if env:
-        warnings.warn(f"ANSOR_VECTOR_BITS={env!r} ignored (expected 256 or 512); using the host's vector width",
-                      stacklevel=2)
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return 512 if "avx512f" in line.split() else 256
-    except OSError:
-        pass
-    return 256
-
-
-#: Bits of one vector register the search targets (`host_vector_bits`).
-VECTOR_BITS = host_vector_bits()
-#: Widest vector on the innermost (contiguous) loop, in elements: two f32 registers (AVX2: 16,
-#: AVX-512: 32).
-MAX_VECTOR = 2 * VECTOR_BITS // 32
-#: Largest register/vector tile (product of the innermost factors), in elements (AVX2: 256, twice
-#: its 16 ymm registers; AVX-512: 512, its 32 zmm registers).
-MAX_REGISTER_TILE = 256 if VECTOR_BITS == 256 else 512
-#: A vector tile narrower than this many lanes is "narrow": rows without a wider exact vector are
-#: vectorized whole (`whole_row_vector`) and are not packed (`rules`).
-NARROW_VECTOR = 4
-#: Compute locations of a pad producer: 0 = at the root (its own loop nest), 1 = inside S0.
-PAD_LOCATIONS: tuple[int, ...] = (0, 1)
-
-#: Tiling levels per loop kind, by stage kind.
-LEVELS = {"mlt": {"S": 4, "R": 2}, "tile": {"S": 3, "R": 2}, "rfactor": {"S": 1, "R": 2}}
-
-
-def divisors(n: int) -> tuple[int, ...]:
-    return tuple(d for d in range(1, n + 1) if n % d == 0)
-
-
-@dataclass(frozen=True)
-class Knob:
-    """One hole: a name and the values it may take."""
-
-    name: str
-    options: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class LoopSplit:
-    """Loop `dim` of a stage's op, split into `levels` tiling levels; its knobs are `tile_knobs`
-    (tile size at level 1 .. levels-1, outermost first)."""
-
-    op: int
-    dim: int
-    kind: str  # "S" or "R"
-    extent: int
-    vector: bool  # the innermost output loop: the vector lanes
-    levels: int
-    inner_limit: int = 0  # > 0: the innermost tile may be at most this (1 for a decomposed conv's rows)
-    # The innermost (register/vector) tile need not divide the level above it: the loop's last,
-    # partial tile is peeled off and both parts are vectorized at static shapes
-    # (`_Renderer.peel_partial_tiles`).
-    ragged: bool = False
-
-    @property
-    def tile_knobs(self) -> tuple[str, ...]:
-        return tuple(f"op{self.op}.d{self.dim}.t{level}" for level in range(1, self.levels))
+from ansor.space.schedule import Schedule
+from ansor.space.sketch import Knob, LoopSplit, Sketch, divisors
+from ansor.targets.cpu.annotation import sample_cpu, validate_cpu
+from ansor.targets.cpu.params import LEVELS, PAD_LOCATIONS, UNROLL_OPTIONS, exact_vector, innermost_limit, whole_row_vector
+from ansor.targets.cpu.search_space import CpuSearchSpace
 
 
 @dataclass(frozen=True)
@@ -177,8 +102,9 @@ class Stage:
 
 
 @dataclass(frozen=True)
-class Sketch:
-    """A program structure with holes; `rules` names the derivation rules that produced it."""
+class CpuSketch(Sketch):
+    """A CPU program structure with holes: one `Stage` per scheduled op (none: the skip sketch,
+    the untransformed program)."""
 
     name: str
     rules: tuple[str, ...]
@@ -193,11 +119,12 @@ class Sketch:
     def splits(self) -> tuple[LoopSplit, ...]:
         return tuple(s for st in self.stages for s in st.splits)
 
-    def knob(self, name: str) -> Knob:
-        for k in self.knobs:
-            if k.name == name:
-                return k
-        raise KeyError(f"sketch {self.name} has no knob {name!r}")
+    @property
+    def unroll_knobs(self) -> tuple[str, ...]:
+        return tuple(st.unroll_knob for st in self.stages)
+
+    def innermost_limit(self, split: LoopSplit) -> int:
+        return innermost_limit(split)
 
     def script(self, values: Mapping[str, int] | None = None, *, lower_vectors: bool = True) -> str | None:
         """The transform script; None for the skip sketch (the untransformed program).
@@ -208,31 +135,14 @@ class Sketch:
             return None
         return _Renderer(self, values, lower_vectors=lower_vectors).render()
 
+    def validate(self, values: Mapping[str, int]) -> str | None:
+        return validate_cpu(self, values)
 
-def innermost_limit(split: LoopSplit) -> int:
-    """The largest innermost (register/vector) tile of `split`.
+    def sample(self, rng: random.Random, *, max_tries: int = 1000) -> Schedule:
+        return sample_cpu(self, rng, max_tries=max_tries)
 
-    A one-knob vector split (a reduction chain's rows: softmax, layer norm) whose extent has no
-    divisor of 4..`MAX_VECTOR` lanes may take the whole row, up to `MAX_REGISTER_TILE` lanes, as
-    one vector (LLVM splits it into registers): otherwise its only exact vector is 1 lane and
-    the chain runs scalar (ViT's 197-token softmax: 3.5-4 ms scalar, 0.5 ms as whole rows,
-    against PyTorch's 0.4 ms)."""
-    limit = MAX_VECTOR if split.vector else MAX_INNERMOST
-    if split.vector and split.levels == 2 and whole_row_vector(split.extent):
-        limit = split.extent
-    return min(limit, split.inner_limit) if split.inner_limit else limit
-
-
-def exact_vector(extent: int) -> int:
-    """The widest vector tile of at most `MAX_VECTOR` lanes that divides `extent`."""
-    return max(d for d in range(1, MAX_VECTOR + 1) if extent % d == 0)
-
-
-def whole_row_vector(extent: int) -> bool:
-    """Whether a row of `extent` lanes is better vectorized whole (one vector of up to
-    `MAX_REGISTER_TILE` lanes, which LLVM splits into registers) than by its widest divisor of at
-    most `MAX_VECTOR` lanes: when that divisor is under 4 lanes (197 tokens: 1)."""
-    return extent <= MAX_REGISTER_TILE and exact_vector(extent) < NARROW_VECTOR
+    def search_space(self, ragged_prob: float) -> CpuSearchSpace:
+        return CpuSearchSpace(self, ragged_prob)
 
 
 def tile_options(split: LoopSplit) -> list[tuple[str, tuple[int, ...]]]:

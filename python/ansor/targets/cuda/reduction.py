@@ -33,9 +33,9 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ansor.targets.cpu.annotation import SamplingError, Schedule
+from ansor.space.schedule import SamplingError, Schedule
 from ansor.core.loops import OP_ATTR, analyze_graph
-from ansor.targets.cpu.sketch import Knob, LoopSplit, Sketch
+from ansor.space.sketch import Knob, LoopSplit, Sketch
 from ansor.core.task import SearchTask
 
 _ANY = "!transform.any_op"
@@ -196,14 +196,13 @@ class RowSketch(Sketch):
     """The cross-thread reduction sketch (`gpu_stage` holds the structure)."""
 
     def __init__(self, name: str, rule: str, stage: RowStage) -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "rules", (rule,))
-        object.__setattr__(self, "stages", ())
+        self.name = name
+        self.rules = (rule,)
         knobs = [Knob(stage.threads_knob, thread_options(stage.cols)), Knob(stage.unroll_knob, _unroll_options())]
         if len(stage.lane_options()) > 1:
             knobs.append(Knob(stage.lanes_knob, stage.lane_options()))
-        object.__setattr__(self, "knobs", tuple(knobs))
-        object.__setattr__(self, "gpu_stage", stage)
+        self.knobs = tuple(knobs)
+        self.gpu_stage = stage
 
     @property
     def rule(self) -> str:
@@ -212,6 +211,14 @@ class RowSketch(Sketch):
     @property
     def splits(self) -> tuple[LoopSplit, ...]:
         return ()
+
+    @property
+    def unroll_knobs(self) -> tuple[str, ...]:
+        return (self.gpu_stage.unroll_knob,)
+
+    @property
+    def free_tile_knobs(self) -> tuple[str, ...]:
+        return (self.gpu_stage.threads_knob, self.gpu_stage.lanes_knob)
 
     def script(self, values: Mapping[str, int] | None = None, *, lower_vectors: bool = True) -> str:
         return render(self.gpu_stage, self.knobs, values, self.name, self.rule)

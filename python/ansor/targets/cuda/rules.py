@@ -41,11 +41,13 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ansor.targets.cpu.annotation import SamplingError, Schedule, factorizations, sizes_from_factors
+from ansor.space.schedule import SamplingError, Schedule, factorizations, sizes_from_factors
 from ansor.core.loops import OP_ATTR, OpLoops, analyze_graph
-from ansor.targets.cpu.rules import DECOMPOSE
-from ansor.targets.cpu.sketch import Knob, LoopSplit, Sketch
+from ansor.space.windowed import DECOMPOSE
+from ansor.space.sketch import Knob, LoopSplit, Sketch
 from ansor.core.task import SearchTask
+from ansor.space.sketch import SkipSketch
+from ansor.core.loops import fusable_consumer
 
 #: Ansor's `auto_unroll_max_step` choices on CUDA.
 GPU_UNROLL_OPTIONS: tuple[int, ...] = (0, 16, 64, 512, 1024)
@@ -104,12 +106,11 @@ class GpuSketch(Sketch):
 
     def __init__(self, name: str, rules: tuple[str, ...], stage: GpuStage, splits: tuple[LoopSplit, ...],
                  knobs: tuple[Knob, ...]) -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "rules", rules)
-        object.__setattr__(self, "stages", ())
-        object.__setattr__(self, "knobs", knobs)
-        object.__setattr__(self, "gpu_stage", stage)
-        object.__setattr__(self, "gpu_splits", splits)
+        self.name = name
+        self.rules = rules
+        self.knobs = knobs
+        self.gpu_stage = stage
+        self.gpu_splits = splits
 
     @property
     def rule(self) -> str:
@@ -118,6 +119,13 @@ class GpuSketch(Sketch):
     @property
     def splits(self) -> tuple[LoopSplit, ...]:
         return self.gpu_splits
+
+    @property
+    def unroll_knobs(self) -> tuple[str, ...]:
+        return (self.gpu_stage.unroll_knob,)
+
+    def innermost_limit(self, split: LoopSplit) -> int:
+        return min(MAX_INNERMOST, split.inner_limit) if split.inner_limit else MAX_INNERMOST
 
     def script(self, values: Mapping[str, int] | None = None, *, lower_vectors: bool = True) -> str:
         return _GpuRenderer(self.gpu_stage, self.knobs, values).render(self.name, self.rules)
@@ -151,9 +159,7 @@ def _elem_bytes(task: SearchTask) -> int:
 
 
 def _fusable_consumer(op: OpLoops, by_index: dict[int, OpLoops]) -> tuple[OpLoops, tuple[int, ...]] | None:
-    from ansor.targets.cpu.rules import _fusable_consumer as cpu_rule
-
-    return cpu_rule(op, by_index)
+    return fusable_consumer(op, by_index)
 
 
 def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
@@ -249,7 +255,7 @@ def _splits(stage: GpuStage) -> tuple[LoopSplit, ...]:
 
 
 def _knobs(stage: GpuStage, splits: tuple[LoopSplit, ...]) -> tuple[Knob, ...]:
-    from ansor.targets.cpu.sketch import divisors
+    from ansor.space.sketch import divisors
 
     knobs = [Knob(n, divisors(s.extent)) for s in splits for n in s.tile_knobs]
     knobs.append(Knob(stage.unroll_knob, GPU_UNROLL_OPTIONS))
@@ -258,7 +264,7 @@ def _knobs(stage: GpuStage, splits: tuple[LoopSplit, ...]) -> tuple[Knob, ...]:
 
 def generate_gpu_sketches(task: SearchTask) -> list[Sketch]:
     """GPU sketches of `task`; the last one is `skip` (the default GPU schedule)."""
-    skip = Sketch(name="skip", rules=("skip",))
+    skip = SkipSketch()
     stage, rule = gpu_stage_for(task)
     if stage is None:
         from ansor.targets.cuda.reduction import RowSketch, row_stage_for

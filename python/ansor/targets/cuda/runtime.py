@@ -234,3 +234,25 @@ def has_cuda_device() -> bool:
         return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(n)) == 0 and n.value > 0
     except OSError:
         return False
+
+
+def gpu_name() -> str | None:
+    """Name of CUDA device 0 through the driver API, or None without a driver or device."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    try:
+        if cuda.cuInit(0) != 0:
+            return None
+        dev = ctypes.c_int()
+        if cuda.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+            return None
+        buf = ctypes.create_string_buffer(256)
+        if cuda.cuDeviceGetName(buf, 256, dev) != 0:
+            return None
+        return buf.value.decode(errors="replace") or None
+    except (OSError, AttributeError):
+        return None
