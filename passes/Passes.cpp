@@ -1,10 +1,14 @@
 //===- Passes.cpp - registration of ansor-mlir passes -----------------------------===//
 #include "passes/Passes.h"
+#include "passes/GPU/GpuOptUtils.h"
 
 #include <mutex>
 
 void mlir::ansor::registerAnsorPassesOnce() {
   // The global registry asserts on a second registration of the same argument.
   static std::once_flag once;
-  std::call_once(once, [] { registerAnsorPasses(); });
+  std::call_once(once, [] {
+    registerAnsorPasses();
+    registerAnsorGpuOptPasses();
+  });
 }

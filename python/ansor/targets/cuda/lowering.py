@@ -3,8 +3,9 @@
     SearchTask.ir --apply script (tile to blocks/threads, shared-memory copies, bufferize,
         gpu.launch)--> memref + gpu.launch --workgroup attributions, tensor.pad buffers -> guarded
         loads (guard_padded_reads), out-params, auto-unroll, LICM-->
-        --hoist_accumulators, forward_initial_values, remove_redundant_barriers,
-          prefetch_global_reads (the kernel rewrites a fast SGEMM needs, on memrefs)-->
+        --ansor-gpu-{swizzle-blocks, hoist-accumulators, forward-initial-values,
+          remove-redundant-barriers, prefetch-global-reads} (C++ passes: the kernel rewrites a
+          fast SGEMM needs, on memrefs)-->
         --sink_constants_into_launches, gpu-kernel-outlining, llvm.align on kernel buffers-->
         --NVVM lowering to the LLVM dialect --infer_access_alignment (128-bit accesses)-->
         --gpu-module-to-binary format=isa (PTX)--> host LLVM + embedded PTX
@@ -28,7 +29,7 @@ from mlir import ir
 from ansor.core.mlir import EXPAND_FPOWI, LoweringError, add_bench_wrapper, apply_script, parse_payload
 from ansor.core.task import SearchTask
 from ansor.targets.cuda.params import DEFAULT_ARCH
-from ansor.targets.cuda.rewrites import _check_host_allocs, align_workgroup_buffers, block_reductions_to_shuffles, copies_to_linalg, forward_initial_values, guard_padded_reads, hoist_accumulators, infer_access_alignment, mark_kernel_pointers_noalias, own_fill_destinations, prefetch_global_reads, private_allocs_to_stack, remove_redundant_barriers, sink_constants_into_launches, swizzle_blocks, workgroup_allocs_to_attributions
+from ansor.targets.cuda.rewrites import MAX_PRIVATE_BYTES, _check_host_allocs, align_workgroup_buffers, copies_to_linalg, guard_padded_reads, infer_access_alignment, mark_kernel_pointers_noalias, own_fill_destinations, sink_constants_into_launches, workgroup_allocs_to_attributions
 from ansor.targets.cuda.runtime import CudaKernel, load_cuda_runtime, cuda_runtime_libs, device_arch
 from ansor.core.mlir import run_passes
 from ansor import config
@@ -56,14 +57,17 @@ def _nvvm_pipeline(arch: str, fmt: str) -> str:
 
 def lower_to_gpu_ir(task: SearchTask, script: str) -> ir.Module:
     """Apply the script and the fix-ups; the module still holds gpu.launch ops (current context)."""
+    from ansor.core import native as _native
+
+    _native.register_everything()  # the ansor-gpu-* passes
     module = parse_payload(task)
     own_fill_destinations(module)
     apply_script(module, script)
     run_passes(module, _AFTER_SCRIPT, "lower")
     copies_to_linalg(module)
     workgroup_allocs_to_attributions(module)
-    private_allocs_to_stack(module)
-    block_reductions_to_shuffles(module)
+    run_passes(module, f"ansor-gpu-private-allocs-to-stack{{max-bytes={MAX_PRIVATE_BYTES}}}", "lower")
+    run_passes(module, "ansor-gpu-block-reductions-to-shuffles", "lower")
     guard_padded_reads(module)
     _check_host_allocs(module)
     return module
@@ -77,11 +81,12 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     if bench:
         add_bench_wrapper(module, task.func_name)
     run_passes(module, "ansor-auto-unroll,canonicalize,loop-invariant-code-motion,cse", "lower")
-    swizzle_blocks(module, config.CUDA_SWIZZLE)
-    hoist_accumulators(module)
-    forward_initial_values(module)
-    remove_redundant_barriers(module)
-    prefetch_global_reads(module)
+    group = config.CUDA_SWIZZLE
+    run_passes(module, f"ansor-gpu-swizzle-blocks{{group={group}}}", "lower")
+    run_passes(module, "ansor-gpu-hoist-accumulators", "lower")
+    run_passes(module, "ansor-gpu-forward-initial-values", "lower")
+    run_passes(module, "ansor-gpu-remove-redundant-barriers", "lower")
+    run_passes(module, "ansor-gpu-prefetch-global-reads", "lower")
     run_passes(module, "convert-linalg-to-loops", "lower")
     sink_constants_into_launches(module)
     run_passes(module, "gpu-kernel-outlining", "lower")

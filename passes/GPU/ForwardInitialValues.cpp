@@ -1,0 +1,98 @@
+//===- ForwardInitialValues.cpp - ansor-gpu-forward-initial-values ----------------===//
+//
+// write %v, C[i]; ...; %r = read C[i]; ...; write %x, C[i] --(no access to C between)-->
+//   ...; uses of %r use %v; ...; write %x, C[i]
+//
+//===----------------------------------------------------------------------------===//
+#include "passes/GPU/GpuOptUtils.h"
+
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::ansor {
+#define GEN_PASS_DEF_GPUFORWARDINITIALVALUES
+#include "passes/GPU/GpuOptPasses.h.inc"
+} // namespace mlir::ansor
+
+using namespace mlir;
+using namespace mlir::ansor;
+using namespace mlir::ansor::gpuopt;
+
+namespace {
+
+/// Effects of `ops[from, to)` without the erased positions (barriers allowed).
+Effects between(ArrayRef<Operation *> ops, size_t from, size_t to,
+                const llvm::DenseSet<size_t> &gone) {
+  SmallVector<Operation *> live;
+  for (size_t j = from; j < to; ++j)
+    if (!gone.contains(j))
+      live.push_back(ops[j]);
+  return *effects(live, /*barriersOk=*/true);
+}
+
+/// Same destination view, indices and permutation map of two transfer_writes.
+bool sameWrite(Operation *a, Operation *b) {
+  return sameAccess(a, b, 1, 1, a->getOperands().drop_front(2), b->getOperands().drop_front(2));
+}
+
+/// Forwards the initial values at the top level of `launch` (see GpuOptPasses.td).
+unsigned forward(gpu::LaunchOp launch) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : launch.getBody().front())
+    ops.push_back(&op);
+  llvm::DenseMap<Value, SmallVector<size_t>> laterWrites; // view -> write positions
+  for (auto [i, o] : llvm::enumerate(ops))
+    if (isa<vector::TransferWriteOp>(o))
+      laterWrites[o->getOperand(1)].push_back(i);
+  llvm::DenseMap<Value, size_t> lastWrite; // view -> position of its last write
+  llvm::DenseSet<size_t> erased, gone;     // erased writes; erased positions
+  unsigned n = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Operation *r = ops[i];
+    if (isa<vector::TransferWriteOp>(r)) {
+      lastWrite[r->getOperand(1)] = i;
+      continue;
+    }
+    if (!isa<vector::TransferReadOp>(r))
+      continue;
+    auto lw = lastWrite.find(r->getOperand(0));
+    if (lw == lastWrite.end())
+      continue;
+    size_t k = lw->second;
+    Operation *w = ops[k];
+    if (erased.contains(k) ||
+        !sameAccess(w, r, 1, 0, w->getOperands().drop_front(2),
+                    r->getOperands().drop_front(1).drop_back(1)) ||
+        w->getOperand(0).getType() != r->getResult(0).getType())
+      continue;
+    Value root = memrefRoot(r->getOperand(0));
+    if (between(ops, k + 1, i, gone).touches(root))
+      continue;
+    r->getResult(0).replaceAllUsesWith(w->getOperand(0));
+    r->erase();
+    gone.insert(i);
+    ++n;
+    // the initial write is dead if the same tile is written again later, with no access to the
+    // buffer in between
+    for (size_t j : laterWrites.lookup(w->getOperand(1))) {
+      if (j <= i)
+        continue;
+      if (sameWrite(ops[j], w) && !between(ops, i + 1, j, gone).touches(root)) {
+        w->erase();
+        erased.insert(k);
+        gone.insert(k);
+      }
+      break; // only the next write counts
+    }
+  }
+  return n;
+}
+
+struct GpuForwardInitialValues
+    : public ansor::impl::GpuForwardInitialValuesBase<GpuForwardInitialValues> {
+  void runOnOperation() override {
+    for (gpu::LaunchOp launch : collect<gpu::LaunchOp>(getOperation()))
+      forward(launch);
+  }
+};
+
+} // namespace

@@ -1,0 +1,247 @@
+//===- GpuOptPasses.td - GPU kernel-optimisation rewrites ----------*- tablegen -*-===//
+//
+// The rewrites a fast SGEMM-style kernel needs, run on `gpu.launch` bodies on memrefs (before
+// gpu-kernel-outlining), between the transform script and the NVVM lowering. Ported from the
+// Python rewrites of the CUDA lowering, behaviour unchanged (see tools/gpu_ptx_corpus_gpu-a.py
+// for the equivalence check against them).
+//
+//===----------------------------------------------------------------------------===//
+#ifndef ANSOR_GPU_OPT_PASSES_TD
+#define ANSOR_GPU_OPT_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def GpuHoistAccumulators : Pass<"ansor-gpu-hoist-accumulators"> {
+  let summary = "Keep a thread's accumulator tiles in registers across the reduction loop";
+  let description = [{
+    Inside every `gpu.launch`, for every `scf.for` (innermost first, so a pair hoisted out of a
+    loop may then leave its parent), hoists the `vector.transfer_read` / `vector.transfer_write`
+    pairs of accumulator tiles out of the loop: the read moves before the loop and becomes the
+    initial value of a new iteration argument, the write moves after the loop and stores the
+    loop's new result. Without it every iteration of the shared-memory reduction loop reloads and
+    stores the accumulators (global memory or a stack buffer).
+
+    A pair is one read and one write at the top level of the body, on the same view defined
+    outside the loop, at the same loop-invariant indices and permutation map, write after read,
+    writing the type read. Any other access to the same underlying buffer inside the loop must be
+    a transfer on another view that is either a statically disjoint subview (static offsets and
+    sizes, unit strides, boxes not intersecting) or another accumulator tile (a subview of the
+    same type, itself read and written at the top level): tiling makes one thread's register
+    tiles disjoint.
+
+    Before:
+    ```mlir
+    scf.for %k = %c0 to %c64 step %c8 {
+      %acc = vector.transfer_read %C[%c0, %c0], %pad : memref<4x4xf32>, vector<4x4xf32>
+      %r = vector.contract ... %a, %b, %acc
+      vector.transfer_write %r, %C[%c0, %c0] : vector<4x4xf32>, memref<4x4xf32>
+    }
+    ```
+    After:
+    ```mlir
+    %acc0 = vector.transfer_read %C[%c0, %c0], %pad : memref<4x4xf32>, vector<4x4xf32>
+    %res = scf.for %k = %c0 to %c64 step %c8 iter_args(%acc = %acc0) -> (vector<4x4xf32>) {
+      %r = vector.contract ... %a, %b, %acc
+      scf.yield %r : vector<4x4xf32>
+    }
+    vector.transfer_write %res, %C[%c0, %c0] : vector<4x4xf32>, memref<4x4xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"];
+}
+
+def GpuForwardInitialValues : Pass<"ansor-gpu-forward-initial-values"> {
+  let summary = "Forward an accumulator's initial value to its read-back in the same thread";
+  let description = [{
+    At the top level of every `gpu.launch` body: a `vector.transfer_read` of the view a previous
+    top-level `vector.transfer_write` wrote (same indices and permutation map, same vector type),
+    with no access to that buffer in between (nested ops included; barriers do not matter, the
+    thread reads back its own write), is replaced by the written value. When the same tile is
+    written again later at the same indices and nothing in between reads or writes the buffer,
+    the initial write is erased too. This drops a round trip through global memory per
+    accumulator: the fused `linalg.fill` of the output is written, read back before the
+    reduction loop, and finally overwritten.
+
+    Before:
+    ```mlir
+    vector.transfer_write %zero, %C[%i, %j] : vector<4xf32>, memref<64x64xf32>
+    %acc = vector.transfer_read %C[%i, %j], %pad : memref<64x64xf32>, vector<4xf32>
+    %res = scf.for ... iter_args(%a = %acc) ...
+    vector.transfer_write %res, %C[%i, %j] : vector<4xf32>, memref<64x64xf32>
+    ```
+    After:
+    ```mlir
+    %res = scf.for ... iter_args(%a = %zero) ...
+    vector.transfer_write %res, %C[%i, %j] : vector<4xf32>, memref<64x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::vector::VectorDialect"];
+}
+
+def GpuRemoveRedundantBarriers : Pass<"ansor-gpu-remove-redundant-barriers"> {
+  let summary = "Drop gpu.barrier ops that order no conflicting buffer accesses";
+  let description = [{
+    Removes, one at a time until none qualifies (in walk order, restarting after each removal),
+    every `gpu.barrier` inside a `gpu.launch` such that, with the segments before and after it
+    running up to the previous and the next barrier of the same block:
+
+    * the segment before accesses no buffer and starts at a barrier or at the top of the kernel;
+    * or it is the last op of the kernel's body before `gpu.terminator`;
+    * or neither segment contains a nested barrier, the segment after ends at a barrier, no
+      buffer written by one segment is accessed by the other (buffers are the roots of memref
+      views; an op with memref operands that is not a known load or store both reads and writes
+      them), and the segment before starts at a barrier, at the top of the kernel, or (in a loop
+      body) the block's last-but-one op is a barrier (so the previous iteration is ordered).
+
+    E.g. the barrier between the cooperative copies of two different shared tiles.
+
+    Before:
+    ```mlir
+    gpu.barrier
+    vector.transfer_write %a, %sA[...] : vector<4xf32>, memref<8x32xf32, 3>
+    gpu.barrier
+    vector.transfer_write %b, %sB[...] : vector<4xf32>, memref<32x8xf32, 3>
+    gpu.barrier
+    ```
+    After:
+    ```mlir
+    gpu.barrier
+    vector.transfer_write %a, %sA[...] : vector<4xf32>, memref<8x32xf32, 3>
+    vector.transfer_write %b, %sB[...] : vector<4xf32>, memref<32x8xf32, 3>
+    gpu.barrier
+    ```
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def GpuPrefetchGlobalReads : Pass<"ansor-gpu-prefetch-global-reads"> {
+  let summary = "Software-pipeline the global reads of cooperative shared-memory copies";
+  let description = [{
+    In an `scf.for` inside a `gpu.launch` with constant bounds and at least two iterations
+    (ub - lb > step), a `vector.transfer_read` of a non-shared buffer at the top level of the body,
+    whose only use is a `vector.transfer_write` to shared memory (address space 3 or
+    `#gpu.address_space<workgroup>`) at the top level of the same body, whose operands depend on
+    nothing of the loop but its induction variable through pure index/view ops at the top level
+    of the body, and whose buffer nothing in the loop writes, is issued one iteration ahead:
+    the first read (index ops cloned with iv = lb) before the loop, carried in a new iteration
+    argument; the next one (iv' = min(iv + step, ub - step), so the last iteration re-reads its
+    own tile, in bounds) right after the current value was stored. Its latency then overlaps the
+    computation on the current tile. All such reads of a loop share one new loop.
+
+    Before:
+    ```mlir
+    scf.for %k = %c0 to %c64 step %c8 {
+      %g = vector.transfer_read %A[%i, %k], %pad : memref<64x64xf32>, vector<4xf32>
+      vector.transfer_write %g, %sA[%t, %c0] : vector<4xf32>, memref<8x8xf32, 3>
+      ...
+    }
+    ```
+    After:
+    ```mlir
+    %g0 = vector.transfer_read %A[%i, %c0], %pad : memref<64x64xf32>, vector<4xf32>
+    scf.for %k = %c0 to %c64 step %c8 iter_args(%g = %g0) -> (vector<4xf32>) {
+      vector.transfer_write %g, %sA[%t, %c0] : vector<4xf32>, memref<8x8xf32, 3>
+      %n = arith.addi %k, %c8 : index
+      %l = arith.subi %c64, %c8 : index
+      %k1 = arith.minsi %n, %l : index
+      %g1 = vector.transfer_read %A[%i, %k1], %pad : memref<64x64xf32>, vector<4xf32>
+      ...
+      scf.yield %g1 : vector<4xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def GpuSwizzleBlocks : Pass<"ansor-gpu-swizzle-blocks"> {
+  let summary = "Launch blocks in groups of block rows (L2 reuse of both operands' panels)";
+  let description = [{
+    For a `gpu.launch` with a constant 2-D grid (gx, gy, 1), gx >= 2, gy >= 2 and gy a multiple
+    of `group`, that uses `gpu.block_id`: the linear block id l = y * gx + x is remapped to
+    y' = (l / (group * gx)) * group + (l % (group * gx)) % group,
+    x' = (l % (group * gx)) / group (column-major inside a group of `group` block rows), and
+    every `gpu.block_id x` / `y` is replaced by x' / y'. The blocks resident at one time then
+    share the panels of both operands in L2. A bijection of block ids, so any kernel stays
+    correct. `group` <= 1 (the default 0) turns the pass off; the CUDA lowering passes
+    `ANSOR_CUDA_SWIZZLE`.
+
+    Before:
+    ```mlir
+    gpu.launch blocks(...) in (%gx = %c4, %gy = %c8, %gz = %c1) ... {
+      %x = gpu.block_id x
+      %y = gpu.block_id y
+      ...
+    }
+    ```
+    After (`group=8`): `%x`, `%y` computed from fresh `gpu.block_id x`, `y` ops at the top of the
+    body with `arith.muli/addi/divui/remui`.
+  }];
+  let options = [
+    Option<"group", "group", "int64_t", /*default=*/"0",
+           "Block rows per group; 0 or 1: off (SWIZZLE_GROUP in the CUDA lowering)">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect"];
+}
+
+def GpuPrivateAllocsToStack : Pass<"ansor-gpu-private-allocs-to-stack"> {
+  let summary = "Small per-thread memref.alloc inside gpu.launch -> memref.alloca";
+  let description = [{
+    Bufferization gives a value every thread of a block computes the same way (a row's sum after
+    a cross-thread reduction: each thread merges the partial sums itself) a `memref.alloc` inside
+    the launch; the NVVM lowering has no device `malloc` we want. Every `memref.alloc` inside a
+    `gpu.launch` of a static shape in the default memory space whose size is at most `max-bytes`
+    (element bytes: 1, 2, 4, 8 for i8..i64, f16, bf16, f32, f64, n times that for a 1-D
+    `vector<n x T>`, 8 for any other element type) becomes a `memref.alloca` of the same type
+    (no alignment attribute), and its `memref.dealloc`s are erased. LLVM promotes it to
+    registers.
+
+    Before:
+    ```mlir
+    %m = memref.alloc() : memref<1xf32>
+    ...
+    memref.dealloc %m : memref<1xf32>
+    ```
+    After:
+    ```mlir
+    %m = memref.alloca() : memref<1xf32>
+    ```
+  }];
+  let options = [
+    Option<"maxBytes", "max-bytes", "int64_t", /*default=*/"1024",
+           "Largest buffer (bytes) moved to the stack (MAX_PRIVATE_BYTES)">
+  ];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
+def GpuBlockReductionsToShuffles : Pass<"ansor-gpu-block-reductions-to-shuffles"> {
+  let summary = "Merge a block's partial results with warp shuffles instead of a serial reduce";
+  let description = [{
+    `tile_reduction_using_forall` over the threads leaves, after bufferization and the mapping,
+    every thread's partial result in a shared buffer `S[1, .., T]` (slot = `threadIdx.x`), a
+    barrier, and a `linalg.reduce` of `S` over its last dimension into a `D[1, .., 1]` that every
+    thread runs on its own (T shared loads and a serial chain of T combines per thread).
+
+    For a launch with a constant block (T, 1, 1), T a multiple of 32 or a power of two, such a
+    `linalg.reduce` (one binary combiner of its two block arguments) becomes: each thread loads
+    its slot; a butterfly of `gpu.shuffle xor` (offsets width/2 .. 1, width = min(T, 32))
+    combines within the warp; if T > 32 each warp's lane 0 stores the warp's result in its own
+    slot, a `gpu.barrier`, and every thread combines the T/32 warp results (slots 0, 32, ..., in
+    warp order); finally the result is combined with `D`'s initial value and stored to `D`.
+    Combines keep the body's operand order (input, accumulator) and attributes. Other
+    reductions are left as they are (still correct).
+
+    Before:
+    ```mlir
+    linalg.reduce ins(%S : memref<1x64xf32, 3>) outs(%D : memref<1xf32>) dimensions = [1]
+      (%in: f32, %acc: f32) { %s = arith.addf %in, %acc : f32  linalg.yield %s : f32 }
+    ```
+    After: `memref.load %S[%c0, %tid]`, 5 x (`gpu.shuffle xor` + `arith.addf`), lane 0 of each
+    warp stores to `%S[%c0, %tid]`, `gpu.barrier`, loads of `%S[%c0, %c0]` and `%S[%c0, %c32]`
+    combined, then `%D[%c0] = addf(result, load %D[%c0])`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+                           "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"];
+}
+
+#endif // ANSOR_GPU_OPT_PASSES_TD

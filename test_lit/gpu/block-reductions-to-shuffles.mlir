@@ -1,0 +1,124 @@
+// RUN: %ansor-opt %s -split-input-file -ansor-gpu-block-reductions-to-shuffles | FileCheck %s
+
+// 64 threads: each takes its slot, 5 xor shuffles (32-lane warps), lane 0 of each warp stores
+// the warp's result, a barrier, slots 0 and 32 combined in warp order, then the initial value.
+// The combiner keeps its operand order (input, accumulator) and attributes.
+// CHECK-LABEL: func.func @shuffles
+// CHECK-SAME: (%[[D:.*]]: memref<1xf32>)
+// CHECK: gpu.launch
+// CHECK-SAME: workgroup(%[[S:.*]] : memref<1x64xf32, 3>)
+// CHECK-NEXT: %[[TID:.*]] = gpu.thread_id x
+// CHECK-NEXT: %[[C0:.*]] = arith.constant 0 : index
+// CHECK-NEXT: %[[V0:.*]] = memref.load %[[S]][%[[C0]], %[[TID]]]
+// CHECK-NEXT: %[[W:.*]] = arith.constant 32 : i32
+// CHECK-NEXT: %[[O16:.*]] = arith.constant 16 : i32
+// CHECK-NEXT: %[[X16:.*]], %{{.*}} = gpu.shuffle xor %[[V0]], %[[O16]], %[[W]] : f32
+// CHECK-NEXT: %[[V1:.*]] = arith.addf %[[X16]], %[[V0]] fastmath<contract> : f32
+// CHECK-COUNT-4: gpu.shuffle xor
+// CHECK: %[[V5:.*]] = arith.addf
+// CHECK-NEXT: %[[C32:.*]] = arith.constant 32 : index
+// CHECK-NEXT: %[[LANE:.*]] = arith.remui %[[TID]], %[[C32]]
+// CHECK-NEXT: %[[IS0:.*]] = arith.cmpi eq, %[[LANE]], %[[C0]]
+// CHECK-NEXT: scf.if %[[IS0]] {
+// CHECK-NEXT: memref.store %[[V5]], %[[S]][%[[C0]], %[[TID]]]
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: %[[P0:.*]] = memref.load %[[S]][%[[C0]], %[[C0]]]
+// CHECK-NEXT: %[[C32B:.*]] = arith.constant 32 : index
+// CHECK-NEXT: %[[P1:.*]] = memref.load %[[S]][%[[C0]], %[[C32B]]]
+// CHECK-NEXT: %[[SUM:.*]] = arith.addf %[[P1]], %[[P0]] fastmath<contract> : f32
+// CHECK-NEXT: %[[INIT:.*]] = memref.load %[[D]][%[[C0]]]
+// CHECK-NEXT: %[[ALL:.*]] = arith.addf %[[SUM]], %[[INIT]] fastmath<contract> : f32
+// CHECK-NEXT: memref.store %[[ALL]], %[[D]][%[[C0]]]
+// CHECK-NOT: linalg.reduce
+func.func @shuffles(%D: memref<1xf32>) {
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1)
+             workgroup(%S : memref<1x64xf32, 3>) {
+    linalg.reduce ins(%S : memref<1x64xf32, 3>) outs(%D : memref<1xf32>) dimensions = [1]
+      (%in: f32, %acc: f32) {
+        %s = arith.addf %in, %acc fastmath<contract> : f32
+        linalg.yield %s : f32
+      }
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// 16 threads (a power of two under a warp): shuffles of width 16, no barrier; the combiner's
+// operands the other way round (accumulator, input) stay that way.
+// CHECK-LABEL: func.func @half_warp
+// CHECK: %[[W:.*]] = arith.constant 16 : i32
+// CHECK-NEXT: %[[O8:.*]] = arith.constant 8 : i32
+// CHECK-NEXT: %[[X8:.*]], %{{.*}} = gpu.shuffle xor %[[V0:.*]], %[[O8]], %[[W]] : f32
+// CHECK-NEXT: arith.maximumf %[[V0]], %[[X8]] : f32
+// CHECK-COUNT-3: gpu.shuffle xor
+// CHECK-NOT: gpu.barrier
+// CHECK: %[[INIT:.*]] = memref.load %{{.*}}[] : memref<f32>
+// CHECK-NEXT: %[[ALL:.*]] = arith.maximumf %[[INIT]], %{{.*}} : f32
+// CHECK-NEXT: memref.store %[[ALL]], %{{.*}}[] : memref<f32>
+// CHECK-NOT: linalg.reduce
+func.func @half_warp(%D: memref<f32>) {
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c16, %sy = %c1, %sz = %c1)
+             workgroup(%S : memref<16xf32, 3>) {
+    linalg.reduce ins(%S : memref<16xf32, 3>) outs(%D : memref<f32>) dimensions = [0]
+      (%in: f32, %acc: f32) {
+        %s = arith.maximumf %acc, %in : f32
+        linalg.yield %s : f32
+      }
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Negative: a 2-D block, 48 threads (neither a warp multiple nor a power of two), a reduction of
+// a buffer not in shared memory.
+// CHECK-LABEL: func.func @no_shuffles
+// CHECK-NOT: gpu.shuffle
+// CHECK-COUNT-3: linalg.reduce
+// CHECK-NOT: gpu.shuffle
+func.func @no_shuffles(%D: memref<1xf32>, %G: memref<1x32xf32>) {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c32 = arith.constant 32 : index
+  %c48 = arith.constant 48 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c2, %sz = %c1)
+             workgroup(%S : memref<1x32xf32, 3>) {
+    linalg.reduce ins(%S : memref<1x32xf32, 3>) outs(%D : memref<1xf32>) dimensions = [1]
+      (%in: f32, %acc: f32) {
+        %s = arith.addf %in, %acc : f32
+        linalg.yield %s : f32
+      }
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c48, %sy = %c1, %sz = %c1)
+             workgroup(%S : memref<1x48xf32, 3>) {
+    linalg.reduce ins(%S : memref<1x48xf32, 3>) outs(%D : memref<1xf32>) dimensions = [1]
+      (%in: f32, %acc: f32) {
+        %s = arith.addf %in, %acc : f32
+        linalg.yield %s : f32
+      }
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    linalg.reduce ins(%G : memref<1x32xf32>) outs(%D : memref<1xf32>) dimensions = [1]
+      (%in: f32, %acc: f32) {
+        %s = arith.addf %in, %acc : f32
+        linalg.yield %s : f32
+      }
+    gpu.terminator
+  }
+  return
+}

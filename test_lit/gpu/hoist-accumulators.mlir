@@ -1,0 +1,113 @@
+// RUN: %ansor-opt %s -split-input-file -ansor-gpu-hoist-accumulators | FileCheck %s
+
+// An accumulator tile read and written once per iteration at loop-invariant indices: carried in
+// registers, read before and written after the loop.
+// CHECK-LABEL: func.func @hoist
+// CHECK-SAME: (%[[C:.*]]: memref<4x4xf32>,
+// CHECK: gpu.launch
+// CHECK-NEXT: %[[INIT:.*]] = vector.transfer_read %[[C]][%c0, %c0]
+// CHECK-NEXT: %[[RES:.*]] = scf.for %{{.*}} = %c0 to %c64 step %c8 iter_args(%[[ACC:.*]] = %[[INIT]]) -> (vector<4x4xf32>) {
+// CHECK-NOT: %[[C]]
+// CHECK: %[[S:.*]] = arith.addf %[[ACC]], %{{.*}} : vector<4x4xf32>
+// CHECK-NEXT: scf.yield %[[S]] : vector<4x4xf32>
+// CHECK-NEXT: } {tag}
+// CHECK-NEXT: vector.transfer_write %[[RES]], %[[C]][%c0, %c0]
+// CHECK-NEXT: gpu.terminator
+func.func @hoist(%C: memref<4x4xf32>, %A: memref<64x4xf32, 3>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c64 = arith.constant 64 : index
+  %pad = arith.constant 0.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    scf.for %k = %c0 to %c64 step %c8 {
+      %acc = vector.transfer_read %C[%c0, %c0], %pad : memref<4x4xf32>, vector<4x4xf32>
+      %a = vector.transfer_read %A[%k, %c0], %pad : memref<64x4xf32, 3>, vector<4x4xf32>
+      %s = arith.addf %acc, %a : vector<4x4xf32>
+      vector.transfer_write %s, %C[%c0, %c0] : vector<4x4xf32>, memref<4x4xf32>
+    } {tag}
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Two register tiles of one thread (statically disjoint subviews of one buffer) in a nest: both
+// pairs leave the inner loop, then the outer one (innermost loops first).
+// CHECK-LABEL: func.func @nest
+// CHECK: gpu.launch
+// CHECK-NEXT: %[[T0:.*]] = memref.subview %{{.*}}[0, 0] [2, 4]
+// CHECK-NEXT: %[[T1:.*]] = memref.subview %{{.*}}[2, 0] [2, 4]
+// CHECK-NEXT: %[[I0:.*]] = vector.transfer_read %[[T0]]
+// CHECK-NEXT: %[[I1:.*]] = vector.transfer_read %[[T1]]
+// CHECK-NEXT: %[[R:.*]]:2 = scf.for %{{.*}} iter_args(%[[O0:.*]] = %[[I0]], %[[O1:.*]] = %[[I1]])
+// CHECK-NEXT: %[[Q:.*]]:2 = scf.for %{{.*}} iter_args(%[[A0:.*]] = %[[O0]], %[[A1:.*]] = %[[O1]])
+// CHECK-NEXT: %[[S0:.*]] = arith.addf %[[A0]], %[[A1]]
+// CHECK-NEXT: %[[S1:.*]] = arith.mulf %[[A1]], %[[A0]]
+// CHECK-NEXT: scf.yield %[[S0]], %[[S1]]
+// CHECK: scf.yield %[[Q]]#0, %[[Q]]#1
+// CHECK: vector.transfer_write %[[R]]#0, %[[T0]]
+// CHECK-NEXT: vector.transfer_write %[[R]]#1, %[[T1]]
+// CHECK-NEXT: gpu.terminator
+func.func @nest(%C: memref<4x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %pad = arith.constant 0.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %t0 = memref.subview %C[0, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1]>>
+    %t1 = memref.subview %C[2, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1], offset: 8>>
+    scf.for %i = %c0 to %c4 step %c1 {
+      scf.for %j = %c0 to %c4 step %c1 {
+        %a0 = vector.transfer_read %t0[%c0, %c0], %pad : memref<2x4xf32, strided<[4, 1]>>, vector<2x4xf32>
+        %a1 = vector.transfer_read %t1[%c0, %c0], %pad : memref<2x4xf32, strided<[4, 1], offset: 8>>, vector<2x4xf32>
+        %s0 = arith.addf %a0, %a1 : vector<2x4xf32>
+        %s1 = arith.mulf %a1, %a0 : vector<2x4xf32>
+        vector.transfer_write %s0, %t0[%c0, %c0] : vector<2x4xf32>, memref<2x4xf32, strided<[4, 1]>>
+        vector.transfer_write %s1, %t1[%c0, %c0] : vector<2x4xf32>, memref<2x4xf32, strided<[4, 1], offset: 8>>
+      }
+    }
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Negative: another access to the accumulator's buffer in the loop (a scalar load), and a pair
+// whose indices depend on the induction variable: nothing moves.
+// CHECK-LABEL: func.func @no_hoist
+// CHECK-NOT: iter_args
+// CHECK: scf.for
+// CHECK-NEXT: vector.transfer_read
+// CHECK-NEXT: memref.load
+// CHECK: scf.for
+// CHECK-NEXT: vector.transfer_read
+// CHECK-NOT: iter_args
+func.func @no_hoist(%C: memref<4x4xf32>, %D: memref<64x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c64 = arith.constant 64 : index
+  %pad = arith.constant 0.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    scf.for %k = %c0 to %c64 step %c8 {
+      %acc = vector.transfer_read %C[%c0, %c0], %pad : memref<4x4xf32>, vector<4x4xf32>
+      %x = memref.load %C[%c1, %c1] : memref<4x4xf32>
+      %b = vector.broadcast %x : f32 to vector<4x4xf32>
+      %s = arith.addf %acc, %b : vector<4x4xf32>
+      vector.transfer_write %s, %C[%c0, %c0] : vector<4x4xf32>, memref<4x4xf32>
+    }
+    scf.for %k = %c0 to %c64 step %c8 {
+      %acc = vector.transfer_read %D[%k, %c0], %pad : memref<64x4xf32>, vector<4x4xf32>
+      %s = arith.addf %acc, %acc : vector<4x4xf32>
+      vector.transfer_write %s, %D[%k, %c0] : vector<4x4xf32>, memref<64x4xf32>
+    }
+    gpu.terminator
+  }
+  return
+}
