@@ -77,3 +77,15 @@ def test_tuner_uses_the_targets_weights(name: str, monkeypatch) -> None:
 
     tuner.tune(task, trials=4, batch_size=4, measurer=SyntheticMeasurer(), search_options={"population": 16, "generations": 1})
     assert seen == get_target(name).mutation_weights
+
+
+def test_tuning_options_is_one_record_with_keyword_overrides() -> None:
+    from ansor.tuning.options import TuningOptions
+
+    base = TuningOptions(search="random", batch_size=8)
+    assert TuningOptions.of(base, batch_size=4) == TuningOptions(search="random", batch_size=4)
+    assert TuningOptions.of(None, crossover=None) == TuningOptions()
+    with pytest.raises(TypeError, match="unknown tuning option.*batchsize"):
+        TuningOptions.of(base, batchsize=4)
+    with pytest.raises(ValueError, match="unknown search 'genetic'"):
+        TuningOptions(search="genetic")

@@ -69,15 +69,22 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tuning_options(args: argparse.Namespace, run_options, *, transfer: bool = True):
+    """The search settings of `ansor tune`'s flags, as one `TuningOptions`."""
+    from ansor.tuning.options import TuningOptions
+
+    return TuningOptions(search=args.search, crossover=args.crossover, batch_size=args.batch_size,
+                         run_options=run_options, cost_model=_cost_model(args), transfer=transfer)
+
+
 def _tune_network(args: argparse.Namespace, net, opts) -> int:
     from ansor.tuning.scheduler import SchedulerTable, TaskScheduler
 
     log_path = args.log or f"{net.name}.{args.target}.jsonl"
     sched = TaskScheduler(net.tasks, strategy=args.strategy, seed=args.seed,
                           early_stopping=args.early_stopping)
-    res = sched.tune(args.trials, batch_size=args.batch_size, log_path=log_path, run_options=opts,
-                     callback=SchedulerTable(), search=args.search, crossover=args.crossover,
-                     transfer=args.transfer, cost_model=_cost_model(args))
+    res = sched.tune(args.trials, log_path=log_path, callback=SchedulerTable(),
+                     options=_tuning_options(args, opts, transfer=args.transfer))
     untuned = sum(t.weight * r.baseline.latency for t, r in zip(net.tasks, res.results, strict=True)
                   if r.baseline.error is None)
     failed = res.failed_tasks()
@@ -141,9 +148,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return _tune_network(args, net, opts)
     cb = JsonProgress() if args.json else TableProgress(verbose=args.verbose)
     log_path = args.log or f"{task.name}.{task.target}.jsonl"
-    res = tune(task, trials=args.trials, log_path=log_path, seed=args.seed, batch_size=args.batch_size,
-               run_options=opts, callback=cb, search=args.search, crossover=args.crossover,
-               cost_model=_cost_model(args))
+    res = tune(task, trials=args.trials, log_path=log_path, seed=args.seed, callback=cb,
+               options=_tuning_options(args, opts))
     if not args.json:
         print(f"log: {log_path}")
     return 1 if res.unrunnable else 0

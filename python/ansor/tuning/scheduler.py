@@ -24,6 +24,7 @@ valid record its g_i is its untuned latency.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import math
@@ -31,16 +32,18 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ansor.space.schedule import Schedule
-from ansor.search.cost_model import CostModel, create_cost_model
-from ansor.search.evolution import EvolutionarySearch, FeaturesFn
-from ansor.measure.measurer import Measurer, MeasureResult, RunOptions, create_measurer
+from ansor.search.cost_model import create_cost_model
+from ansor.search.evolution import EvolutionarySearch
+from ansor.measure.measurer import Measurer, MeasureResult, create_measurer
 from ansor.tuning.records import Record, RecordWriter
 from ansor.core.task import SearchTask
 from ansor.tuning.tuner import TaskTuner, TuneResult
+from ansor.tuning.options import TuningOptions
 
 log = logging.getLogger(__name__)
 
@@ -212,17 +215,11 @@ class TaskScheduler:
         self,
         trials: int,
         *,
-        batch_size: int = 64,
         log_path: str | Path | None = None,
         measurer: Measurer | None = None,
-        run_options: RunOptions | None = None,
         callback: SchedulerCallback | None = None,
-        search: str = "learned",
-        crossover: bool = True,
-        cost_model: str | CostModel = "xgb",
-        features_fn: FeaturesFn | None = None,
-        search_options: dict | None = None,
-        transfer: bool = True,
+        options: TuningOptions | None = None,
+        **option_fields: Any,
     ) -> NetworkTuneResult:
         """Measure until `trials` candidates are measured in total: records resumed from
         `log_path` and the untuned programs count, as in one task's `tune`, so rerunning a killed
@@ -231,15 +228,19 @@ class TaskScheduler:
         Records go to `log_path` (each task resumes from its records).
         `transfer` (learned search): before each round, the task's search gets the fastest
         schedules of the other tasks, adapted to its shapes (`EvolutionarySearch.transfer`);
-        `transfer=False` is the ablation switch."""
+        `transfer=False` is the ablation switch. How each task's search runs: `options`
+        (`TuningOptions`), its fields also accepted as keywords, as in `tune`."""
+        opts = TuningOptions.of(options, **option_fields)
+        batch_size, search, transfer = opts.batch_size, opts.search, opts.transfer
         cb = callback or SchedulerCallback()
         n = len(self.tasks)
         own_measurer = measurer is None
-        measurer = measurer or create_measurer(run_options)
+        measurer = measurer or create_measurer(opts.run_options)
         writer = RecordWriter(Path(log_path)) if log_path is not None else None
-        model = create_cost_model(cost_model, seed=self.seed) if search == "learned" else cost_model
+        model = create_cost_model(opts.cost_model, seed=self.seed) if search == "learned" else opts.cost_model
+        task_opts = dataclasses.replace(opts, cost_model=model)  # one model for every task
         extractor = None
-        if search == "learned" and features_fn is None:
+        if search == "learned" and opts.features_fn is None:
             from ansor.search.features import FeatureExtractor
 
             extractor = FeatureExtractor()
@@ -247,9 +248,7 @@ class TaskScheduler:
         try:
             for i, task in enumerate(self.tasks):
                 tuners.append(TaskTuner(task, measurer=measurer, log_path=log_path, writer=writer, seed=self.seed + i,
-                                        search=search, crossover=crossover, cost_model=model,
-                                        features_fn=features_fn, search_options=search_options,
-                                        extractor=extractor))
+                                        options=task_opts, extractor=extractor))
             for tn in tuners:
                 tn.start(0)
             g = np.array([_cost(tn.best, tn.baseline) for tn in tuners])

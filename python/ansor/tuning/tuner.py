@@ -21,13 +21,13 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ansor import config
 from ansor.space.schedule import Schedule, validate
 from ansor.search.cost_model import CostModel, create_cost_model
-from ansor.search.evolution import EvolutionarySearch, FeaturesFn
-from ansor.measure.measurer import MeasureInput, Measurer, MeasureResult, RunOptions, create_measurer
+from ansor.search.evolution import EvolutionarySearch
+from ansor.measure.measurer import MeasureInput, Measurer, MeasureResult, create_measurer
 from ansor.tuning.progress import ProgressCallback
 from ansor.tuning.records import (
     LogError,
@@ -42,6 +42,7 @@ from ansor.search.policy import RandomSearch, SearchPolicy
 from ansor.space.sketch import Sketch
 from ansor.core.task import SearchTask
 from ansor.targets import get_target
+from ansor.tuning.options import TuningOptions
 
 if TYPE_CHECKING:  # imported lazily: its worker pool is only needed by the learned search
     from ansor.search.features import FeatureExtractor
@@ -98,13 +99,11 @@ def _prior_records(log_path: Path | None, task: SearchTask, sketches: list[Sketc
 
 
 def _make_policy(task: SearchTask, sketches: list[Sketch], prior: list[Record], measured: set[str], *,
-                 search: str, seed: int, crossover: bool, cost_model: str | CostModel,
-                 features_fn: FeaturesFn | None, closers: list, options: dict,
+                 opts: TuningOptions, seed: int, closers: list,
                  extractor: FeatureExtractor | None = None) -> SearchPolicy:
-    if search == "random":
+    if opts.search == "random":
         return RandomSearch(sketches, seed=seed, measured=measured)
-    if search != "learned":
-        raise ValueError(f"unknown search {search!r} (expected 'learned' or 'random')")
+    features_fn = opts.features_fn
     if features_fn is None:
         from ansor.search.features import FeatureExtractor
 
@@ -117,11 +116,11 @@ def _make_policy(task: SearchTask, sketches: list[Sketch], prior: list[Record], 
             return extractor.extract(task, [by_name[s.sketch].script(s.values(), lower_vectors=False)
                                             for s in schedules])
 
-    model = create_cost_model(cost_model, seed=seed)
+    model = create_cost_model(opts.cost_model, seed=seed)
     ok = [r for r in prior if r.error is None]
-    options = {"mutation_weights": get_target(task.target).mutation_weights, **options}
+    options = {"mutation_weights": get_target(task.target).mutation_weights, **opts.search_options}
     policy = EvolutionarySearch(sketches, model, features_fn, seed=seed, measured=measured,
-                                history=[(r.schedule, r.latency) for r in ok], crossover=crossover, **options)
+                                history=[(r.schedule, r.latency) for r in ok], crossover=opts.crossover, **options)
     if prior:  # resuming: retrain on what the log holds
         model.update([MeasureInput(task, r.schedule, r.script) for r in prior], [r.result for r in prior],
                      policy.features([r.schedule for r in prior]))
@@ -210,11 +209,7 @@ class TaskTuner:
         seed: int = 0,
         policy: SearchPolicy | None = None,
         callback: ProgressCallback | None = None,
-        search: str = "learned",
-        crossover: bool = True,
-        cost_model: str | CostModel = "xgb",
-        features_fn: FeaturesFn | None = None,
-        search_options: dict | None = None,
+        options: TuningOptions | None = None,
         extractor: FeatureExtractor | None = None,
     ) -> None:
         self.task = task
@@ -226,10 +221,10 @@ class TaskTuner:
         self.prior = _prior_records(path, task, self.sketches)
         self.measured = {r.schedule.key() for r in self.prior}
         self._closers: list = []
+        self.options = options or TuningOptions()
         self.policy = policy or _make_policy(
-            task, self.sketches, self.prior, self.measured, search=search, seed=seed, crossover=crossover,
-            cost_model=cost_model, features_fn=features_fn, closers=self._closers,
-            options=dict(search_options or {}), extractor=extractor)
+            task, self.sketches, self.prior, self.measured, opts=self.options, seed=seed,
+            closers=self._closers, extractor=extractor)
         self._own_writer = writer is None and path is not None
         self.writer = writer if writer is not None else (RecordWriter(path) if path is not None else None)
         self.best: Record | None = best_record(self.prior)
@@ -337,29 +332,24 @@ def tune(
     trials: int,
     log_path: str | Path | None = None,
     seed: int = 0,
-    batch_size: int = 64,
     measurer: Measurer | None = None,
     policy: SearchPolicy | None = None,
-    run_options: RunOptions | None = None,
     callback: ProgressCallback | None = None,
-    search: str = "learned",
-    crossover: bool = True,
-    cost_model: str | CostModel = "xgb",
-    features_fn: FeaturesFn | None = None,
-    search_options: dict | None = None,
+    options: TuningOptions | None = None,
+    **option_fields: Any,
 ) -> TuneResult:
     """Tune `task` until `trials` candidates are measured (counting ones resumed from the log).
 
-    `search`: "learned" (evolutionary search + XGBoost cost model, Ansor's) or "random";
-    `crossover=False` is the ablation switch of the evolutionary search; `cost_model` is "xgb",
-    "random" or a `CostModel`; `features_fn` overrides program feature extraction (tests);
-    `search_options` go to `EvolutionarySearch` (population, generations, ...).
+    How the search runs is a `TuningOptions` (`options`), whose fields may also be given as
+    keywords here (`batch_size=16, search="random", search_options={...}`, ...), replacing
+    those of `options`.
     """
+    opts = TuningOptions.of(options, **option_fields)
+    batch_size = opts.batch_size
     own_measurer = measurer is None
-    measurer = measurer or create_measurer(run_options)
+    measurer = measurer or create_measurer(opts.run_options)
     tuner = TaskTuner(task, measurer=measurer, log_path=log_path, seed=seed, policy=policy, callback=callback,
-                      search=search, crossover=crossover, cost_model=cost_model, features_fn=features_fn,
-                      search_options=search_options)
+                      options=opts)
     try:
         tuner.start(trials)
         if tuner.unrunnable:

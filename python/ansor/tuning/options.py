@@ -1,0 +1,60 @@
+"""How a search runs, as one record: what `tune`, `TaskTuner` and `TaskScheduler.tune` pass down.
+
+    tune(task, trials=..., options=TuningOptions(...) or keyword fields)
+        --> TaskTuner(options) --> _make_policy(options) --> EvolutionarySearch(**search_options)
+    TaskScheduler.tune(trials, options=...) --> one TaskTuner per task, sharing model and measurer
+
+(TVM bundles the same in its `TuningOptions` plus a policy-params dict.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ansor.measure.measurer import RunOptions
+    from ansor.search.cost_model import CostModel
+    from ansor.search.evolution import FeaturesFn
+
+
+@dataclass(frozen=True)
+class TuningOptions:
+    """`search`: "learned" (evolutionary search + XGBoost cost model, Ansor's) or "random";
+    `crossover=False` is the evolutionary search's ablation switch; `cost_model`: "xgb", "random"
+    or a `CostModel`; `features_fn` overrides program feature extraction (tests);
+    `search_options` go to `EvolutionarySearch` (population, generations, mutation_weights, ...;
+    the target's mutation weights unless given); `batch_size`: candidates per measured batch
+    (Ansor's 64); `run_options`: how candidates are run when the measurer is created here;
+    `transfer` (networks, learned search): hand each task the fastest schedules of similar tasks."""
+
+    search: str = "learned"
+    crossover: bool = True
+    cost_model: str | CostModel = "xgb"
+    features_fn: FeaturesFn | None = None
+    search_options: Mapping[str, Any] = field(default_factory=dict)
+    batch_size: int = 64
+    run_options: RunOptions | None = None
+    transfer: bool = True
+
+    def __post_init__(self) -> None:
+        if self.search not in ("learned", "random"):
+            raise ValueError(f"unknown search {self.search!r} (expected 'learned' or 'random')")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, not {self.batch_size}")
+
+    @classmethod
+    def of(cls, options: TuningOptions | None = None, **fields: Any) -> TuningOptions:
+        """`options` (default: the defaults) with the given fields replaced (None: keep). An
+        unknown field is a TypeError naming it."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise TypeError(f"unknown tuning option(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        base = options or cls()
+        given = {k: v for k, v in fields.items() if v is not None}
+        if "search_options" in given:
+            given["search_options"] = dict(given["search_options"])
+        return dataclasses.replace(base, **given) if given else base
