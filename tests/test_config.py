@@ -3,6 +3,7 @@ generated from it, and importing the package reads no hardware."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -43,5 +44,6 @@ def test_import_reads_no_hardware() -> None:
 
 def test_malformed_integer_is_an_error() -> None:
     out = subprocess.run([sys.executable, "-c", "import ansor.config"], capture_output=True, text=True,
-                         env={"ANSOR_WORKER_MEMORY_MB": "lots", "PATH": ""}, check=False)
+                         env={"ANSOR_WORKER_MEMORY_MB": "lots", "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+                         check=False)
     assert out.returncode != 0 and "ANSOR_WORKER_MEMORY_MB='lots' is not an integer" in out.stderr

@@ -19,7 +19,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from ansor.targets import get_target
+from ansor.targets import get_target, target_names
 
 EXIT_BAD_INPUT = 2
 
@@ -313,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("file", nargs="?", help="a .mlir file with one public func.func on tensors")
         sp.add_argument("--workload", help="a built-in workload instead of FILE (see `ansor workloads`)")
         sp.add_argument("--func", help="the function to tune when FILE has several public ones")
-        sp.add_argument("--target", default="cpu", choices=["cpu", "cuda"],
+        sp.add_argument("--target", default="cpu", choices=list(target_names()),
                         help="where the program runs: cpu, or cuda (an NVIDIA GPU; default cpu)")
         sp.add_argument("--arch", help="cuda: GPU architecture such as sm_90 (default: asked from the device)")
         sp.add_argument("--threads", type=int, default=0, help="OpenMP threads (default: all cores)")
