@@ -225,6 +225,13 @@ class EvolutionarySearch(SearchPolicy):
         )
         return out  # shorter than n when the space is exhausted
 
+    def retrain(self, inputs: list[MeasureInput], results: list[MeasureResult]) -> None:
+        self.model.update(inputs, results, self.features([i.schedule for i in inputs]))
+
+    def fastest(self, k: int) -> list[tuple[Schedule, float]]:
+        best = heapq.nsmallest(k, self.best_measured, key=self.best_measured.__getitem__)
+        return [(s, self.best_measured[s]) for s in best]
+
     def transfer(self, schedules: Sequence[Schedule]) -> int:
         """Replace the foreign seeds by `schedules` (other tasks' schedules, best first) adapted
         to this task; those of sketches this task lacks are dropped. Returns how many were kept."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import random
+from collections.abc import Sequence
 
 from ansor.space.schedule import SamplingError, Schedule, sample
 from ansor.measure.measurer import MeasureInput, MeasureResult
@@ -25,6 +26,18 @@ class SearchPolicy(abc.ABC):
 
     @abc.abstractmethod
     def update(self, inputs: list[MeasureInput], results: list[MeasureResult]) -> None: ...
+
+    def retrain(self, inputs: list[MeasureInput], results: list[MeasureResult]) -> None:
+        """Learn from a measured batch (after `update`): a learned policy retrains its cost model
+        here (Ansor retrains after every batch); others learn nothing."""
+
+    def fastest(self, k: int) -> list[tuple[Schedule, float]]:
+        """The `k` fastest schedules measured so far, with their seconds (none by default)."""
+        return []
+
+    def transfer(self, schedules: Sequence[Schedule]) -> int:
+        """Take other tasks' fastest schedules as seeds; how many were kept (none by default)."""
+        return 0
 
 
 class RandomSearch(SearchPolicy):

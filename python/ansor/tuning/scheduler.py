@@ -25,7 +25,6 @@ valid record its g_i is its untuned latency.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import logging
 import math
 import random
@@ -38,7 +37,6 @@ import numpy as np
 
 from ansor.space.schedule import Schedule
 from ansor.search.cost_model import create_cost_model
-from ansor.search.evolution import EvolutionarySearch
 from ansor.measure.measurer import Measurer, MeasureResult, create_measurer
 from ansor.tuning.records import Record, RecordWriter
 from ansor.core.task import SearchTask
@@ -200,12 +198,11 @@ class TaskScheduler:
         first (`_similarity_tag`), then by throughput: the seeds `transfer` adapts to task i."""
         ranked = []
         for j, tn in enumerate(tuners):
-            pol = tn.policy
-            if j == i or not isinstance(pol, EvolutionarySearch) or not pol.best_measured:
+            best = tn.policy.fastest(per_task) if j != i else []
+            if not best:
                 continue
-            best = heapq.nsmallest(per_task, pol.best_measured, key=pol.best_measured.__getitem__)
-            speed = tn.task.flops / pol.best_measured[best[0]]
-            ranked.append((self._tags[j] != self._tags[i], -speed, j, best))
+            speed = tn.task.flops / best[0][1]
+            ranked.append((self._tags[j] != self._tags[i], -speed, j, [s for s, _ in best]))
         ranked.sort(key=lambda r: r[:3])
         return [s for *_, best in ranked for s in best]
 
@@ -291,7 +288,7 @@ class TaskScheduler:
                 else:
                     i = self._pick(g, rounds, history, alive, turn)
                 turn += 1
-                if transfer and isinstance(tuners[i].policy, EvolutionarySearch):
+                if transfer:
                     tuners[i].policy.transfer(self._donors(tuners, i))
                 before = tuners[i].best.latency if tuners[i].best else math.inf
                 batch = tuners[i].step(min(per_round, trials - spent))

@@ -299,8 +299,7 @@ class TaskTuner:
         for i in range(len(batch), len(results)):  # measurers that report only at the end
             log_result(i, results[i])
         self.policy.update(inputs, results)
-        if isinstance(self.policy, EvolutionarySearch):  # Ansor retrains after every measured batch
-            self.policy.model.update(inputs, results, self.policy.features([i.schedule for i in inputs]))
+        self.policy.retrain(inputs, results)
         self.done += len(inputs)
         self.run_trials += len(inputs)
         cb.on_batch(task, self.done, self.best, self.errors, batch)
