@@ -50,6 +50,7 @@ from ansor.space.sketch import Knob, LoopSplit, Sketch, divisors
 from ansor.targets.cpu.annotation import sample_cpu, validate_cpu
 from ansor.targets.cpu.params import LEVELS, PAD_LOCATIONS, UNROLL_OPTIONS, exact_vector, innermost_limit, whole_row_vector
 from ansor.targets.cpu.search_space import CpuSearchSpace
+from ansor.space.script import ANY, PARAM, ScriptBuilder, ssa
 
 
 @dataclass(frozen=True)
@@ -174,54 +175,17 @@ def stage_knobs(stage: Stage) -> list[Knob]:
 # ----------------------------------------------------------------------------------------------
 # Rendering
 
-_ANY = "!transform.any_op"
-_PARAM = "!transform.param<i64>"
 
 
-def _ssa(name: str) -> str:
-    return "%k_" + name.replace(".", "_")
-
-
-class _Renderer:
+class _Renderer(ScriptBuilder):
     def __init__(self, sketch: Sketch, values: Mapping[str, int] | None, *, lower_vectors: bool = True) -> None:
+        super().__init__(values)
         self.sk = sketch
-        self.values = values
         self.lower_vectors = lower_vectors
-        self.lines: list[str] = []
-        self.n = 0
         self.r1_loops: list[str] = []  # attribute values of R1 loops to hoist, innermost last
         self.to_vectorize: list[str] = []  # handles of the innermost tiles of the current stage
 
-    # -- helpers ---------------------------------------------------------------------------
-    def fresh(self, base: str) -> str:
-        self.n += 1
-        return f"%{base}{self.n}"
-
-    def emit(self, line: str) -> None:
-        self.lines.append("    " + line)
-
-    def value(self, name: str) -> str:
-        """A knob as a static number (filled scripts) or as `{name}` (holes in static attributes)."""
-        if self.values is None:
-            return "{" + name + "}"
-        return str(int(self.values[name]))
-
-    def knob_line(self, k: Knob) -> str:
-        opts = ", ".join(str(o) for o in k.options)
-        if self.values is None:
-            return f'{_ssa(k.name)} = transform.tune.knob<"{k.name}"> options = [{opts}] -> {_PARAM}'
-        if k.name not in self.values:
-            raise KeyError(f"no value for knob {k.name!r}")
-        v = int(self.values[k.name])
-        if v not in k.options:
-            raise ValueError(f"knob {k.name!r} = {v} is not one of its options")
-        return f'{_ssa(k.name)} = transform.tune.knob<"{k.name}"> = {v} : i64 from options = [{opts}] -> {_PARAM}'
-
-    def match(self, attr: str, num: int) -> str:
-        v = self.fresh("m")
-        self.emit(f"{v} = transform.structured.match attributes{{{attr} = {num} : i64}} in %root : ({_ANY}) -> {_ANY}")
-        return v
-
+    # -- helpers (the rest: `ScriptBuilder`) --------------------------------------------
     def tile_for(self, target: str, sizes: list[str]) -> tuple[str, list[str]]:
         n_loops = sum(1 for s in sizes if s != "0")
         op = self.fresh("t")
@@ -229,8 +193,8 @@ class _Renderer:
             return target, []
         loops = self.fresh("l")
         params = [s for s in sizes if s.startswith("%")]
-        in_types = ", ".join([_ANY] + [_PARAM] * len(params))
-        outs = ", ".join([_ANY] * (1 + n_loops))
+        in_types = ", ".join([ANY] + [PARAM] * len(params))
+        outs = ", ".join([ANY] * (1 + n_loops))
         self.emit(f"{op}, {loops}:{n_loops} = transform.structured.tile_using_for {target} "
                   f"tile_sizes [{', '.join(sizes)}] : ({in_types}) -> ({outs})")
         return op, [f"{loops}#{i}" for i in range(n_loops)]
@@ -238,23 +202,17 @@ class _Renderer:
     def tile_forall(self, target: str, sizes: list[str]) -> tuple[str, str]:
         op, forall = self.fresh("t"), self.fresh("forall")
         params = [s for s in sizes if s.startswith("%")]
-        in_types = ", ".join([_ANY] + [_PARAM] * len(params))
+        in_types = ", ".join([ANY] + [PARAM] * len(params))
         self.emit(f"{op}, {forall} = transform.structured.tile_using_forall {target} "
-                  f"tile_sizes [{', '.join(sizes)}] : ({in_types}) -> ({_ANY}, {_ANY})")
+                  f"tile_sizes [{', '.join(sizes)}] : ({in_types}) -> ({ANY}, {ANY})")
         return op, forall
 
-    def fuse_into(self, producer: str, container: str) -> tuple[str, str]:
-        fused, new = self.fresh("fused"), self.fresh("c")
-        self.emit(f"{fused}, {new} = transform.structured.fuse_into_containing_op {producer} into {container}"
-                  f" : ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
-        return fused, new
-
     def annotate(self, target: str, name: str, param: str) -> None:
-        self.emit(f'transform.annotate {target} "{name}" = {param} : {_ANY}, {_PARAM}')
+        self.emit(f'transform.annotate {target} "{name}" = {param} : {ANY}, {PARAM}')
 
     def const(self, v: int) -> str:
         c = self.fresh("cst")
-        self.emit(f"{c} = transform.param.constant {v} : i64 -> {_PARAM}")
+        self.emit(f"{c} = transform.param.constant {v} : i64 -> {PARAM}")
         return c
 
     # -- stages ----------------------------------------------------------------------------
@@ -264,7 +222,7 @@ class _Renderer:
         out = []
         for d in range(n_dims):
             s = stage.split(d)
-            out.append(_ssa(s.tile_knobs[level - 1]) if s.kind == kind else "0")
+            out.append(ssa(s.tile_knobs[level - 1]) if s.kind == kind else "0")
         return out
 
     def row_width(self, stage: Stage, level: int) -> str:
@@ -277,7 +235,7 @@ class _Renderer:
             return "1"
         knobs = stage.split(vec).tile_knobs
         if self.values is None or int(self.values[knobs[level - 1]]) % int(self.values[knobs[-1]]) == 0:
-            return _ssa(knobs[-1])
+            return ssa(knobs[-1])
         outer = int(self.values[knobs[level - 1]])
         return str(outer if whole_row_vector(outer) else exact_vector(outer))
 
@@ -309,22 +267,22 @@ class _Renderer:
         handle-tracking listener cannot follow a multi-result generic (its results become values of
         several ops: "replacement values belong to different ops")."""
         loop = self.fresh("r1")
-        self.emit(f'{loop} = transform.get_parent_op {tile} {{deduplicate, op_name = "scf.for"}} : ({_ANY}) -> {_ANY}')
+        self.emit(f'{loop} = transform.get_parent_op {tile} {{deduplicate, op_name = "scf.for"}} : ({ANY}) -> {ANY}')
         self.emit(f"transform.apply_patterns to {loop} {{")
         self.emit("  transform.apply_patterns.linalg.fold_unit_extent_dims_via_slices")
-        self.emit(f"}} : {_ANY}")
+        self.emit(f"}} : {ANY}")
         folded = self.fresh("f")
         # one loop per register-tile copy when partial tiles were peeled: match in each
-        self.emit(f"{folded} = transform.foreach {loop} : {_ANY} -> {_ANY} {{")
-        self.emit(f"^bb0(%l: {_ANY}):")
-        self.emit(f'  %g = transform.structured.match ops{{["linalg.generic"]}} in %l : ({_ANY}) -> {_ANY}')
-        self.emit(f"  transform.yield %g : {_ANY}")
+        self.emit(f"{folded} = transform.foreach {loop} : {ANY} -> {ANY} {{")
+        self.emit(f"^bb0(%l: {ANY}):")
+        self.emit(f'  %g = transform.structured.match ops{{["linalg.generic"]}} in %l : ({ANY}) -> {ANY}')
+        self.emit(f"  transform.yield %g : {ANY}")
         self.emit("}")
         # A peeled remainder loop can sit inside another copy's loop, whose match then finds its
         # generic too: the same op twice in one handle fails every later transform ("repeated
         # target op"; 21 of 600 ResNet-18 trials, one 7x7x512 convolution's candidates).
         unique = self.fresh("f")
-        self.emit(f"{unique} = transform.merge_handles {folded} {{deduplicate}} : {_ANY}")
+        self.emit(f"{unique} = transform.merge_handles {folded} {{deduplicate}} : {ANY}")
         return unique
 
     def peel_partial_tiles(self, stage: Stage, tile: str, loops: list[str]) -> str:
@@ -347,15 +305,15 @@ class _Renderer:
         if not ragged:
             return tile
         parent = self.fresh("par")
-        self.emit(f"{parent} = transform.get_parent_op {loops[0]} : ({_ANY}) -> {_ANY}")
+        self.emit(f"{parent} = transform.get_parent_op {loops[0]} : ({ANY}) -> {ANY}")
         for i in reversed(ragged):
             loop, main, rest = self.fresh("pl"), self.fresh("main"), self.fresh("rest")
-            self.emit(f'{loop} = transform.cast {loops[i]} : {_ANY} to !transform.op<"scf.for">')
-            self.emit(f'{main}, {rest} = transform.loop.peel {loop} : (!transform.op<"scf.for">) -> ({_ANY}, {_ANY})')
-        self.emit(f"transform.apply_patterns to {parent} {{ transform.apply_patterns.canonicalization }} : {_ANY}")
+            self.emit(f'{loop} = transform.cast {loops[i]} : {ANY} to !transform.op<"scf.for">')
+            self.emit(f'{main}, {rest} = transform.loop.peel {loop} : (!transform.op<"scf.for">) -> ({ANY}, {ANY})')
+        self.emit(f"transform.apply_patterns to {parent} {{ transform.apply_patterns.canonicalization }} : {ANY}")
         tiles = self.fresh("tiles")
         self.emit(f"{tiles} = transform.structured.match attributes{{{OP_ATTR} = {stage.op} : i64}} in {parent}"
-                  f" : ({_ANY}) -> {_ANY}")
+                  f" : ({ANY}) -> {ANY}")
         return tiles
 
     def register_levels(self, stage: Stage, target: str, first_space_level: int) -> None:
@@ -377,7 +335,7 @@ class _Renderer:
                 self.r1_loops.append(str(tag))
             if stage.decompose:
                 dec = self.fresh("dec")
-                self.emit(f"{dec} = {stage.decompose} {cur} : ({_ANY}) -> {_ANY}")
+                self.emit(f"{dec} = {stage.decompose} {cur} : ({ANY}) -> {ANY}")
                 cur = dec
             if stage.fold_units:
                 cur = self.fold_unit_loops(cur)
@@ -395,20 +353,20 @@ class _Renderer:
             # pads) into that loop; for level 2, tile the consumer again at S1 and fuse this
             # op's tile into that loop too.
             cons = self.match(OP_ATTR, stage.consumer)
-            ctile, forall = self.tile_forall(cons, [_ssa(stage.split(d).tile_knobs[0]) for d in stage.consumer_dims])
+            ctile, forall = self.tile_forall(cons, [ssa(stage.split(d).tile_knobs[0]) for d in stage.consumer_dims])
             op = self.match(OP_ATTR, stage.op)
             fused, forall = self.fuse_into(op, forall)
             forall = self.fuse_inits(stage, forall)
             forall = self.fuse_pads(stage, forall)
             if stage.fuse_level == 2:
-                ctile, loops = self.tile_for(ctile, [_ssa(stage.split(d).tile_knobs[1]) for d in stage.consumer_dims])
+                ctile, loops = self.tile_for(ctile, [ssa(stage.split(d).tile_knobs[1]) for d in stage.consumer_dims])
                 if loops:
                     fused, _ = self.fuse_into(fused, loops[0])
             crow = ["1"] * (len(stage.consumer_dims) - 1) + [self.row_width(stage, stage.fuse_level)]
             crow_tile, _ = self.tile_for(ctile, crow)
             self.to_vectorize.append(crow_tile)
             # Annotate last: fusing producers may rebuild the loop (dropping its attributes).
-            self.annotate(forall, "ansor.auto_unroll_max_step", _ssa(stage.unroll_knob))
+            self.annotate(forall, "ansor.auto_unroll_max_step", ssa(stage.unroll_knob))
             self.register_levels(stage, fused, first_space_level=3 if stage.fuse_level == 2 else 2)
             return
         if stage.packs:
@@ -418,7 +376,7 @@ class _Renderer:
         tiled, forall = self.tile_forall(op, self.sizes(stage, 1, "S", nd))
         forall = self.fuse_inits(stage, forall)
         forall = self.fuse_pads(stage, forall)
-        self.annotate(forall, "ansor.auto_unroll_max_step", _ssa(stage.unroll_knob))
+        self.annotate(forall, "ansor.auto_unroll_max_step", ssa(stage.unroll_knob))
         self.register_levels(stage, tiled, first_space_level=2)
 
     def packed_sizes(self, stage: Stage, level: int, kind: str) -> list[str]:
@@ -457,34 +415,34 @@ class _Renderer:
         sizes[vec] = j3
         gen = '!transform.op<"linalg.generic">'
         packty = '!transform.op<"linalg.pack">'
-        self.emit(f"{pk} = transform.structured.pack {op} packed_sizes = [{', '.join(sizes)}] : ({_ANY}) -> {gen}")
+        self.emit(f"{pk} = transform.structured.pack {op} packed_sizes = [{', '.join(sizes)}] : ({ANY}) -> {gen}")
         transposes = []
         for operand, perm in stage.packs:
             pb, pk2, pb2, e = (self.fresh(x) for x in ("pb", "pk", "pb", "e"))
             self.emit(f"{pb} = transform.get_producer_of_operand {pk}[{operand}] : ({gen}) -> {packty}")
             self.emit(f"{pk2}, {pb2}, {e} = transform.structured.pack_transpose {pb} with_compute_op({pk}) "
-                      f"outer_perm = [{', '.join(str(x) for x in perm)}] : ({packty}, {gen}) -> ({gen}, {packty}, {_ANY})")
+                      f"outer_perm = [{', '.join(str(x) for x in perm)}] : ({packty}, {gen}) -> ({gen}, {packty}, {ANY})")
             pk = pk2
             pp, pe, pt = (self.fresh(x) for x in ("pp", "pe", "pt"))
             self.emit(f'{pp}, {pe}, {pt} = transform.structured.lower_pack {pb2} : ({packty}) -> '
                       f'(!transform.op<"tensor.pad">, !transform.op<"tensor.expand_shape">, !transform.op<"linalg.transpose">)')
             ptc = self.fresh("ptc")
-            self.emit(f'{ptc} = transform.cast {pt} : !transform.op<"linalg.transpose"> to {_ANY}')
+            self.emit(f'{ptc} = transform.cast {pt} : !transform.op<"linalg.transpose"> to {ANY}')
             transposes.append((ptc, len(perm) + 1))
         # The output's pack/unpack only reshape: lower them and let canonicalization fold them.
         self.emit("// the output's pack/unpack are pure reshapes: lower and fold them away")
         rest, ups = self.fresh("packs"), self.fresh("unpacks")
-        self.emit(f'{rest} = transform.structured.match ops{{["linalg.pack"]}} in %root : ({_ANY}) -> {packty}')
+        self.emit(f'{rest} = transform.structured.match ops{{["linalg.pack"]}} in %root : ({ANY}) -> {packty}')
         self.emit(f'{self.fresh("lp")}, {self.fresh("lp")}, {self.fresh("lp")} = transform.structured.lower_pack {rest} : ({packty}) -> '
                   '(!transform.op<"tensor.pad">, !transform.op<"tensor.expand_shape">, !transform.op<"linalg.transpose">)')
-        self.emit(f'{ups} = transform.structured.match ops{{["linalg.unpack"]}} in %root : ({_ANY}) -> !transform.op<"linalg.unpack">')
+        self.emit(f'{ups} = transform.structured.match ops{{["linalg.unpack"]}} in %root : ({ANY}) -> !transform.op<"linalg.unpack">')
         lu = [self.fresh("lu") for _ in range(4)]
         self.emit(f'{", ".join(lu)} = transform.structured.lower_unpack {ups} : (!transform.op<"linalg.unpack">) -> '
                   '(!transform.op<"tensor.empty">, !transform.op<"linalg.transpose">, !transform.op<"tensor.collapse_shape">, '
                   '!transform.op<"tensor.extract_slice">)')
         func = self.fresh("f")
-        self.emit(f'{func} = transform.structured.match ops{{["func.func"]}} in %root : ({_ANY}) -> {_ANY}')
-        self.emit(f"transform.apply_patterns to {func} {{ transform.apply_patterns.canonicalization }} : {_ANY}")
+        self.emit(f'{func} = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
+        self.emit(f"transform.apply_patterns to {func} {{ transform.apply_patterns.canonicalization }} : {ANY}")
         # Packing copies: one block row per thread, 8 x J3 vector tiles.
         for pt, rank in transposes:
             t1, _ = self.tile_forall(pt, ["1"])
@@ -494,16 +452,16 @@ class _Renderer:
         # Multi-level tiling of the packed op.
         init = self.fresh("init")
         if stage.inits:
-            self.emit(f"{init} = transform.get_producer_of_operand {pk}[{stage.n_inputs}] : ({gen}) -> {_ANY}")
+            self.emit(f"{init} = transform.get_producer_of_operand {pk}[{stage.n_inputs}] : ({gen}) -> {ANY}")
         pkc = self.fresh("pkc")
-        self.emit(f"{pkc} = transform.cast {pk} : {gen} to {_ANY}")
+        self.emit(f"{pkc} = transform.cast {pk} : {gen} to {ANY}")
         tiled, forall = self.tile_forall(pkc, self.packed_sizes(stage, 1, "S"))
         for _, rank in stage.inits[:1]:  # the (re-created) initialiser of the packed output
             fused, forall = self.fuse_into(init, forall)
             row, _ = self.tile_for(fused, ["1"] * rank + ["0"])
             self.to_vectorize.append(row)
         forall = self.fuse_pads(stage, forall)
-        self.annotate(forall, "ansor.auto_unroll_max_step", _ssa(stage.unroll_knob))
+        self.annotate(forall, "ansor.auto_unroll_max_step", ssa(stage.unroll_knob))
         cur, _ = self.tile_for(tiled, self.packed_sizes(stage, 2, "S"))
         if any(sp.kind == "R" for sp in stage.splits):
             cur, _ = self.tile_for(cur, self.packed_sizes(stage, 1, "R"))
@@ -527,7 +485,7 @@ class _Renderer:
                  for d in range(len(stage.splits))]
         fill, split, comb, loop = (self.fresh(x) for x in ("rf_fill", "rf_split", "rf_comb", "rf_loop"))
         self.emit(f"{fill}, {split}, {comb}, {loop} = transform.structured.tile_reduction_using_for {op} "
-                  f"by tile_sizes = [{', '.join(sizes)}] : ({_ANY}) -> ({_ANY}, {_ANY}, {_ANY}, {_ANY})")
+                  f"by tile_sizes = [{', '.join(sizes)}] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})")
         self.to_vectorize += [fill, split, comb]
         # One loop per reduction dim, outermost first. The partial accumulator is loop-carried:
         # hoist it (innermost loop first: hoisting an outer loop first erases ops the inner
@@ -538,9 +496,9 @@ class _Renderer:
         for j in range(n_red):
             lp = self.fresh("rfl")
             self.emit(f'{lp} = transform.get_parent_op {split} {{nth_parent = {n_red - j} : i64, op_name = "scf.for"}}'
-                      f" : ({_ANY}) -> {_ANY}")
+                      f" : ({ANY}) -> {ANY}")
             loops.append(lp)
-        self.annotate(loops[0], "ansor.auto_unroll_max_step", _ssa(stage.unroll_knob))
+        self.annotate(loops[0], "ansor.auto_unroll_max_step", ssa(stage.unroll_knob))
         for lp in loops:
             tag = len(self.r1_loops)
             self.annotate(lp, "ansor.r1", self.const(tag))
@@ -554,7 +512,7 @@ class _Renderer:
         R-tiles of theirs. (Inner tile sizes are static: a member fused into the loop may be
         several payload ops, one per use, which a knob parameter cannot tile.)"""
         nd = len(stage.op_splits(stage.op))
-        sizes = [_ssa(stage.split(d).tile_knobs[0]) if d in stage.rows else "0" for d in range(nd)]
+        sizes = [ssa(stage.split(d).tile_knobs[0]) if d in stage.rows else "0" for d in range(nd)]
         tiled, forall = self.tile_forall(self.match(OP_ATTR, stage.op), sizes)
         fused = []
         for m in stage.members:
@@ -562,7 +520,7 @@ class _Renderer:
             fused.append((m, f))
         for op_init, _ in stage.inits:
             _, forall = self.fuse_into(self.match(OP_ATTR, op_init), forall)
-        self.annotate(forall, "ansor.auto_unroll_max_step", _ssa(stage.unroll_knob))
+        self.annotate(forall, "ansor.auto_unroll_max_step", ssa(stage.unroll_knob))
         for m, handle in [(stage.op, tiled), *fused]:
             splits = stage.op_splits(m)
             if any(sp.kind == "R" for sp in splits):
@@ -580,7 +538,7 @@ class _Renderer:
         self.emit('  transform.apply_patterns.vector.lower_multi_reduction lowering_strategy = "innerreduction"')
         self.emit("  transform.apply_patterns.vector.lower_transpose")
         self.emit("  transform.apply_patterns.canonicalization")
-        self.emit(f"}} : {_ANY}")
+        self.emit(f"}} : {ANY}")
 
     def vectorize_stage(self) -> None:
         """Vectorize the stage's innermost tiles, each on its own. An op the vectorizer cannot
@@ -591,9 +549,9 @@ class _Renderer:
         `vector.transfer_write`, dropping the strides (a miscompile in MLIR 22; pinned in
         tests/test_upstream.py)."""
         for h in self.to_vectorize:
-            self.emit(f"transform.sequence {h} : {_ANY} failures(suppress) {{")
-            self.emit(f"^bb0(%v: {_ANY}):")
-            self.emit(f"  transform.structured.vectorize %v : {_ANY}")
+            self.emit(f"transform.sequence {h} : {ANY} failures(suppress) {{")
+            self.emit(f"^bb0(%v: {ANY}):")
+            self.emit(f"  transform.structured.vectorize %v : {ANY}")
             self.emit("}")
         self.to_vectorize = []
 
@@ -602,7 +560,7 @@ class _Renderer:
         head = [
             "module attributes {transform.with_named_sequence} {",
             f"  // sketch {sk.name}: {' + '.join(sk.rules)}",
-            f"  transform.named_sequence @__transform_main(%root: {_ANY} {{transform.readonly}}) {{",
+            f"  transform.named_sequence @__transform_main(%root: {ANY} {{transform.readonly}}) {{",
         ]
         for k in sk.knobs:
             self.emit(self.knob_line(k))
@@ -617,11 +575,11 @@ class _Renderer:
                 self.stage_mlt_or_tile(stage)
             self.vectorize_stage()
         self.emit("// lower vector ops; contractions become outer products (FMAs)")
-        self.emit(f'%vfunc = transform.structured.match ops{{["func.func"]}} in %root : ({_ANY}) -> {_ANY}')
+        self.emit(f'%vfunc = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
         self.emit("transform.apply_patterns to %vfunc {")
         self.emit("  transform.apply_patterns.vector.transfer_permutation_patterns")
         self.emit("  transform.apply_patterns.vector.reduction_to_contract")
-        self.emit(f"}} : {_ANY}")
+        self.emit(f"}} : {ANY}")
         if self.lower_vectors:
             self.emit_vector_lowering()
         if self.r1_loops:
@@ -629,11 +587,11 @@ class _Renderer:
         for tag in reversed(self.r1_loops):
             h = self.fresh("h")
             self.emit(f'{h} = transform.structured.match ops{{["scf.for"]}} attributes{{ansor.r1 = {tag}}} in %vfunc'
-                      f" : ({_ANY}) -> {_ANY}")
-            self.emit(f"transform.loop.hoist_loop_invariant_subsets {h} : {_ANY}")
+                      f" : ({ANY}) -> {ANY}")
+            self.emit(f"transform.loop.hoist_loop_invariant_subsets {h} : {ANY}")
         self.emit("transform.apply_patterns to %vfunc {")
         self.emit("  transform.apply_patterns.canonicalization")
-        self.emit(f"}} : {_ANY}")
-        self.emit(f"transform.apply_cse to %vfunc : {_ANY}")
+        self.emit(f"}} : {ANY}")
+        self.emit(f"transform.apply_cse to %vfunc : {ANY}")
         self.emit("transform.yield")
         return "\n".join(head + self.lines + ["  }", "}"]) + "\n"

@@ -37,13 +37,8 @@ from ansor.space.schedule import SamplingError, Schedule
 from ansor.core.loops import OP_ATTR, analyze_graph
 from ansor.space.sketch import Knob, LoopSplit, Sketch
 from ansor.core.task import SearchTask
-
-_ANY = "!transform.any_op"
-_PARAM = "!transform.param<i64>"
-_AXES = "xyz"
-MAX_THREADS = 1024
-#: Default threads per block of the untuned program.
-DEFAULT_THREADS = 256
+from ansor.space.script import ANY, PARAM, ScriptBuilder
+from ansor.targets.cuda.params import AXES, DEFAULT_THREADS, GPU_UNROLL_OPTIONS, MAX_THREADS_PER_BLOCK
 
 
 @dataclass(frozen=True)
@@ -94,7 +89,7 @@ class RowStage:
 def thread_options(cols: int) -> tuple[int, ...]:
     """Threads per block that split `cols` columns evenly: multiples of 32 up to 1024, or a power
     of two below 32 (warp-shuffle widths) when the row is short."""
-    opts = [t for t in range(32, min(cols, MAX_THREADS) + 1, 32) if cols % t == 0]
+    opts = [t for t in range(32, min(cols, MAX_THREADS_PER_BLOCK) + 1, 32) if cols % t == 0]
     if not opts:
         opts = [t for t in (2, 4, 8, 16) if t <= cols and cols % t == 0]
     return tuple(opts)
@@ -174,7 +169,7 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
     if len(mapped) > 3:
         return None, f"{len(mapped)} row loops of extent > 1 (blocks have three axes)"
     tiles = tuple(1 if d in mapped else 0 for d in range(len(e.extents)))
-    axes = tuple(_AXES[len(mapped) - 1 - i] for i in range(len(mapped)))
+    axes = tuple(AXES[len(mapped) - 1 - i] for i in range(len(mapped)))
     fused = tuple(sorted((o.index for o in ops if o.index != e.index), reverse=True))
     operands = tuple((o.index, (*o.input_producers, o.init_producer)) for o in ops)
     return RowStage(
@@ -198,7 +193,7 @@ class RowSketch(Sketch):
     def __init__(self, name: str, rule: str, stage: RowStage) -> None:
         self.name = name
         self.rules = (rule,)
-        knobs = [Knob(stage.threads_knob, thread_options(stage.cols)), Knob(stage.unroll_knob, _unroll_options())]
+        knobs = [Knob(stage.threads_knob, thread_options(stage.cols)), Knob(stage.unroll_knob, GPU_UNROLL_OPTIONS)]
         if len(stage.lane_options()) > 1:
             knobs.append(Knob(stage.lanes_knob, stage.lane_options()))
         self.knobs = tuple(knobs)
@@ -250,12 +245,6 @@ class RowSketch(Sketch):
             other.name, other.rules, other.gpu_stage)
 
 
-def _unroll_options() -> tuple[int, ...]:
-    from ansor.targets.cuda.rules import GPU_UNROLL_OPTIONS
-
-    return GPU_UNROLL_OPTIONS
-
-
 def default_values(stage: RowStage) -> dict[str, int]:
     opts = thread_options(stage.cols)
     out = {stage.threads_knob: max([t for t in opts if t <= DEFAULT_THREADS] or [opts[0]]), stage.unroll_knob: 0}
@@ -266,52 +255,31 @@ def default_values(stage: RowStage) -> dict[str, int]:
 
 def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] | None, name: str, rule: str) -> str:
     """The transform script of the sketch (`values` None: knob placeholders `{name}`)."""
-    lines: list[str] = []
-    n = [0]
-
-    def fresh(base: str) -> str:
-        n[0] += 1
-        return f"%{base}{n[0]}"
-
-    def emit(line: str) -> None:
-        lines.append("    " + line)
-
-    def v(knob: str) -> str:
-        return "{" + knob + "}" if values is None else str(int(values[knob]))
-
+    sb = ScriptBuilder(values)
+    fresh, emit, v = sb.fresh, sb.emit, sb.value
     for k in knobs:
-        opts = ", ".join(str(o) for o in k.options)
-        ssa = "%k_" + k.name.replace(".", "_")
-        if values is None:
-            emit(f'{ssa} = transform.tune.knob<"{k.name}"> options = [{opts}] -> {_PARAM}')
-        else:
-            val = int(values[k.name])
-            if val not in k.options:
-                raise ValueError(f"knob {k.name!r} = {val} is not one of its options")
-            emit(f'{ssa} = transform.tune.knob<"{k.name}"> = {val} : i64 from options = [{opts}] -> {_PARAM}')
+        emit(sb.knob_line(k))
     threads = v(stage.threads_knob)
 
     def match(op: int) -> str:
-        h = fresh("m")
-        emit(f"{h} = transform.structured.match attributes{{{OP_ATTR} = {op} : i64}} in %root : ({_ANY}) -> {_ANY}")
-        return h
+        return sb.match(OP_ATTR, op)
 
     f0 = fresh("f")
-    emit(f'{f0} = transform.structured.match ops{{["func.func"]}} in %root : ({_ANY}) -> {_ANY}')
+    emit(f'{f0} = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
     emit("// blocks: one row each; every other op fused into the block, consumers first")
     e = match(stage.out)
     et, blk = fresh("t"), fresh("blk")
     sizes = ", ".join(str(s) for s in stage.block_tiles)
     mapping = ", ".join(f"#gpu.block<{a}>" for a in stage.block_axes)
     emit(f"{et}, {blk} = transform.structured.tile_using_forall {e} tile_sizes [{sizes}] (mapping = [{mapping}]) "
-         f": ({_ANY}) -> ({_ANY}, {_ANY})")
+         f": ({ANY}) -> ({ANY}, {ANY})")
     block_op = {stage.out: et}
     for op in stage.fused:
         h = match(op)
         fb, nb = fresh("b"), fresh("blk")
         emit(f"{fb}, {nb} = transform.structured.fuse_into_containing_op {h} into {blk} "
-             f": ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
-        emit(f"transform.apply_cse to {f0} : {_ANY}")
+             f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+        emit(f"transform.apply_cse to {f0} : {ANY}")
         block_op[op], blk = fb, nb
     to_vectorize: list[str] = []
     smem: list[str] = []
@@ -322,11 +290,11 @@ def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] |
             if p is None or p not in stage.recompute:
                 continue
             sl, val, prod, fused, nf = fresh("sl"), fresh("v"), fresh("p"), fresh("r"), fresh("fa")
-            emit(f"{sl} = transform.get_producer_of_operand {handle}[{k}] : ({_ANY}) -> {_ANY}")
-            emit(f"{val} = transform.get_operand {sl}[0] : ({_ANY}) -> !transform.any_value")
-            emit(f"{prod} = transform.get_defining_op {val} : (!transform.any_value) -> {_ANY}")
+            emit(f"{sl} = transform.get_producer_of_operand {handle}[{k}] : ({ANY}) -> {ANY}")
+            emit(f"{val} = transform.get_operand {sl}[0] : ({ANY}) -> !transform.any_value")
+            emit(f"{prod} = transform.get_defining_op {val} : (!transform.any_value) -> {ANY}")
             emit(f"{fused}, {nf} = transform.structured.fuse_into_containing_op {prod} into {forall} "
-                 f": ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
+                 f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
             to_vectorize.append(fused)
             forall = recompute_into(fused, p, nf)
         return forall
@@ -339,26 +307,26 @@ def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] |
         nt = ", ".join(threads if d == stage.col_dim else "0" for d in range(stage.out_rank))
         tt, fe = fresh("t"), fresh("fe")
         emit(f"{tt}, {fe} = transform.structured.tile_using_forall {et} num_threads [{nt}] "
-             f"(mapping = [#gpu.thread<x>]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+             f"(mapping = [#gpu.thread<x>]) : ({ANY}) -> ({ANY}, {ANY})")
         recompute_into(tt, stage.out, fe)
         to_vectorize.append(tt)
     for op, rank, rdim in sorted(stage.reductions, reverse=True):
-        emit(f"transform.apply_dce to {f0} : {_ANY}")
+        emit(f"transform.apply_dce to {f0} : {ANY}")
         emit(f"// op{op}: split over {threads} threads (a chunk each, partial results in shared memory)")
         nt = ", ".join(threads if d == rdim else "0" for d in range(rank))
         fill, part, comb, fa = fresh("fill"), fresh("part"), fresh("comb"), fresh("fa")
         emit(f"{fill}, {part}, {comb}, {fa} = transform.structured.tile_reduction_using_forall {block_op[op]} "
-             f"by num_threads = [{nt}] mapping = [#gpu.thread<x>] : ({_ANY}) -> ({_ANY}, {_ANY}, {_ANY}, {_ANY})")
+             f"by num_threads = [{nt}] mapping = [#gpu.thread<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})")
         fb, fa2 = fresh("pf"), fresh("fa")
         emit("// each thread initialises its own slot")
         emit(f"{fb}, {fa2} = transform.structured.fuse_into_containing_op {fill} into {fa} "
-             f": ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
+             f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
         fa3 = recompute_into(part, op, fa2)
         to_vectorize.append(part)
         smem.append(fa3)
     lanes = int(values.get(stage.lanes_knob, 1)) if values is not None else 1
     for op, rank, fill, red in stage.materialize:
-        emit(f"transform.apply_dce to {f0} : {_ANY}")
+        emit(f"transform.apply_dce to {f0} : {ANY}")
         col = _row_col(stage, op)
         if lanes > 1:
             emit(f"// op{op}: the row computed once into shared memory; {lanes} consecutive threads split each dot")
@@ -366,15 +334,15 @@ def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] |
             init, pfill, part, comb = fresh("init"), fresh("pfill"), fresh("part"), fresh("comb")
             emit(f"{init}, {pfill}, {part}, {comb} = transform.structured.split_reduction {block_op[op]} "
                  f"{{split_factor = {red // lanes}, insert_split_dimension = {rank - 1}}} "
-                 f": ({_ANY}) -> ({_ANY}, {_ANY}, {_ANY}, {_ANY})")
+                 f": ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})")
             groups = f"{int(threads) // lanes}"
             nt = ", ".join(groups if d == col else (str(lanes) if d == rank - 1 else "0") for d in range(rank + 1))
             pt, pa = fresh("t"), fresh("fp")
             emit(f"{pt}, {pa} = transform.structured.tile_using_forall {part} num_threads [{nt}] "
-                 f"(mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+                 f"(mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]) : ({ANY}) -> ({ANY}, {ANY})")
             pf2, pa2 = fresh("pf"), fresh("fp")
             emit(f"{pf2}, {pa2} = transform.structured.fuse_into_containing_op {pfill} into {pa} "
-                 f": ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
+                 f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
             to_vectorize.append(pt)
             smem.append(pa2)
             # the merge iterates over the output's axes (identity) + the lanes
@@ -385,64 +353,64 @@ def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] |
         nt = ", ".join(threads if d == col else "0" for d in range(out_rank))
         tt, fm = fresh("t"), fresh("fm")
         emit(f"{tt}, {fm} = transform.structured.tile_using_forall {target} num_threads [{nt}] "
-             f"(mapping = [#gpu.thread<x>]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+             f"(mapping = [#gpu.thread<x>]) : ({ANY}) -> ({ANY}, {ANY})")
         if fill is not None:
             fb, fm2 = fresh("pf"), fresh("fm")
             emit(f"{fb}, {fm2} = transform.structured.fuse_into_containing_op {block_op[fill]} into {fm} "
-                 f": ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
+                 f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
             fm = fm2
         to_vectorize.append(tt)
         smem.append(fm)
     emit("// vectorize every thread's code")
     for h in to_vectorize:
-        emit(f"transform.sequence {h} : {_ANY} failures(suppress) {{")
-        emit(f"^bb0(%v: {_ANY}):")
-        emit(f"  transform.structured.vectorize %v : {_ANY}")
+        emit(f"transform.sequence {h} : {ANY} failures(suppress) {{")
+        emit(f"^bb0(%v: {ANY}):")
+        emit(f"  transform.structured.vectorize %v : {ANY}")
         emit("}")
     emit(f"transform.apply_patterns to {f0} {{")
     emit("  transform.apply_patterns.vector.cast_away_vector_leading_one_dim")
     emit('  transform.apply_patterns.vector.lower_multi_reduction lowering_strategy = "innerreduction"')
     emit("  transform.apply_patterns.vector.reduction_to_contract")
-    emit(f"}} : {_ANY}")
+    emit(f"}} : {ANY}")
     emit(f"transform.apply_patterns to {f0} {{")
     emit("  transform.apply_patterns.vector.lower_contraction lowering_strategy = outerproduct")
     emit("  transform.apply_patterns.vector.lower_outerproduct")
     emit("  transform.apply_patterns.vector.transfer_permutation_patterns")
     emit("  transform.apply_patterns.canonicalization")
-    emit(f"}} : {_ANY}")
+    emit(f"}} : {ANY}")
     emit("// the partial results: shared memory")
     for fa in smem:
         b, nw, a = fresh("smem"), fresh("new"), fresh("alloc")
         emit(f"{b}, {nw} = transform.structured.bufferize_to_allocation {fa} "
-             f"{{memory_space = 3, bufferize_destination_only, emit_dealloc}} : {_ANY}")
-        emit(f"{a} = transform.get_defining_op {b} : (!transform.any_value) -> {_ANY}")
-        emit(f'transform.annotate {a} "ansor.smem" : {_ANY}')
+             f"{{memory_space = 3, bufferize_destination_only, emit_dealloc}} : {ANY}")
+        emit(f"{a} = transform.get_defining_op {b} : (!transform.any_value) -> {ANY}")
+        emit(f'transform.annotate {a} "ansor.smem" : {ANY}')
     emit("// bufferize, then map to the GPU")
-    emit(f"transform.bufferization.eliminate_empty_tensors {f0} : {_ANY}")
-    emit(f"transform.apply_dce to {f0} : {_ANY}")
-    emit(f"transform.apply_cse to {f0} : {_ANY}")
+    emit(f"transform.bufferization.eliminate_empty_tensors {f0} : {ANY}")
+    emit(f"transform.apply_dce to {f0} : {ANY}")
+    emit(f"transform.apply_cse to {f0} : {ANY}")
     bufd, f2 = fresh("bufd"), fresh("f")
     emit(f"{bufd} = transform.bufferization.one_shot_bufferize layout{{IdentityLayoutMap}} %root "
-         f"{{bufferize_function_boundaries = true}} : ({_ANY}) -> {_ANY}")
-    emit(f'{f2} = transform.structured.match ops{{["func.func"]}} in {bufd} : ({_ANY}) -> {_ANY}')
+         f"{{bufferize_function_boundaries = true}} : ({ANY}) -> {ANY}")
+    emit(f'{f2} = transform.structured.match ops{{["func.func"]}} in {bufd} : ({ANY}) -> {ANY}')
     emit(f"transform.apply_patterns to {f2} {{")
     emit("  transform.apply_patterns.vector.lower_masked_transfers")
     emit("  transform.apply_patterns.canonicalization")
-    emit(f"}} : {_ANY}")
-    emit(f"transform.apply_cse to {f2} : {_ANY}")
+    emit(f"}} : {ANY}")
+    emit(f"transform.apply_cse to {f2} : {ANY}")
     emit(f"transform.apply_patterns to {f2} {{")
     emit("  transform.apply_patterns.vector.lower_broadcast")
-    emit(f"}} : {_ANY}")
+    emit(f"}} : {ANY}")
     launch, mapped = fresh("launch"), fresh("launch")
-    emit(f"{launch} = transform.gpu.map_forall_to_blocks {f2} generate_gpu_launch : ({_ANY}) -> {_ANY}")
+    emit(f"{launch} = transform.gpu.map_forall_to_blocks {f2} generate_gpu_launch : ({ANY}) -> {ANY}")
     emit(f"{mapped} = transform.gpu.map_nested_forall_to_threads {launch} block_dims = [{threads}, 1, 1] "
-         f": ({_ANY}) -> {_ANY}")
+         f": ({ANY}) -> {ANY}")
     emit(f'transform.annotate {mapped} "ansor.auto_unroll_max_step" = %k_{stage.unroll_knob.replace(".", "_")} '
-         f": {_ANY}, {_PARAM}")
+         f": {ANY}, {PARAM}")
     emit("transform.yield")
     head = [
         "module attributes {transform.with_named_sequence} {",
         f"  // sketch {name}: {rule} (GPU)",
-        f"  transform.named_sequence @__transform_main(%root: {_ANY} {{transform.consumed}}) {{",
+        f"  transform.named_sequence @__transform_main(%root: {ANY} {{transform.consumed}}) {{",
     ]
-    return "\n".join(head + lines + ["  }", "}"]) + "\n"
+    return "\n".join(head + sb.lines + ["  }", "}"]) + "\n"

@@ -48,24 +48,19 @@ from ansor.space.sketch import Knob, LoopSplit, Sketch
 from ansor.core.task import SearchTask
 from ansor.space.sketch import SkipSketch
 from ansor.core.loops import fusable_consumer
+from ansor.space.script import ANY, PARAM, ScriptBuilder
 
-#: Ansor's `auto_unroll_max_step` choices on CUDA.
-GPU_UNROLL_OPTIONS: tuple[int, ...] = (0, 16, 64, 512, 1024)
-MAX_THREADS_PER_BLOCK = 1024
-MIN_THREADS_PER_BLOCK = 32
-#: Static shared memory per block without opting in to more (bytes).
-MAX_SHARED_BYTES = 48 * 1024
-#: Accumulators (output elements) per thread.
-MAX_THREAD_TILE = 64
-#: Ansor's `max_vthread_extent` (product over the mapped loops here).
-MAX_VTHREAD = 8
-#: Innermost (register) factor of a space loop, Ansor's `max_innermost_split_factor`.
-MAX_INNERMOST = 64
-#: Space loops mapped to block/thread ids (x, y, z).
-MAX_MAPPED = 3
-_ANY = "!transform.any_op"
-_PARAM = "!transform.param<i64>"
-_AXES = "xyz"
+from ansor.targets.cuda.params import (
+    AXES,
+    GPU_UNROLL_OPTIONS,
+    MAX_INNERMOST,
+    MAX_MAPPED,
+    MAX_SHARED_BYTES,
+    MAX_THREAD_TILE,
+    MAX_THREADS_PER_BLOCK,
+    MAX_VTHREAD,
+    MIN_THREADS_PER_BLOCK,
+)
 
 
 @dataclass(frozen=True)
@@ -438,26 +433,14 @@ def _copy_tiles(shape: list[int], threads: int, elem_bytes: int) -> tuple[list[i
     return tile, used
 
 
-class _GpuRenderer:
+class _GpuRenderer(ScriptBuilder):
     def __init__(self, stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, int] | None) -> None:
+        super().__init__(values)
         self.st = stage
         self.knobs = knobs
-        self.values = values
-        self.lines: list[str] = []
-        self.n = 0
         self.ext: list[int] | None = None  # current tile extents of the compute op (filled scripts)
         self.last_trips: list[int] = []  # trip counts of the loops the last `tile_for` made
         self.unrolls: list[tuple[int, int]] = []  # (tag, trip count) of loops to unroll fully
-
-    def fresh(self, base: str) -> str:
-        self.n += 1
-        return f"%{base}{self.n}"
-
-    def emit(self, line: str) -> None:
-        self.lines.append("    " + line)
-
-    def v(self, name: str) -> str:
-        return "{" + name + "}" if self.values is None else str(int(self.values[name]))
 
     def expr(self, num: str, den: str) -> str:
         """num / den of two knobs as a number (filled) or a `{a/b}` placeholder."""
@@ -465,26 +448,14 @@ class _GpuRenderer:
             return "{" + f"{num}/{den}" + "}"
         return str(int(self.values[num]) // int(self.values[den]))
 
-    def knob_line(self, k: Knob) -> str:
-        opts = ", ".join(str(o) for o in k.options)
-        ssa = "%k_" + k.name.replace(".", "_")
-        if self.values is None:
-            return f'{ssa} = transform.tune.knob<"{k.name}"> options = [{opts}] -> {_PARAM}'
-        v = int(self.values[k.name])
-        if v not in k.options:
-            raise ValueError(f"knob {k.name!r} = {v} is not one of its options")
-        return f'{ssa} = transform.tune.knob<"{k.name}"> = {v} : i64 from options = [{opts}] -> {_PARAM}'
-
-    def match(self, num: int) -> str:
-        h = self.fresh("m")
-        self.emit(f"{h} = transform.structured.match attributes{{{OP_ATTR} = {num} : i64}} in %root : ({_ANY}) -> {_ANY}")
-        return h
+    def match(self, num: int) -> str:  # ops are matched by number only here
+        return super().match(OP_ATTR, num)
 
     def tile_forall(self, target: str, sizes: list[str], mapping: list[str], *, num_threads: bool = False) -> tuple[str, str]:
         op, forall = self.fresh("t"), self.fresh("forall")
         kw = "num_threads" if num_threads else "tile_sizes"
         self.emit(f"{op}, {forall} = transform.structured.tile_using_forall {target} {kw} [{', '.join(sizes)}] "
-                  f"(mapping = [{', '.join(mapping)}]) : ({_ANY}) -> ({_ANY}, {_ANY})")
+                  f"(mapping = [{', '.join(mapping)}]) : ({ANY}) -> ({ANY}, {ANY})")
         return op, forall
 
     def tile_for(self, target: str, sizes: list[str], *, track: bool = True) -> tuple[str, list[str]]:
@@ -497,16 +468,10 @@ class _GpuRenderer:
         if n_loops == 0:
             return target, []
         op, loops = self.fresh("t"), self.fresh("l")
-        outs = ", ".join([_ANY] * (1 + n_loops))
+        outs = ", ".join([ANY] * (1 + n_loops))
         self.emit(f"{op}, {loops}:{n_loops} = transform.structured.tile_using_for {target} "
-                  f"tile_sizes [{', '.join(sizes)}] : ({_ANY}) -> ({outs})")
+                  f"tile_sizes [{', '.join(sizes)}] : ({ANY}) -> ({outs})")
         return op, [f"{loops}#{i}" for i in range(n_loops)]
-
-    def fuse_into(self, producer: str, container: str) -> tuple[str, str]:
-        fused, new = self.fresh("fused"), self.fresh("c")
-        self.emit(f"{fused}, {new} = transform.structured.fuse_into_containing_op {producer} into {container}"
-                  f" : ({_ANY}, {_ANY}) -> ({_ANY}, {_ANY})")
-        return fused, new
 
     # -- sizes ------------------------------------------------------------------------------
     def effective(self, sizes: list[str]) -> list[str]:
@@ -525,11 +490,11 @@ class _GpuRenderer:
         return out
 
     def mapping(self, kind: str, dims: list[int]) -> list[str]:
-        return [f"#gpu.{kind}<{_AXES[self.st.mapped.index(d)]}>" for d in dims]
+        return [f"#gpu.{kind}<{AXES[self.st.mapped.index(d)]}>" for d in dims]
 
     def space_sizes(self, level: int) -> list[str]:
         """Tile sizes of mapped space dims at `level` (others 0)."""
-        return [self.v(self.st.knob(d, level)) if d in self.st.mapped else "0" for d in range(len(self.st.kinds))]
+        return [self.value(self.st.knob(d, level)) if d in self.st.mapped else "0" for d in range(len(self.st.kinds))]
 
     def threads(self) -> list[int] | None:
         if self.values is None:
@@ -542,7 +507,7 @@ class _GpuRenderer:
         head = [
             "module attributes {transform.with_named_sequence} {",
             f"  // sketch {name}: {' + '.join(rules)} (GPU)",
-            f"  transform.named_sequence @__transform_main(%root: {_ANY} {{transform.consumed}}) {{",
+            f"  transform.named_sequence @__transform_main(%root: {ANY} {{transform.consumed}}) {{",
         ]
         for k in self.knobs:
             self.emit(self.knob_line(k))
@@ -554,13 +519,13 @@ class _GpuRenderer:
         n_thr = {d: self.expr(st.knob(d, 2), st.knob(d, 3)) for d in st.mapped}
         to_vectorize: list[tuple[str, list[int] | None]] = []
 
-        self.emit(f"// S0: blocks ({', '.join(f'd{d}->{_AXES[st.mapped.index(d)]}' for d in st.mapped)})")
+        self.emit(f"// S0: blocks ({', '.join(f'd{d}->{AXES[st.mapped.index(d)]}' for d in st.mapped)})")
         op = self.match(st.op)
         if st.consumer is not None:
             cons = self.match(st.consumer)
-            csizes = [self.v(st.knob(st.consumer_dims[c], 1)) if st.consumer_dims[c] in st.mapped else "0"
+            csizes = [self.value(st.knob(st.consumer_dims[c], 1)) if st.consumer_dims[c] in st.mapped else "0"
                       for c in range(len(st.consumer_dims))]
-            cmap = [f"#gpu.block<{_AXES[st.mapped.index(st.consumer_dims[c])]}>"
+            cmap = [f"#gpu.block<{AXES[st.mapped.index(st.consumer_dims[c])]}>"
                     for c in range(len(st.consumer_dims)) if st.consumer_dims[c] in st.mapped]
             cblk, blk = self.tile_forall(cons, csizes, cmap)
             blk_op, blk = self.fuse_into(op, blk)
@@ -573,7 +538,7 @@ class _GpuRenderer:
             fill_b, blk = self.fuse_into(fill, blk)
             self.emit("// the initialiser: one row per thread")
             fsizes = [n_thr[d] if d in st.mapped else "0" for d in st.output_dims]
-            fmap = [f"#gpu.thread<{_AXES[st.mapped.index(d)]}>" for d in st.output_dims if d in st.mapped]
+            fmap = [f"#gpu.thread<{AXES[st.mapped.index(d)]}>" for d in st.output_dims if d in st.mapped]
             fill_t, fill_forall = self.tile_forall(fill_b, fsizes, fmap, num_threads=True)
             to_vectorize.append((fill_t, None))
             if st.consumer is not None:
@@ -586,7 +551,7 @@ class _GpuRenderer:
         copy_tiles: list[tuple[str, list[int] | None]] = []
         if red:
             self.emit("// R0: the shared-memory tile of the reduction")
-            cur, _ = self.tile_for(cur, [self.v(st.knob(d, 1)) if d in red else "0" for d in range(nd)])
+            cur, _ = self.tile_for(cur, [self.value(st.knob(d, 1)) if d in red else "0" for d in range(nd)])
             if st.promoted:
                 n_ops = len(st.input_dims) + 1
                 zeros = ", ".join(["0.0 : f32" if st.elem_bytes == 4 else "0.0 : f64"] * n_ops)
@@ -595,11 +560,11 @@ class _GpuRenderer:
                 self.emit(f"// cache read: inputs {list(st.promoted)} into shared memory, copied by all threads")
                 self.emit(f"{padded}, {pad}, {cb} = transform.structured.pad {cur} {{padding_values = [{zeros}], "
                           f"padding_dimensions = [{', '.join(str(d) for d in range(nd))}], nofold_flags = [{flags}], "
-                          f'copy_back_op = "none"}} : ({_ANY}) -> ({_ANY}, {_ANY}, {_ANY})')
+                          f'copy_back_op = "none"}} : ({ANY}) -> ({ANY}, {ANY}, {ANY})')
                 cur = padded
                 for i in st.promoted:
                     p = self.fresh("p")
-                    self.emit(f"{p} = transform.get_producer_of_operand {padded}[{i}] : ({_ANY}) -> {_ANY}")
+                    self.emit(f"{p} = transform.get_producer_of_operand {padded}[{i}] : ({ANY}) -> {ANY}")
                     shape = [self.tile_extent(d) for d in st.input_dims[i]]
                     if self.values is not None and total_threads is not None:
                         tile, _used = _copy_tiles([int(x) for x in shape], total_threads, st.elem_bytes)
@@ -616,14 +581,14 @@ class _GpuRenderer:
                     if keep:
                         tp, cf = self.tile_forall(p, sizes, lin)
                         ifs = self.fresh("if")
-                        self.emit(f'{ifs} = transform.structured.match ops{{["scf.if"]}} in {cf} : ({_ANY}) -> {_ANY}')
-                        self.emit(f"transform.scf.take_assumed_branch {ifs} take_else_branch : ({_ANY}) -> ()")
+                        self.emit(f'{ifs} = transform.structured.match ops{{["scf.if"]}} in {cf} : ({ANY}) -> {ANY}')
+                        self.emit(f"transform.scf.take_assumed_branch {ifs} take_else_branch : ({ANY}) -> ()")
                         copy_tiles.append((tp, [int(t) for t in tile] if tile is not None else None))
                         copies.append(cf)
         # S1 (virtual threads), S2 (threads)
         self.emit("// S1: virtual threads (a serial loop over strided chunks)")
         self.last_trips = []
-        cur, loops = self.tile_for(cur, [self.v(st.knob(d, 2)) if d in st.mapped else "0" for d in range(nd)])
+        cur, loops = self.tile_for(cur, [self.value(st.knob(d, 2)) if d in st.mapped else "0" for d in range(nd)])
         self.unroll_later(loops)
         self.emit("// S2: threads")
         cur, _ = self.tile_forall(cur, self.space_sizes(3), thread_map)
@@ -632,31 +597,31 @@ class _GpuRenderer:
                 self.ext[d] = min(self.ext[d], int(self.values[st.knob(d, 3)]))
         self.emit("// S3: loop inside the thread over register tiles; unmapped space loops step by one")
         self.last_trips = []
-        cur, loops = self.tile_for(cur, [self.v(st.knob(d, 4)) if d in st.mapped else ("1" if st.kinds[d] == "S" else "0")
+        cur, loops = self.tile_for(cur, [self.value(st.knob(d, 4)) if d in st.mapped else ("1" if st.kinds[d] == "S" else "0")
                                          for d in range(nd)])
         self.unroll_later(loops)
         r_loops: list[str] = []
         if red:
             self.emit("// R1, R2: the accumulator stays in registers across both")
-            cur, loops = self.tile_for(cur, [self.v(st.knob(d, 2)) if d in red else "0" for d in range(nd)])
+            cur, loops = self.tile_for(cur, [self.value(st.knob(d, 2)) if d in red else "0" for d in range(nd)])
             r_loops += loops
             cur, loops = self.tile_for(cur, ["1" if d in red else "0" for d in range(nd)])
             r_loops += loops
             for tag, lp in enumerate(r_loops):
                 c = self.fresh("cst")
-                self.emit(f"{c} = transform.param.constant {tag} : i64 -> {_PARAM}")
-                self.emit(f'transform.annotate {lp} "ansor.r1" = {c} : {_ANY}, {_PARAM}')
+                self.emit(f"{c} = transform.param.constant {tag} : i64 -> {PARAM}")
+                self.emit(f'transform.annotate {lp} "ansor.r1" = {c} : {ANY}, {PARAM}')
         if st.decompose_rows:
             self.emit("// a windowed op with unit row tiles is a 1-D one: the vectorizer takes only those")
             dec = self.fresh("dec")
-            self.emit(f"{dec} = {st.decompose_op} {cur} : ({_ANY}) -> {_ANY}")
+            self.emit(f"{dec} = {st.decompose_op} {cur} : ({ANY}) -> {ANY}")
             cur = dec
         to_vectorize.append((cur, None))
         if st.consumer is not None:
             self.emit("// the fused consumer: per thread, on the block's tile, in place")
             cons_t, _ = self.tile_forall(cblk, [n_thr[st.consumer_dims[c]] if st.consumer_dims[c] in st.mapped else "0"
                                                 for c in range(len(st.consumer_dims))],
-                                         [f"#gpu.thread<{_AXES[st.mapped.index(st.consumer_dims[c])]}>"
+                                         [f"#gpu.thread<{AXES[st.mapped.index(st.consumer_dims[c])]}>"
                                           for c in range(len(st.consumer_dims)) if st.consumer_dims[c] in st.mapped],
                                          num_threads=True)
             row, _ = self.tile_for(cons_t, ["1"] * (len(st.consumer_dims) - 1) + ["0"], track=False)
@@ -665,23 +630,23 @@ class _GpuRenderer:
         for h, sizes in to_vectorize:
             vs = f" vector_sizes [{', '.join(str(s) for s in sizes)}]" if sizes else ""
             if sizes is None and (h != cur or st.vectorize_optional):
-                self.emit(f"transform.sequence {h} : {_ANY} failures(suppress) {{")
-                self.emit(f"^bb0(%v: {_ANY}):")
-                self.emit(f"  transform.structured.vectorize %v : {_ANY}")
+                self.emit(f"transform.sequence {h} : {ANY} failures(suppress) {{")
+                self.emit(f"^bb0(%v: {ANY}):")
+                self.emit(f"  transform.structured.vectorize %v : {ANY}")
                 self.emit("}")
             else:
-                self.emit(f"transform.structured.vectorize {h}{vs} : {_ANY}")
+                self.emit(f"transform.structured.vectorize {h}{vs} : {ANY}")
         f1 = self.fresh("f")
-        self.emit(f'{f1} = transform.structured.match ops{{["func.func"]}} in %root : ({_ANY}) -> {_ANY}')
+        self.emit(f'{f1} = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
         self.emit(f"transform.apply_patterns to {f1} {{")
         self.emit("  transform.apply_patterns.vector.transfer_permutation_patterns")
         self.emit("  transform.apply_patterns.vector.reduction_to_contract")
-        self.emit(f"}} : {_ANY}")
+        self.emit(f"}} : {ANY}")
         self.emit(f"transform.apply_patterns to {f1} {{")
         self.emit("  transform.apply_patterns.vector.lower_contraction lowering_strategy = outerproduct")
         self.emit("  transform.apply_patterns.vector.lower_outerproduct")
         self.emit("  transform.apply_patterns.canonicalization")
-        self.emit(f"}} : {_ANY}")
+        self.emit(f"}} : {ANY}")
         if st.decompose_rows:
             # (hoisting around the decomposed convolution's rank-reducing slices makes bufferization
             # copy the accumulator into a buffer that the block's threads would share)
@@ -690,54 +655,54 @@ class _GpuRenderer:
         for tag in reversed(range(len(r_loops))):  # innermost first; folded loops just match nothing
             h = self.fresh("h")
             self.emit(f'{h} = transform.structured.match ops{{["scf.for"]}} attributes{{ansor.r1 = {tag}}} in {f1}'
-                      f" : ({_ANY}) -> {_ANY}")
-            self.emit(f"transform.loop.hoist_loop_invariant_subsets {h} : {_ANY}")
+                      f" : ({ANY}) -> {ANY}")
+            self.emit(f"transform.loop.hoist_loop_invariant_subsets {h} : {ANY}")
         self.emit("// the copies last: canonicalization would fold a tensor copy's read/write pair back into a copy")
         for h, sizes in copy_tiles:
             vs = f" vector_sizes [{', '.join(str(s) for s in sizes)}]" if sizes else ""
-            self.emit(f"transform.structured.vectorize {h}{vs} : {_ANY}")
+            self.emit(f"transform.structured.vectorize {h}{vs} : {ANY}")
         if st.consumer is not None and st.init is not None:
             copies.append(acc_forall)
         for cf in copies:
             b, n = self.fresh("smem"), self.fresh("new")
             self.emit(f"{b}, {n} = transform.structured.bufferize_to_allocation {cf} "
-                      f"{{memory_space = 3, bufferize_destination_only, emit_dealloc}} : {_ANY}")
+                      f"{{memory_space = 3, bufferize_destination_only, emit_dealloc}} : {ANY}")
             a = self.fresh("alloc")
-            self.emit(f"{a} = transform.get_defining_op {b} : (!transform.any_value) -> {_ANY}")
-            self.emit(f'transform.annotate {a} "ansor.smem" : {_ANY}')
+            self.emit(f"{a} = transform.get_defining_op {b} : (!transform.any_value) -> {ANY}")
+            self.emit(f'transform.annotate {a} "ansor.smem" : {ANY}')
         self.emit("// bufferize, then map to the GPU")
-        self.emit(f"transform.bufferization.eliminate_empty_tensors {f1} : {_ANY}")
-        self.emit(f"transform.apply_dce to {f1} : {_ANY}")
-        self.emit(f"transform.apply_cse to {f1} : {_ANY}")
+        self.emit(f"transform.bufferization.eliminate_empty_tensors {f1} : {ANY}")
+        self.emit(f"transform.apply_dce to {f1} : {ANY}")
+        self.emit(f"transform.apply_cse to {f1} : {ANY}")
         bufd = self.fresh("bufd")
         self.emit(f"{bufd} = transform.bufferization.one_shot_bufferize layout{{IdentityLayoutMap}} %root "
-                  f"{{bufferize_function_boundaries = true}} : ({_ANY}) -> {_ANY}")
+                  f"{{bufferize_function_boundaries = true}} : ({ANY}) -> {ANY}")
         f2 = self.fresh("f")
-        self.emit(f'{f2} = transform.structured.match ops{{["func.func"]}} in {bufd} : ({_ANY}) -> {_ANY}')
+        self.emit(f'{f2} = transform.structured.match ops{{["func.func"]}} in {bufd} : ({ANY}) -> {ANY}')
         self.emit(f"transform.apply_patterns to {f2} {{")
         self.emit("  transform.apply_patterns.vector.lower_masked_transfers")
         self.emit("  transform.apply_patterns.canonicalization")
-        self.emit(f"}} : {_ANY}")
-        self.emit(f"transform.apply_cse to {f2} : {_ANY}")
+        self.emit(f"}} : {ANY}")
+        self.emit(f"transform.apply_cse to {f2} : {ANY}")
         self.emit("// n-D broadcasts the NVVM lowering cannot take (alone: canonicalization folds them back)")
         self.emit(f"transform.apply_patterns to {f2} {{")
         self.emit("  transform.apply_patterns.vector.lower_broadcast")
-        self.emit(f"}} : {_ANY}")
+        self.emit(f"}} : {ANY}")
         launch = self.fresh("launch")
-        self.emit(f"{launch} = transform.gpu.map_forall_to_blocks {f2} generate_gpu_launch : ({_ANY}) -> {_ANY}")
+        self.emit(f"{launch} = transform.gpu.map_forall_to_blocks {f2} generate_gpu_launch : ({ANY}) -> {ANY}")
         dims = ", ".join(str(x) for x in threads) if threads else "{threads_x}, {threads_y}, {threads_z}"
         mapped = self.fresh("launch")
-        self.emit(f"{mapped} = transform.gpu.map_nested_forall_to_threads {launch} block_dims = [{dims}] : ({_ANY}) -> {_ANY}")
+        self.emit(f"{mapped} = transform.gpu.map_nested_forall_to_threads {launch} block_dims = [{dims}] : ({ANY}) -> {ANY}")
         if self.unrolls:
             self.emit("// S1 and S3 fully unrolled: the thread's whole tile of accumulators stays in registers")
             self.emit("// (like TVM's virtual threads and Ansor's local cache-write stage)")
         for tag, trip in self.unrolls:
             h = self.fresh("u")
             self.emit(f'{h} = transform.structured.match ops{{["scf.for"]}} attributes{{ansor.unroll_full = {tag} : i64}} '
-                      f"in {mapped} : ({_ANY}) -> {_ANY}")
-            self.emit(f"transform.loop.unroll {h} {{factor = {trip}}} : {_ANY}")
+                      f"in {mapped} : ({ANY}) -> {ANY}")
+            self.emit(f"transform.loop.unroll {h} {{factor = {trip}}} : {ANY}")
         self.emit(f'transform.annotate {mapped} "ansor.auto_unroll_max_step" = %k_{st.unroll_knob.replace(".", "_")} '
-                  f": {_ANY}, {_PARAM}")
+                  f": {ANY}, {PARAM}")
         self.emit("transform.yield")
         return "\n".join(head + self.lines + ["  }", "}"]) + "\n"
 
@@ -750,13 +715,13 @@ class _GpuRenderer:
                 continue
             tag = len(self.unrolls)
             c = self.fresh("cst")
-            self.emit(f"{c} = transform.param.constant {tag} : i64 -> {_PARAM}")
-            self.emit(f'transform.annotate {lp} "ansor.unroll_full" = {c} : {_ANY}, {_PARAM}')
+            self.emit(f"{c} = transform.param.constant {tag} : i64 -> {PARAM}")
+            self.emit(f'transform.annotate {lp} "ansor.unroll_full" = {c} : {ANY}, {PARAM}')
             self.unrolls.append((tag, trip))
 
     def tile_extent(self, d: int) -> str:
         if self.st.kinds[d] == "R":
-            return self.v(self.st.knob(d, 1))
+            return self.value(self.st.knob(d, 1))
         if d in self.st.mapped:
-            return self.v(self.st.knob(d, 1))
+            return self.value(self.st.knob(d, 1))
         return str(self.st.extents[d])
