@@ -21,6 +21,7 @@ from pathlib import Path
 from mlir import ir, passmanager
 
 from ansor.core import native as _native
+from ansor.core.dtypes import NUMPY_DTYPES
 
 #: Element types the pipeline can generate inputs for and verify.
 #: (i8: torch-mlir's booleans after `frontend` widens i1, e.g. SDPA's all-masked-row guard)
@@ -39,8 +40,7 @@ class TensorSpec:
     dtype: str  # MLIR element type spelling: "f32", "i64", ...
 
     def numpy_dtype(self) -> str:
-        return {"f32": "float32", "f64": "float64", "f16": "float16", "i32": "int32", "i64": "int64",
-                "i16": "int16", "i8": "int8"}[self.dtype]
+        return NUMPY_DTYPES[self.dtype]
 
     def mlir_type(self) -> str:
         dims = "x".join(str(d) for d in self.shape)

@@ -34,6 +34,7 @@ import numpy as np
 from mlir import ir
 
 from ansor.core.task import TaskError, parse_module
+from ansor.core.dtypes import NUMPY_DTYPES
 
 if TYPE_CHECKING:
     from torch import nn
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 _EXPORTER = Path(__file__).with_name("_torch_export.py")
 
 #: Input element types `--input-shape` accepts (MLIR spelling -> torch dtype name).
-INPUT_DTYPES = {"f32": "float32", "f64": "float64", "f16": "float16", "i32": "int32", "i64": "int64"}
+INPUT_DTYPES = {k: NUMPY_DTYPES[k] for k in ("f32", "f64", "f16", "i32", "i64")}
 
 #: Printing limits with `elide_weights`: attributes/resources above these sizes print as `__elided__`.
 ELIDE_ELEMENTS = 16
@@ -244,8 +245,7 @@ def _truncate_after(op: ir.Operation, value: ir.Value, to: ir.Type) -> None:
     value.replace_all_uses_except(tr.results[0], tr)
 
 
-_NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "i32": np.int32,
-                 "i16": np.int16, "i8": np.int8}
+_NUMPY_DTYPES = {k: np.dtype(v).type for k, v in NUMPY_DTYPES.items()}
 
 
 def _resource_blob(text: str, name: str) -> bytes | None:

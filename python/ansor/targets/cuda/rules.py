@@ -61,6 +61,7 @@ from ansor.targets.cuda.params import (
     MAX_VTHREAD,
     MIN_THREADS_PER_BLOCK,
 )
+from ansor.core.dtypes import element_bytes
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def _mapped_dims(op: OpLoops) -> tuple[int, ...]:
 
 
 def _elem_bytes(task: SearchTask) -> int:
-    return {"f16": 2, "f32": 4, "f64": 8, "i32": 4, "i64": 8}.get(task.outputs[0].dtype, 4)
+    return element_bytes(task.outputs[0].dtype)
 
 
 def _fusable_consumer(op: OpLoops, by_index: dict[int, OpLoops]) -> tuple[OpLoops, tuple[int, ...]] | None:
