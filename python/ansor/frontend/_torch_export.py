@@ -4,7 +4,7 @@
     nn.Module / ExportedProgram --torch_mlir.fx.export_and_import(linalg-on-tensors)--> model.mlir
     (+ reply.json: ok / stage + one-line message, tm_tensor ops found, seconds; + reference outputs)
 
-Run by `frontend.py` as `python -P _torch_export.py REQUEST.json`, never imported: torch-mlir
+Run by `torch_import.py` as `python -P _torch_export.py REQUEST.json`, never imported: torch-mlir
 carries its own MLIR libraries, and loading them next to the `mlir` bindings `ansor` uses gives
 wrong results. So this file imports nothing from `ansor` (importing the package would load our
 MLIR); the built-in networks come from `models.py`, loaded by path.

@@ -17,7 +17,7 @@ A schedule is a sketch name and knob values, so the genetic operators act on kno
   granularity (0.01: move a prime factor between the S0 (parallel) and S1 levels of a space loop);
 - **crossover** (otherwise, when `crossover` is on and the sketch has several stages): two
   parents of the same sketch; each stage takes all of its knobs from one parent, at least one
-  from each; children that fail `annotation.validate` are dropped. Otherwise the parent is copied.
+  from each; children that fail the sketch's `validate` are dropped. Otherwise the parent is copied.
 
 Children are deduplicated, scored, and the best `population` of parents + children survive.
 The model is trained by the tuner, not here: `update` only records what was measured (never
@@ -376,7 +376,7 @@ class EvolutionarySearch(SearchPolicy):
                 split = rng.choice(info.tile_splits if kind == "tile" else info.parallel_splits)
                 names = split.tile_knobs
                 sizes = [new[n] for n in names]
-                # A ragged register tile (see `sketch.py`) sits outside the factor chain: the
+                # A ragged register tile (see `targets/cpu/sketch.py`) sits outside the factor chain: the
                 # factor moves act on the levels above it, and a tile mutation of a ragged-capable
                 # loop may instead redraw it (another ragged size, or a divisor).
                 tail = sizes[-1:] if info.is_ragged(split, new) else []

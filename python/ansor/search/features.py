@@ -7,7 +7,7 @@ One row per storing statement (vector.transfer_write, copying insert_slice, left
 each `N_FEATURES` log2(1+x)-scaled values named by `feature_names()`; the definitions are in
 `passes/Passes.td` (pass `ansor-extract-features`). `featurize` runs in the calling process and
 aborts with it when MLIR hits an assertion on a bad script; `FeatureExtractor` runs it in worker
-processes (the measurement workers of `measure.py`), so a crash costs only the bad candidate.
+processes (the measurement workers of `measure/measurer.py`), so a crash costs only the bad candidate.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
         --> LOG.jsonl (append, fsync) --> policy.update + cost-model retrain --> ... until `trials`
 
 `search="learned"` (the default) is Ansor's: evolutionary search over the sketches, guided by an
-XGBoost cost model on program features (`features.py`, the C++ pass `ansor-extract-features`)
+XGBoost cost model on program features (`search/features.py`, the C++ pass `ansor-extract-features`)
 that is retrained after every measured batch; `search="random"` samples uniformly.
 
 `pretrain(model, logs)` trains the cost model on earlier logs' records (other tasks too) before

@@ -3,7 +3,7 @@
     SearchTask.ir --apply transform script--> scheduled linalg/scf/vector on tensors
       --bufferize, auto-unroll, lower--> LLVM dialect --ExecutionEngine(O3)--> native code
 
-This module runs inside worker processes (see `measure.py`): MLIR aborts the process on internal
+This module runs inside worker processes (see `measure/measurer.py`): MLIR aborts the process on internal
 assertion failures, so nothing here is called on untrusted schedules in the tuner process.
 The same code builds the untuned program (no script), which is the baseline and the reference.
 """

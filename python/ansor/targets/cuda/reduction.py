@@ -3,7 +3,7 @@
     SearchTask (target "cuda", no op with data reuse to anchor multi-level tiling, or one whose
     rows a reduction needs whole) --row_stage_for--> RowStage --RowSketch.script(values)-->
     transform script: one row per block, the row's reductions split across the block's threads
-    (`tile_reduction_using_forall`), merged with warp shuffles (`gpu_lowering.block_reductions_to_shuffles`)
+    (`tile_reduction_using_forall`), merged with warp shuffles (`ansor-gpu-block-reductions-to-shuffles`)
 
 A row-wise subgraph (LayerNorm, softmax, a row norm, attention scores + softmax, ...) has an output
 op `E` indexed by row dims and (at most) one column dim, and reductions over the column dim whose

@@ -2,7 +2,7 @@
 
     SearchTask (target "cuda") --loops.analyze_graph--> ops --GPU rules--> [GpuSketch] (+ skip)
     GpuSketch.script(values) --> transform script: tile to blocks / virtual threads / threads /
-        registers, shared-memory copies, bufferize, gpu.launch (`gpu_lowering.py` lowers it)
+        registers, shared-memory copies, bufferize, gpu.launch (`lowering.py` lowers it)
 
 Rules, tried on the op graph (element-wise producers are already inlined by `loops.preprocess`):
 
@@ -24,7 +24,7 @@ Rules, tried on the op graph (element-wise producers are already inlined by `loo
    transposes, broadcasts, gathers; one op after inlining): its space loops get the same `S0..S4`
    split (blocks, virtual threads, threads, a loop inside the thread, the vectorized register
    tile) with no reduction levels and no shared memory. Reductions without data reuse go to the
-   cross-thread reduction rule (`gpu_reduction.py`).
+   cross-thread reduction rule (`reduction.py`).
 4. the **skip** sketch: the default GPU schedule (`default_script`), which is also the untuned
    program (the baseline and the reference outputs).
 
@@ -170,7 +170,7 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         return None, f"{len(anchors)} ops with data reuse (the GPU rules handle exactly one)"
     op = anchors[0]
     # A `tensor.pad` of an input is fused into the anchor's reads as guarded loads by the lowering
-    # (`gpu_lowering.guard_padded_reads`); a pad feeding anything else is not scheduled.
+    # (`rewrites.guard_padded_reads`); a pad feeding anything else is not scheduled.
     if any(p.consumer != op.index for p in pads):
         return None, "a tensor.pad producer that does not feed the tiled op"
     fc = _fusable_consumer(op, by_index)
