@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from ansor.space.schedule import SamplingError, Schedule
 from ansor.core.loops import OP_ATTR, analyze_graph
-from ansor.space.sketch import Knob, LoopSplit, Sketch
+from ansor.space.sketch import Knob, Sketch
 from ansor.core.task import SearchTask
 from ansor.space.script import ANY, PARAM, ScriptBuilder
 from ansor.targets.cuda.params import AXES, DEFAULT_THREADS, GPU_UNROLL_OPTIONS, MAX_THREADS_PER_BLOCK
@@ -198,14 +198,6 @@ class RowSketch(Sketch):
             knobs.append(Knob(stage.lanes_knob, stage.lane_options()))
         self.knobs = tuple(knobs)
         self.gpu_stage = stage
-
-    @property
-    def rule(self) -> str:
-        return "+".join(self.rules)
-
-    @property
-    def splits(self) -> tuple[LoopSplit, ...]:
-        return ()
 
     @property
     def unroll_knobs(self) -> tuple[str, ...]:

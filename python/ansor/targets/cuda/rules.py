@@ -109,10 +109,6 @@ class GpuSketch(Sketch):
         self.gpu_splits = splits
 
     @property
-    def rule(self) -> str:
-        return "+".join(self.rules)
-
-    @property
     def splits(self) -> tuple[LoopSplit, ...]:
         return self.gpu_splits
 
