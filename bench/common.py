@@ -545,7 +545,7 @@ def dumps(data: Any) -> str:
     def enc(x: Any, ind: str) -> str:
         inner = ind + " "
         if isinstance(x, dict) and x:
-            items = [f"{inner}{json.dumps(k)}: {enc_records(v, inner) if k == 'records' else enc(v, inner)}"
+            items = [f"{inner}{json.dumps(str(k))}: {enc_records(v, inner) if k == 'records' else enc(v, inner)}"
                      for k, v in x.items()]
             return "{\n" + ",\n".join(items) + "\n" + ind + "}"
         if isinstance(x, list) and any(isinstance(v, (dict, list)) for v in x):

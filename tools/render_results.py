@@ -233,7 +233,27 @@ def render_network(data: dict) -> str:
     return "\n".join(lines)
 
 
-RENDERERS = {"suite": render_suite, "matmul": render_matmul, "network": render_network}
+def render_gpu_mutation(data: dict) -> str:
+    """bench/gpu_mutation.py: two mutation policies of the GPU search, same seeds and budget."""
+    lines = [f"### GPU mutation policy: {data['workload']}, {data['trials']} trials x seeds {data['seeds']}", "",
+             *_provenance(data), "",
+             "| policy | weights | tuner's best per seed (ms) | best program re-timed (median, range) |",
+             "|---|---|---|---|"]
+    final = data.get("final", {})
+    for p, w in data["policies"].items():
+        curves = data["curves_s"].get(p, {})
+        per_seed = ", ".join(f"{c[-1] * 1e3:.3f}" for _, c in sorted(curves.items()) if c and c[-1])
+        f = final.get(p, {})
+        lines.append(f"| {p} | {', '.join(f'{k} {v}' for k, v in w.items())} | {per_seed} | {rng(f.get('rounds_s') or [], 1e6, 1, ' µs')} |")
+    pols = list(data["policies"])
+    if len(pols) == 2 and all(final.get(p, {}).get("rounds_s") for p in pols):
+        a, b = (final[p]["rounds_s"] for p in pols)
+        lines += ["", f"{pols[0]} / {pols[1]}: **{med(a) / med(b):.3f}x** latency (medians of the re-timed rounds)"]
+    return "\n".join(lines)
+
+
+RENDERERS = {"suite": render_suite, "matmul": render_matmul, "network": render_network,
+             "gpu-mutation": render_gpu_mutation}
 
 
 def render(data: dict) -> str:
