@@ -2,7 +2,7 @@
 included): stages import only stages below them, targets are plugins, and nothing cycles.
 
     core (+ config)  <  space  <  targets/cpu, targets/cuda  <  measure  <  search  <  tuning
-    frontend: core, space, measure and the target registry;  ansor, cli, compile: anything
+    frontend: core and the target registry (allowed: space, measure);  ansor, cli, compile: anything
 
 `ansor.targets` (the registry) may be imported from anywhere: it imports no other ansor module at
 import time. `ansor.targets.cpu` and `ansor.targets.cuda` are imported only by themselves (the
