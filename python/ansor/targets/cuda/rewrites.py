@@ -88,37 +88,6 @@ def workgroup_allocs_to_attributions(module: ir.Module) -> int:
     return moved
 
 
-def copies_to_linalg(module: ir.Module) -> int:
-    """`memref.copy` inside a kernel -> `linalg.copy` (lowered to loops later): the NVVM lowering
-    turns a strided `memref.copy` into a call to the host runtime's `memrefCopy`, which does not
-    exist on the device. (Bufferization leaves such copies around rank-reducing slices.)"""
-    from mlir.dialects import linalg
-
-    n = 0
-    for launch in walk(module.operation, "gpu.launch"):
-        for cp in walk(launch, "memref.copy"):
-            with ir.InsertionPoint(cp), cp.location:
-                linalg.copy(cp.operands[0], outs=[cp.operands[1]])
-            cp.erase()
-            n += 1
-    return n
-
-
-def own_fill_destinations(module: ir.Module) -> None:
-    """Give every `linalg.fill` its own `tensor.empty` (CSE merges it with the consumer's): a fused
-    initialiser whose destination is the output's tile would make the shared-memory accumulator
-    start with a (useless) copy of the output."""
-    for fill in walk(module.operation, "linalg.fill"):
-        dest = fill.operands[1]
-        owner = dest.owner
-        if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
-            owner = owner.operation
-        if getattr(owner, "name", "") != "tensor.empty" or len(list(dest.uses)) < 2:
-            continue
-        clone = owner.clone(ir.InsertionPoint(fill))
-        fill.operands[1] = clone.results[0]
-
-
 def _op_of(v: ir.Value) -> ir.Operation | None:
     owner = v.owner
     if isinstance(owner, ir.Block):
@@ -166,39 +135,6 @@ def sink_constants_into_launches(module: ir.Module) -> int:
                 op.operands[i] = clones[key].results[0]
                 n += 1
     return n
-
-
-#: Alignment (bytes) of shared tiles and of the kernels' global buffers (as `llvm.align` on the
-#: kernel's pointer arguments: `memref.assume_alignment` in the kernel is dropped by
-#: `expand-strided-metadata` in MLIR 22).
-BUFFER_ALIGN = 16
-
-
-def align_workgroup_buffers(module: ir.Module) -> None:
-    """`llvm.align` on every outlined kernel's workgroup attributions (shared tiles) and on its
-    memref arguments (global buffers).
-
-    The kernels' global memrefs all come from device allocations (`_DeviceBuffer`: `cuMemAlloc`,
-    256-byte aligned; `_check_host_allocs` rejects anything else), and a view's aligned pointer is
-    its buffer's: the pointers the kernel receives are at least 16-byte aligned. With that known,
-    LLVM infers the alignment of each access from its index arithmetic (known bits), and 128-bit
-    vector accesses stay `ld.global.v4` instead of being split into scalar loads."""
-    for f in walk(module.operation, "gpu.func"):
-        n = ir.IntegerAttr(f.attributes["workgroup_attributions"]).value if (
-            "workgroup_attributions" in f.attributes) else 0
-        if n:
-            f.attributes["workgroup_attrib_attrs"] = ir.Attribute.parse(
-                "[" + ", ".join([f"{{llvm.align = {BUFFER_ALIGN} : i64}}"] * n) + "]")
-        ftype = ir.TypeAttr(f.attributes["function_type"]).value
-        args = ir.FunctionType(ftype).inputs
-        old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes else []
-        attrs = []
-        for i, t in enumerate(args):
-            d = {a.name: a.attr for a in ir.DictAttr(old[i])} if i < len(old) else {}
-            if isinstance(t, ir.MemRefType) and not _is_workgroup(t):
-                d["llvm.align"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), BUFFER_ALIGN)
-            attrs.append(ir.DictAttr.get(d))
-        f.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
 
 
 _MAX_TZ = 64
@@ -435,27 +371,6 @@ def shared_memory_bytes(module: ir.Module) -> int:
 
 #: Largest per-thread buffer (bytes) `ansor-gpu-private-allocs-to-stack` moves to the stack.
 MAX_PRIVATE_BYTES = 1024
-
-
-def _check_host_allocs(module: ir.Module) -> None:
-    """Every buffer a kernel touches must be device memory: a host `memref.alloc` left outside the
-    launches (an intermediate tensor between two kernels) is not supported yet."""
-    for f in module.body.operations:
-        if f.operation.name != "func.func":
-            continue
-        launches = walk(f.operation, "gpu.launch")
-        if not launches:
-            continue
-        for alloc in walk(f.operation, "memref.alloc"):
-            if not _is_workgroup(alloc.results[0].type):
-                raise LoweringError("lower", f"intermediate buffer {alloc.results[0].type} between GPU "
-                                             "kernels (host allocation): not supported on the cuda target")
-        # Host-side compute left outside the launches would read device pointers on the host.
-        for block in f.operation.regions[0].blocks:
-            for op in block.operations:
-                n = op.operation.name
-                if n.startswith(("linalg.", "vector.", "scf.")) or n == "memref.copy":
-                    raise LoweringError("lower", f"'{n}' outside any gpu.launch (not mapped to the GPU)")
 
 
 # ----------------------------------------------------------------------------------------------
