@@ -1,5 +1,6 @@
 //===- Passes.cpp - registration of ansor-mlir passes -----------------------------===//
 #include "passes/Passes.h"
+#include "passes/GPU/GpuLoweringBPasses.h"
 #include "passes/GPU/GpuOptUtils.h"
 
 #include <mutex>
@@ -10,5 +11,6 @@ void mlir::ansor::registerAnsorPassesOnce() {
   std::call_once(once, [] {
     registerAnsorPasses();
     registerAnsorGpuOptPasses();
+    registerAnsorGpuLoweringBPasses();
   });
 }
