@@ -27,6 +27,8 @@ from pathlib import Path
 #: Python rewrite name -> (C++ pass pipeline element, which argument the Python call gets).
 REWRITES: dict[str, str] = {
     "workgroup_allocs_to_attributions": "ansor-gpu-workgroup-attributions",
+    "sink_constants_into_launches": "ansor-gpu-sink-constants",
+    "mark_kernel_pointers_noalias": "ansor-gpu-mark-noalias",  # dumped with ANSOR_CUDA_NOALIAS=1
 }
 
 TASKS = [
