@@ -1,6 +1,7 @@
 //===- Passes.cpp - registration of ansor-mlir passes -----------------------------===//
 #include "passes/Passes.h"
 #include "passes/GPU/GpuLoweringPasses.h"
+#include "passes/GPU/GpuLoweringBPasses.h"
 #include "passes/GPU/GpuOptUtils.h"
 
 #include <mutex>
@@ -12,5 +13,6 @@ void mlir::ansor::registerAnsorPassesOnce() {
     registerAnsorPasses();
     registerAnsorGpuOptPasses();
     registerAnsorGpuLoweringPasses();
+    registerAnsorGpuLoweringBPasses();
   });
 }
