@@ -1,5 +1,7 @@
 //===- Passes.cpp - registration of ansor-mlir passes -----------------------------===//
 #include "passes/Passes.h"
+#include "passes/GPU/GpuLoweringPasses.h"
+#include "passes/GPU/GpuLoweringBPasses.h"
 #include "passes/GPU/GpuOptUtils.h"
 
 #include <mutex>
@@ -10,5 +12,7 @@ void mlir::ansor::registerAnsorPassesOnce() {
   std::call_once(once, [] {
     registerAnsorPasses();
     registerAnsorGpuOptPasses();
+    registerAnsorGpuLoweringPasses();
+    registerAnsorGpuLoweringBPasses();
   });
 }

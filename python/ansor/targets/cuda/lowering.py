@@ -6,7 +6,7 @@
         --ansor-gpu-{swizzle-blocks, hoist-accumulators, forward-initial-values,
           remove-redundant-barriers, prefetch-global-reads} (C++ passes: the kernel rewrites a
           fast SGEMM needs, on memrefs)-->
-        --sink_constants_into_launches, gpu-kernel-outlining, llvm.align on kernel buffers-->
+        --ansor-gpu-sink-constants, gpu-kernel-outlining, llvm.align on kernel buffers-->
         --NVVM lowering to the LLVM dialect --infer_access_alignment (128-bit accesses)-->
         --gpu-module-to-binary format=isa (PTX)--> host LLVM + embedded PTX
         --ExecutionEngine + libmlir_cuda_runtime.so--> CudaKernel
@@ -29,7 +29,7 @@ from mlir import ir
 from ansor.core.mlir import EXPAND_FPOWI, LoweringError, add_bench_wrapper, apply_script, parse_payload
 from ansor.core.task import SearchTask
 from ansor.targets.cuda.params import DEFAULT_ARCH
-from ansor.targets.cuda.rewrites import MAX_PRIVATE_BYTES, _check_host_allocs, align_workgroup_buffers, copies_to_linalg, guard_padded_reads, infer_access_alignment, mark_kernel_pointers_noalias, own_fill_destinations, sink_constants_into_launches, workgroup_allocs_to_attributions
+from ansor.targets.cuda.rewrites import MAX_PRIVATE_BYTES, guard_padded_reads, infer_access_alignment
 from ansor.targets.cuda.runtime import CudaKernel, load_cuda_runtime, cuda_runtime_libs, device_arch
 from ansor.core.mlir import run_passes
 from ansor import config
@@ -61,15 +61,15 @@ def lower_to_gpu_ir(task: SearchTask, script: str) -> ir.Module:
 
     _native.register_everything()  # the ansor-gpu-* passes
     module = parse_payload(task)
-    own_fill_destinations(module)
+    run_passes(module, "ansor-gpu-own-fill-destinations", "lower")
     apply_script(module, script)
     run_passes(module, _AFTER_SCRIPT, "lower")
-    copies_to_linalg(module)
-    workgroup_allocs_to_attributions(module)
+    run_passes(module, "ansor-gpu-copies-to-linalg", "lower")
+    run_passes(module, "ansor-gpu-workgroup-attributions", "lower")
     run_passes(module, f"ansor-gpu-private-allocs-to-stack{{max-bytes={MAX_PRIVATE_BYTES}}}", "lower")
     run_passes(module, "ansor-gpu-block-reductions-to-shuffles", "lower")
     guard_padded_reads(module)
-    _check_host_allocs(module)
+    run_passes(module, "ansor-gpu-check-host-allocs", "lower")
     return module
 
 
@@ -88,15 +88,15 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     run_passes(module, "ansor-gpu-remove-redundant-barriers", "lower")
     run_passes(module, "ansor-gpu-prefetch-global-reads", "lower")
     run_passes(module, "convert-linalg-to-loops", "lower")
-    sink_constants_into_launches(module)
+    run_passes(module, "ansor-gpu-sink-constants", "lower")
     run_passes(module, "gpu-kernel-outlining", "lower")
-    align_workgroup_buffers(module)
+    run_passes(module, "ansor-gpu-align-workgroup-buffers", "lower")
     pipeline = _nvvm_pipeline(arch, fmt)
     to_llvm, to_binary = pipeline.rsplit(",gpu-module-to-binary", 1)
     run_passes(module, to_llvm, "lower")
     infer_access_alignment(module)
-    if config.CUDA_NOALIAS:  # off by default: measured slower (see the function)
-        mark_kernel_pointers_noalias(module)
+    if config.CUDA_NOALIAS:  # off by default: measured slower (GpuLoweringBPasses.td)
+        run_passes(module, "ansor-gpu-mark-noalias", "lower")
     run_passes(module, "gpu-module-to-binary" + to_binary, "lower")
     return module
 

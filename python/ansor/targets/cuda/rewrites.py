@@ -1,18 +1,12 @@
-"""The GPU kernel's IR rewrites, on memrefs and gpu.launch (run by `lowering.py`, in order):
+"""The GPU lowering's IR rewrites that are still Python (run by `lowering.py`):
 
-    after the script: copies_to_linalg, workgroup_allocs_to_attributions, [C++]
-        private_allocs_to_stack, block_reductions_to_shuffles, guard_padded_reads (tensor.pad
-        buffers -> guarded loads)
-    after auto-unroll + LICM: [C++] swizzle_blocks, hoist_accumulators, forward_initial_values,
-        remove_redundant_barriers, prefetch_global_reads (what a fast SGEMM needs)
-    around outlining: sink_constants_into_launches, align_workgroup_buffers
-    on the LLVM dialect: infer_access_alignment (128-bit accesses), mark_kernel_pointers_noalias
+    after the script: guard_padded_reads (tensor.pad buffers -> guarded loads)
+    on the LLVM dialect: infer_access_alignment (128-bit accesses)
 
-Each is a function `module -> count` over the Python bindings; they are being ported to C++
-passes (`passes/GPU/`, `ansor-gpu-*`), which `ansor-opt` can replay without Python. Those marked
-[C++] are ported (`ansor-gpu-private-allocs-to-stack`, `-block-reductions-to-shuffles`,
-`-swizzle-blocks`, `-hoist-accumulators`, `-forward-initial-values`, `-remove-redundant-barriers`,
-`-prefetch-global-reads`, declared in passes/GPU/GpuOptPasses.td); only their constants are left here.
+Every other rewrite of the pipeline is a C++ pass (`passes/GPU/`, `ansor-gpu-*`: GpuOptPasses.td,
+GpuLoweringPasses.td, GpuLoweringBPasses.td) that `ansor-opt` can run without Python; these two
+are the ones left before a GPU candidate replays from payload + script to PTX with `ansor-opt`
+alone.
 """
 
 from __future__ import annotations
@@ -21,15 +15,9 @@ import itertools
 import re
 from dataclasses import dataclass
 
-import numpy as np
 from mlir import ir
 
 from ansor.core.mlir import LoweringError, walk
-
-
-#: Shared memory as an integer memory space: the NVVM lowering maps `3` directly, while
-#: `#gpu.address_space<workgroup>` on host-side passes fails the LLVM type conversion.
-_WORKGROUP = "3"
 
 
 def _is_workgroup(t: ir.Type) -> bool:
@@ -39,166 +27,11 @@ def _is_workgroup(t: ir.Type) -> bool:
     return ms is not None and (str(ms) in ("3", "3 : i64") or "workgroup" in str(ms))
 
 
-def workgroup_allocs_to_attributions(module: ir.Module) -> int:
-    """Turn `memref.alloc` of shared memory inside a `gpu.launch` into workgroup attributions.
-
-    `bufferize_to_allocation {memory_space = #gpu.address_space<workgroup>}` places the shared
-    tiles' allocations where the copies are (inside the launch); the NVVM lowering only gives
-    shared memory to the launch's workgroup attributions (they become `addrspace(3)` globals of the
-    kernel). Returns the number of allocations moved. Shared-memory deallocations are dropped.
-    """
-    moved = 0
-    for launch in walk(module.operation, "gpu.launch"):
-        body = launch.regions[0].blocks[0]
-        if "workgroup_attributions" in launch.attributes:
-            n_wg = ir.IntegerAttr(launch.attributes["workgroup_attributions"]).value
-        else:
-            n_wg = 0
-        n_private = len(body.arguments) - 12 - n_wg
-        if n_private:
-            raise LoweringError("lower", "gpu.launch with private attributions is not supported")
-        for alloc in walk(launch, "memref.alloc"):
-            t = alloc.results[0].type
-            if not _is_workgroup(t):
-                continue
-            if "ansor.smem" not in alloc.attributes:
-                # A buffer bufferization made inside a thread's code, in shared memory because its
-                # source is: all threads of the block would share it.
-                raise LoweringError("lower", f"per-thread buffer {t} in shared memory (not a cached tile)")
-            mt = ir.MemRefType(t)
-            if not mt.has_static_shape:
-                raise LoweringError("lower", f"dynamic shared-memory allocation {t}")
-            wg_type = ir.MemRefType.get(mt.shape, mt.element_type, memory_space=ir.Attribute.parse("3 : i64"))
-            arg = body.add_argument(wg_type, ir.Location.unknown())
-            for use in list(alloc.results[0].uses):
-                if use.owner.name == "memref.dealloc":
-                    use.owner.erase()
-            if wg_type != t:
-                # Same layout, memory space spelled `3`: convert the value for the old users.
-                with ir.InsertionPoint(alloc):
-                    cast = ir.Operation.create("memref.memory_space_cast", results=[t], operands=[arg])
-                alloc.results[0].replace_all_uses_with(cast.results[0])
-            else:
-                alloc.results[0].replace_all_uses_with(arg)
-            alloc.erase()
-            n_wg += 1
-            moved += 1
-        if n_wg:
-            launch.attributes["workgroup_attributions"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), n_wg)
-    return moved
-
-
-def copies_to_linalg(module: ir.Module) -> int:
-    """`memref.copy` inside a kernel -> `linalg.copy` (lowered to loops later): the NVVM lowering
-    turns a strided `memref.copy` into a call to the host runtime's `memrefCopy`, which does not
-    exist on the device. (Bufferization leaves such copies around rank-reducing slices.)"""
-    from mlir.dialects import linalg
-
-    n = 0
-    for launch in walk(module.operation, "gpu.launch"):
-        for cp in walk(launch, "memref.copy"):
-            with ir.InsertionPoint(cp), cp.location:
-                linalg.copy(cp.operands[0], outs=[cp.operands[1]])
-            cp.erase()
-            n += 1
-    return n
-
-
-def own_fill_destinations(module: ir.Module) -> None:
-    """Give every `linalg.fill` its own `tensor.empty` (CSE merges it with the consumer's): a fused
-    initialiser whose destination is the output's tile would make the shared-memory accumulator
-    start with a (useless) copy of the output."""
-    for fill in walk(module.operation, "linalg.fill"):
-        dest = fill.operands[1]
-        owner = dest.owner
-        if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
-            owner = owner.operation
-        if getattr(owner, "name", "") != "tensor.empty" or len(list(dest.uses)) < 2:
-            continue
-        clone = owner.clone(ir.InsertionPoint(fill))
-        fill.operands[1] = clone.results[0]
-
-
 def _op_of(v: ir.Value) -> ir.Operation | None:
     owner = v.owner
     if isinstance(owner, ir.Block):
         return None
     return owner if isinstance(owner, ir.Operation) else owner.operation
-
-
-def sink_constants_into_launches(module: ir.Module) -> int:
-    """Clone the constants (`arith.constant`, `ub.poison`) a `gpu.launch` uses from above into its
-    body. `gpu-kernel-outlining` (MLIR 22) leaves them outside: they would become kernel arguments,
-    so that inside the kernel every loop bound, step and tile offset is a runtime value (no
-    unrolling, no alignment or address folding by LLVM). Returns the number of uses rewired."""
-    n = 0
-    for launch in walk(module.operation, "gpu.launch"):
-        region = launch.regions[0]
-        body = region.blocks[0]
-        first = body.operations[0]
-        clones: dict = {}
-        inner: list[ir.Operation] = []
-
-        def visit(op: ir.Operation, inner: list[ir.Operation] = inner) -> ir.WalkResult:
-            inner.append(op)
-            return ir.WalkResult.ADVANCE
-
-        launch.walk(visit)
-        for op in inner:
-            if op == launch:
-                continue
-            for i, v in enumerate(list(op.operands)):
-                owner = v.owner
-                if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
-                    owner = owner.operation
-                if not isinstance(owner, ir.Operation) or owner.name not in ("arith.constant", "ub.poison"):
-                    continue
-                # defined outside this launch?
-                parent = owner.parent
-                while parent is not None and parent != launch:
-                    parent = parent.parent
-                if parent is not None:
-                    continue
-                key = (owner.name, str(owner.attributes["value"]) if "value" in owner.attributes else "",
-                       str(v.type))
-                if key not in clones:
-                    clones[key] = owner.clone(ir.InsertionPoint(first))
-                op.operands[i] = clones[key].results[0]
-                n += 1
-    return n
-
-
-#: Alignment (bytes) of shared tiles and of the kernels' global buffers (as `llvm.align` on the
-#: kernel's pointer arguments: `memref.assume_alignment` in the kernel is dropped by
-#: `expand-strided-metadata` in MLIR 22).
-BUFFER_ALIGN = 16
-
-
-def align_workgroup_buffers(module: ir.Module) -> None:
-    """`llvm.align` on every outlined kernel's workgroup attributions (shared tiles) and on its
-    memref arguments (global buffers).
-
-    The kernels' global memrefs all come from device allocations (`_DeviceBuffer`: `cuMemAlloc`,
-    256-byte aligned; `_check_host_allocs` rejects anything else), and a view's aligned pointer is
-    its buffer's: the pointers the kernel receives are at least 16-byte aligned. With that known,
-    LLVM infers the alignment of each access from its index arithmetic (known bits), and 128-bit
-    vector accesses stay `ld.global.v4` instead of being split into scalar loads."""
-    for f in walk(module.operation, "gpu.func"):
-        n = ir.IntegerAttr(f.attributes["workgroup_attributions"]).value if (
-            "workgroup_attributions" in f.attributes) else 0
-        if n:
-            f.attributes["workgroup_attrib_attrs"] = ir.Attribute.parse(
-                "[" + ", ".join([f"{{llvm.align = {BUFFER_ALIGN} : i64}}"] * n) + "]")
-        ftype = ir.TypeAttr(f.attributes["function_type"]).value
-        args = ir.FunctionType(ftype).inputs
-        old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes else []
-        attrs = []
-        for i, t in enumerate(args):
-            d = {a.name: a.attr for a in ir.DictAttr(old[i])} if i < len(old) else {}
-            if isinstance(t, ir.MemRefType) and not _is_workgroup(t):
-                d["llvm.align"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), BUFFER_ALIGN)
-            attrs.append(ir.DictAttr.get(d))
-        f.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
 
 
 _MAX_TZ = 64
@@ -387,75 +220,8 @@ def infer_access_alignment(module: ir.Module) -> int:
     return raised
 
 
-def mark_kernel_pointers_noalias(module: ir.Module) -> int:
-    """`llvm.noalias` on the pointer arguments of the kernels (LLVM dialect, after the lowering):
-    every memref a kernel receives is a separate device allocation (`_DeviceBuffer`; host
-    buffers are rejected by `_check_host_allocs`) and only its aligned pointer is dereferenced,
-    so no two arguments' accesses overlap. Lets NVPTX load read-only buffers through the
-    non-coherent cache (`ld.global.nc`) and move loads across stores. Returns the count.
-
-    Off by default (`ANSOR_CUDA_NOALIAS=1` turns it on): on an H100 it made the best matmul-4096
-    schedules 9-18% slower (LLVM schedules the loads differently; registers 168 -> 188)."""
-    n = 0
-    for gm in walk(module.operation, "gpu.module"):
-        for f in walk(gm, "llvm.func"):
-            if "gpu.kernel" not in f.attributes or not f.regions or not f.regions[0].blocks:
-                continue
-            args = list(f.regions[0].blocks[0].arguments)
-            old = list(ir.ArrayAttr(f.attributes["arg_attrs"])) if "arg_attrs" in f.attributes else []
-            attrs = []
-            for i, a in enumerate(args):
-                d = {x.name: x.attr for x in ir.DictAttr(old[i])} if i < len(old) else {}
-                if str(a.type).startswith("!llvm.ptr"):
-                    d["llvm.noalias"] = ir.UnitAttr.get()
-                    n += 1
-                attrs.append(ir.DictAttr.get(d))
-            f.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
-    return n
-
-
-#: Block rows per group of the block-order swizzle (pass `ansor-gpu-swizzle-blocks{group}`,
-#: `ANSOR_CUDA_SWIZZLE`); 0: off (the default: on an H100 it changed the best matmul-4096
-#: schedules by -1%..+1%, noise).
-SWIZZLE_GROUP = 0
-
-
-def shared_memory_bytes(module: ir.Module) -> int:
-    """Largest static shared memory (workgroup attributions) of any gpu.launch, in bytes."""
-    best = 0
-    for launch in walk(module.operation, "gpu.launch"):
-        body = launch.regions[0].blocks[0]
-        total = 0
-        for a in list(body.arguments)[12:]:
-            mt = ir.MemRefType(a.type)
-            total += int(np.prod(mt.shape)) * (mt.element_type.width // 8)
-        best = max(best, total)
-    return best
-
-
 #: Largest per-thread buffer (bytes) `ansor-gpu-private-allocs-to-stack` moves to the stack.
 MAX_PRIVATE_BYTES = 1024
-
-
-def _check_host_allocs(module: ir.Module) -> None:
-    """Every buffer a kernel touches must be device memory: a host `memref.alloc` left outside the
-    launches (an intermediate tensor between two kernels) is not supported yet."""
-    for f in module.body.operations:
-        if f.operation.name != "func.func":
-            continue
-        launches = walk(f.operation, "gpu.launch")
-        if not launches:
-            continue
-        for alloc in walk(f.operation, "memref.alloc"):
-            if not _is_workgroup(alloc.results[0].type):
-                raise LoweringError("lower", f"intermediate buffer {alloc.results[0].type} between GPU "
-                                             "kernels (host allocation): not supported on the cuda target")
-        # Host-side compute left outside the launches would read device pointers on the host.
-        for block in f.operation.regions[0].blocks:
-            for op in block.operations:
-                n = op.operation.name
-                if n.startswith(("linalg.", "vector.", "scf.")) or n == "memref.copy":
-                    raise LoweringError("lower", f"'{n}' outside any gpu.launch (not mapped to the GPU)")
 
 
 # ----------------------------------------------------------------------------------------------

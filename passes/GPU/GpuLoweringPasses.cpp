@@ -1,0 +1,142 @@
+//===- GpuLoweringPasses.cpp - GPU lowering fix-ups (GpuLoweringPasses.td) --------===//
+//
+//   tensor payload --ansor-gpu-own-fill-destinations--> (script) --ansor-gpu-copies-to-linalg,
+//   ansor-gpu-check-host-allocs--> ... gpu-kernel-outlining --ansor-gpu-align-workgroup-buffers-->
+//
+//===----------------------------------------------------------------------------===//
+#include "passes/GPU/GpuLoweringPasses.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::ansor {
+#define GEN_PASS_DEF_GPUOWNFILLDESTINATIONS
+#define GEN_PASS_DEF_GPUCOPIESTOLINALG
+#define GEN_PASS_DEF_GPUALIGNWORKGROUPBUFFERS
+#define GEN_PASS_DEF_GPUCHECKHOSTALLOCS
+#include "passes/GPU/GpuLoweringPasses.h.inc"
+} // namespace mlir::ansor
+
+using namespace mlir;
+
+namespace {
+
+/// Alignment (bytes) the kernels' buffers are known to have.
+constexpr int64_t kBufferAlign = 16;
+
+template <typename OpT> SmallVector<OpT> collectOps(Operation *root) {
+  SmallVector<OpT> out;
+  root->walk([&](OpT op) { out.push_back(op); });
+  return out;
+}
+
+/// Shared memory: memory space 3 (as our scripts spell it) or #gpu.address_space<workgroup>.
+bool isWorkgroup(Type t) {
+  auto mt = dyn_cast<MemRefType>(t);
+  if (!mt || !mt.getMemorySpace())
+    return false;
+  Attribute ms = mt.getMemorySpace();
+  if (auto i = dyn_cast<IntegerAttr>(ms))
+    return i.getInt() == 3;
+  if (auto a = dyn_cast<gpu::AddressSpaceAttr>(ms))
+    return a.getValue() == gpu::AddressSpace::Workgroup;
+  return false;
+}
+
+struct GpuOwnFillDestinations
+    : public ansor::impl::GpuOwnFillDestinationsBase<GpuOwnFillDestinations> {
+  void runOnOperation() override {
+    for (linalg::FillOp fill : collectOps<linalg::FillOp>(getOperation())) {
+      OpOperand &dest = fill.getDpsInitsMutable()[0];
+      auto empty = dest.get().getDefiningOp<tensor::EmptyOp>();
+      if (!empty || std::distance(dest.get().use_begin(), dest.get().use_end()) < 2)
+        continue;
+      OpBuilder b(fill);
+      Operation *clone = b.clone(*empty);
+      dest.set(clone->getResult(0));
+    }
+  }
+};
+
+struct GpuCopiesToLinalg : public ansor::impl::GpuCopiesToLinalgBase<GpuCopiesToLinalg> {
+  void runOnOperation() override {
+    for (gpu::LaunchOp launch : collectOps<gpu::LaunchOp>(getOperation()))
+      for (memref::CopyOp cp : collectOps<memref::CopyOp>(launch)) {
+        OpBuilder b(cp);
+        auto copy = linalg::CopyOp::create(b, cp.getLoc(), cp.getSource(), cp.getTarget());
+        // as the Python bindings' linalg.copy builds it (no effect on same-type copies)
+        copy->setAttr("cast", linalg::TypeFnAttr::get(b.getContext(), linalg::TypeFn::cast_signed));
+        cp.erase();
+      }
+  }
+};
+
+struct GpuAlignWorkgroupBuffers
+    : public ansor::impl::GpuAlignWorkgroupBuffersBase<GpuAlignWorkgroupBuffers> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    Builder b(ctx);
+    NamedAttribute align(b.getStringAttr("llvm.align"), b.getI64IntegerAttr(kBufferAlign));
+    for (gpu::GPUFuncOp f : collectOps<gpu::GPUFuncOp>(getOperation())) {
+      int64_t n = 0;
+      if (auto a = f->getAttrOfType<IntegerAttr>("workgroup_attributions"))
+        n = a.getInt();
+      if (n) {
+        SmallVector<Attribute> dicts(n, b.getDictionaryAttr({align}));
+        f->setAttr("workgroup_attrib_attrs", b.getArrayAttr(dicts));
+      }
+      auto old = f->getAttrOfType<ArrayAttr>("arg_attrs");
+      SmallVector<Attribute> attrs;
+      for (auto [i, t] : llvm::enumerate(f.getFunctionType().getInputs())) {
+        SmallVector<NamedAttribute> entries;
+        if (old && i < old.size())
+          llvm::append_range(entries, cast<DictionaryAttr>(old[i]).getValue());
+        if (isa<MemRefType>(t) && !isWorkgroup(t)) {
+          llvm::erase_if(entries, [](NamedAttribute a) { return a.getName() == "llvm.align"; });
+          entries.push_back(align);
+        }
+        attrs.push_back(b.getDictionaryAttr(entries));
+      }
+      f->setAttr("arg_attrs", b.getArrayAttr(attrs));
+    }
+  }
+};
+
+struct GpuCheckHostAllocs : public ansor::impl::GpuCheckHostAllocsBase<GpuCheckHostAllocs> {
+  void runOnOperation() override {
+    Operation *root = getOperation();
+    SmallVector<func::FuncOp> funcs;
+    if (auto f = dyn_cast<func::FuncOp>(root))
+      funcs.push_back(f);
+    else if (auto m = dyn_cast<ModuleOp>(root))
+      for (auto f : m.getOps<func::FuncOp>())
+        funcs.push_back(f);
+    for (func::FuncOp f : funcs) {
+      if (collectOps<gpu::LaunchOp>(f).empty())
+        continue;
+      for (memref::AllocOp alloc : collectOps<memref::AllocOp>(f))
+        if (!isWorkgroup(alloc.getType())) {
+          std::string type; // printed as the type's text (a diagnostic would quote a Type)
+          llvm::raw_string_ostream(type) << alloc.getType();
+          alloc.emitError() << "intermediate buffer " << type
+                            << " between GPU kernels (host allocation): not supported on the cuda target";
+          return signalPassFailure();
+        }
+      for (Block &block : f.getBody())
+        for (Operation &op : block) {
+          StringRef n = op.getName().getStringRef();
+          if (n.starts_with("linalg.") || n.starts_with("vector.") || n.starts_with("scf.") || n == "memref.copy") {
+            op.emitError() << "'" << n << "' outside any gpu.launch (not mapped to the GPU)";
+            return signalPassFailure();
+          }
+        }
+    }
+  }
+};
+
+} // namespace
