@@ -244,4 +244,21 @@ def GpuBlockReductionsToShuffles : Pass<"ansor-gpu-block-reductions-to-shuffles"
                            "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"];
 }
 
+def GpuGuardPaddedReads : Pass<"ansor-gpu-guard-padded-reads", "::mlir::ModuleOp"> {
+  let summary = "Fuse every tensor.pad producer into its readers as guarded loads";
+  let description = [{
+    Bufferization turns `tensor.pad` into a host buffer filled with the padding value and a copy
+    of the source into its interior. In every top-level `func.func`, such a buffer (static-shape
+    non-workgroup `memref.alloc`; a `linalg.fill` or constant `linalg.map` fill; one static
+    unit-stride `memref.subview` used only as the target of one `memref.copy` from a same-rank
+    source; fill, copy and alloc in one block, fill first) is removed: each `memref.load` and
+    `vector.transfer_read` of it (through `memref.subview`s) reads the source at the shifted
+    indices under an in-bounds test on the padded dims (`scf.if`, the padding value outside); a
+    vector read is split into 1-D pieces along its last dim, or into elements where that dim is
+    padded or strided. Any other use fails the pass with the message the Python rewrite raised.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"];
+}
+
 #endif // ANSOR_GPU_OPT_PASSES_TD
