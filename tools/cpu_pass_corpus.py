@@ -16,8 +16,6 @@ import argparse
 import random
 import sys
 
-import numpy as np
-
 DEFAULT = ["softmax-128x128", "tbs-1x128x12x64", "lngelu-8x256", "nrm-2x64x64", "matmul-64x64x64"]
 
 
@@ -31,6 +29,7 @@ def main() -> int:
 
     from ansor.core.task import create_task
     from ansor.frontend import workloads
+    from ansor.measure.measurer import make_inputs
     from ansor.targets import generate_sketches
     from ansor.targets.cpu import lowering
 
@@ -73,10 +72,7 @@ def main() -> int:
                     except Exception as exc:  # noqa: BLE001
                         print(f"# {name}.{sk.name}.s{k} {mode}: {exc}", file=sys.stderr)
                         break
-                    ins = kern.random_inputs(np.random.default_rng(k)) if hasattr(kern, "random_inputs") else None
-                    if ins is None:
-                        ins = [np.random.default_rng(k).standard_normal(t.shape).astype(t.dtype)
-                               for t in task.inputs] if hasattr(task, "inputs") else []
+                    ins = make_inputs(task)
                     outs[mode] = [o.tobytes() for o in kern.run(ins)]
                 same = len(outs) == 2 and outs["py"] == outs["cpp"]
                 bad += len(outs) == 2 and not same
