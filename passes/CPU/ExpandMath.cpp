@@ -85,24 +85,45 @@ constexpr double kExpPoly[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3
 struct CpuExpandErf : public ansor::impl::CpuExpandErfBase<CpuExpandErf> {
   using Base::Base;
   void runOnOperation() override {
+    // Every operand is built in its own statement: the Python rewrite creates ops in argument
+    // order (left to right), and C++ leaves the order of argument evaluation unspecified.
     replaceF32<math::ErfOp>(getOperation(), [](F32Builder &f, Value x) -> Value {
       OpBuilder &b = f.b;
       Location loc = f.loc;
       Value ax = math::AbsFOp::create(b, loc, x);
       Value one = f.fc(1.0);
-      Value tt = arith::DivFOp::create(b, loc, one, f.add(f.mul(ax, f.fc(kErfP)), f.fc(1.0)));
+      Value cp = f.fc(kErfP);
+      Value m = f.mul(ax, cp);
+      Value one2 = f.fc(1.0);
+      Value den = f.add(m, one2);
+      Value tt = arith::DivFOp::create(b, loc, one, den);
       Value p = f.fc(kErfA[0]);
-      for (double c : ArrayRef<double>(kErfA).drop_front())
-        p = f.add(f.mul(p, tt), f.fc(c));
-      Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, f.mul(ax, ax)));
-      Value big = math::CopySignOp::create(
-          b, loc, f.add(f.fc(1.0), arith::NegFOp::create(b, loc, f.mul(f.mul(p, tt), e))), x);
+      for (double c : ArrayRef<double>(kErfA).drop_front()) {
+        Value pm = f.mul(p, tt);
+        Value cc = f.fc(c);
+        p = f.add(pm, cc);
+      }
+      Value sq = f.mul(ax, ax);
+      Value nsq = arith::NegFOp::create(b, loc, sq);
+      Value e = math::ExpOp::create(b, loc, nsq);
+      Value one3 = f.fc(1.0);
+      Value pt = f.mul(p, tt);
+      Value pte = f.mul(pt, e);
+      Value npte = arith::NegFOp::create(b, loc, pte);
+      Value sum = f.add(one3, npte);
+      Value big = math::CopySignOp::create(b, loc, sum, x);
       Value x2 = f.mul(x, x);
       Value q = f.fc(kErfTaylor[0]);
-      for (double c : ArrayRef<double>(kErfTaylor).drop_front())
-        q = f.add(f.mul(q, x2), f.fc(c));
-      Value small = f.mul(f.mul(q, x), f.fc(1.1283791670955126));
-      Value cmp = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, ax, f.fc(0.5));
+      for (double c : ArrayRef<double>(kErfTaylor).drop_front()) {
+        Value qm = f.mul(q, x2);
+        Value cc = f.fc(c);
+        q = f.add(qm, cc);
+      }
+      Value qx = f.mul(q, x);
+      Value k = f.fc(1.1283791670955126);
+      Value small = f.mul(qx, k);
+      Value half = f.fc(0.5);
+      Value cmp = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, ax, half);
       return arith::SelectOp::create(b, loc, cmp, small, big);
     });
   }
@@ -114,27 +135,49 @@ struct CpuExpandExp : public ansor::impl::CpuExpandExpBase<CpuExpandExp> {
     replaceF32<math::ExpOp>(getOperation(), [](F32Builder &f, Value x) -> Value {
       OpBuilder &b = f.b;
       Location loc = f.loc;
-      Value xc = arith::MinimumFOp::create(
-          b, loc, arith::MaximumFOp::create(b, loc, x, f.fc(kExpLo)), f.fc(kExpHi));
-      Value n = math::FloorOp::create(
-          b, loc, f.add(f.mul(xc, f.fc(1.44269504088896341)), f.fc(0.5)));
-      n = arith::MinimumFOp::create(b, loc, n, f.fc(127.0));
-      Value r = f.add(xc, f.mul(n, f.fc(-kExpLn2Hi)));
-      r = f.add(r, f.mul(n, f.fc(-kExpLn2Lo)));
+      Value lo = f.fc(kExpLo);
+      Value mx = arith::MaximumFOp::create(b, loc, x, lo);
+      Value hi = f.fc(kExpHi);
+      Value xc = arith::MinimumFOp::create(b, loc, mx, hi);
+      Value log2e = f.fc(1.44269504088896341);
+      Value xl = f.mul(xc, log2e);
+      Value half = f.fc(0.5);
+      Value xh = f.add(xl, half);
+      Value n = math::FloorOp::create(b, loc, xh);
+      Value c127 = f.fc(127.0);
+      n = arith::MinimumFOp::create(b, loc, n, c127);
+      Value ln2hi = f.fc(-kExpLn2Hi);
+      Value nh = f.mul(n, ln2hi);
+      Value r = f.add(xc, nh);
+      Value ln2lo = f.fc(-kExpLn2Lo);
+      Value nl = f.mul(n, ln2lo);
+      r = f.add(r, nl);
       Value p = f.fc(kExpPoly[0]);
-      for (double c : ArrayRef<double>(kExpPoly).drop_front())
-        p = f.add(f.mul(p, r), f.fc(c));
-      Value y = f.add(f.add(f.mul(p, f.mul(r, r)), r), f.fc(1.0));
+      for (double c : ArrayRef<double>(kExpPoly).drop_front()) {
+        Value pm = f.mul(p, r);
+        Value cc = f.fc(c);
+        p = f.add(pm, cc);
+      }
+      Value rr = f.mul(r, r);
+      Value prr = f.mul(p, rr);
+      Value s1 = f.add(prr, r);
+      Value one = f.fc(1.0);
+      Value y = f.add(s1, one);
       Value ni = arith::FPToSIOp::create(b, loc, f.it, n);
-      Value sh = arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, ni, f.ic(127)),
-                                       f.ic(23));
+      Value i127 = f.ic(127);
+      Value biased = arith::AddIOp::create(b, loc, ni, i127);
+      Value i23 = f.ic(23);
+      Value sh = arith::ShLIOp::create(b, loc, biased, i23);
       Value scale = arith::BitcastOp::create(b, loc, f.t, sh);
       Value res = f.mul(y, scale);
-      Value lo = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, f.fc(kExpLo));
-      res = arith::SelectOp::create(b, loc, lo, f.fc(0.0), res);
-      Value hi = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, f.fc(kExpHi));
-      return arith::SelectOp::create(b, loc, hi,
-                                     f.fc(std::numeric_limits<double>::infinity()), res);
+      Value lo2 = f.fc(kExpLo);
+      Value isLo = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, lo2);
+      Value zero = f.fc(0.0);
+      res = arith::SelectOp::create(b, loc, isLo, zero, res);
+      Value hi2 = f.fc(kExpHi);
+      Value isHi = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, hi2);
+      Value inf = f.fc(std::numeric_limits<double>::infinity());
+      return arith::SelectOp::create(b, loc, isHi, inf, res);
     });
   }
 };
