@@ -1,5 +1,5 @@
 // RUN: %ansor-opt %s -ansor-expand-erf | FileCheck %s
-// RUN: %ansor-opt %s -ansor-expand-erf,ansor-expand-exp | FileCheck %s --check-prefix=BOTH
+// RUN: %ansor-opt %s -ansor-expand-erf -ansor-expand-exp | FileCheck %s --check-prefix=BOTH
 
 // An f32 erf becomes A&S 7.1.26 with one math.exp, the Maclaurin branch and a select on |x| < 0.5;
 // after ansor-expand-exp no transcendental call is left.
