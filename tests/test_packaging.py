@@ -21,8 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tracked_tree(dest: Path) -> Path:
-    """The repository's tracked files (as in the working tree), without build/ or .venv/."""
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    """The working tree as `pip install .` sees it, less what git ignores (build/, .venv/).
+
+    Untracked files count too: a tracked file edited to name a new, not yet added source would
+    otherwise build from a tree that is neither the commit nor the checkout."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=ROOT, capture_output=True, check=True).stdout
     for rel in filter(None, files.decode().split("\0")):
         src = ROOT / rel
         if src.is_file():

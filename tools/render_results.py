@@ -163,7 +163,7 @@ def render_matmul(data: dict) -> str:
     lines += [(f"- trials: {s.get('trials', '?')}; {s.get('rounds', '?')} alternating rounds, each round the best of "
               "5 loops of ~0.1 s per program after 0.1 s of warm-up calls (naive loops: one loop); cells: median (min–max) over the rounds"),
               f"- measured f32 FMA peak: {peak:.1f} GFLOP/s ({s.get('threads', '?')} threads, "
-              f"{data.get('fma_peak_vector_bits', '?')}-bit vectors; `ansor.lowering.fma_peak_gflops`, the best of "
+              f"{data.get('fma_peak_vector_bits', '?')}-bit vectors; `ansor.targets.cpu.lowering.fma_peak_gflops`, the best of "
               f"{len(data.get('fma_peak_rounds') or [peak])} measurements: before tuning and after each round)"
               if peak else "- FMA peak: not measured"]
     for label, d in desc.items():

@@ -1,6 +1,6 @@
 """ansor-mlir: Ansor (Zheng et al., OSDI 2020) auto-scheduling rebuilt on MLIR.
 
-Pipeline (see README):
+Pipeline (see docs/design.md):
 
     module --create_task--> SearchTask --sketch rules--> [Sketch] (transform scripts with holes)
     Sketch --annotation--> Schedule --measure (worker: apply, lower, JIT, verify, time)--> Record

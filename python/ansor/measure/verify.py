@@ -4,7 +4,7 @@
     output buffers <--poison (NaN; the dtype's minimum for integers)-- each verification run
     candidate(inputs) --> outs --check_outputs(outs, refs, tolerance(task))--> None | one-line mismatch
 
-The criterion (also in the README, "Verification"):
+The criterion (also in docs/design.md):
 - Every output buffer is filled with a sentinel before the verification run (NaN for floats, the
   dtype's minimum for integers; on the GPU the sentinel is copied into every device output
   allocation), so a kernel that skips a tile, a ragged tail or its `linalg.fill` leaves the sentinel

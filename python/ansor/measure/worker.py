@@ -1,4 +1,4 @@
-"""Entry point of a measurement worker process: `python -m ansor._worker REQ_FD RESP_FD THREADS MEMORY_MB`.
+"""Entry point of a measurement worker process: `python -m ansor.measure.worker REQ_FD RESP_FD THREADS MEMORY_MB`.
 
     parent --request (pickled dict) over REQ_FD--> worker: build / run / verify --answer over RESP_FD--> parent
 
