@@ -1,5 +1,6 @@
 //===- Passes.cpp - registration of ansor-mlir passes -----------------------------===//
 #include "passes/Passes.h"
+#include "passes/CPU/CpuPasses.h"
 #include "passes/GPU/GpuLoweringPasses.h"
 #include "passes/GPU/GpuLoweringBPasses.h"
 #include "passes/GPU/GpuOptUtils.h"
@@ -12,6 +13,7 @@ void mlir::ansor::registerAnsorPassesOnce() {
   std::call_once(once, [] {
     registerAnsorPasses();
     registerAnsorGpuOptPasses();
+    registerAnsorCpuPasses();
     registerAnsorGpuLoweringPasses();
     registerAnsorGpuLoweringBPasses();
   });

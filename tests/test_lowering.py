@@ -195,6 +195,30 @@ def test_erf_expanded_to_vector_arithmetic() -> None:
         assert np.isnan(out[~ok]).all()
 
 
+
+def test_cpp_expand_passes_match_python() -> None:
+    """`ansor-expand-erf,ansor-expand-exp` (passes/CPU/ExpandMath.cpp) print exactly the IR of the
+    Python `expand_erf` + `expand_exp` on the exp and erf programs and a vector/scalar function."""
+    from mlir import passmanager
+
+    _native.register_everything()
+    vec = ("func.func @v(%x: vector<16xf32>, %y: f32) -> (vector<16xf32>, f32) {\n"
+           "  %a = math.erf %x : vector<16xf32>\n  %b = math.exp %a : vector<16xf32>\n"
+           "  %c = math.erf %y : f32\n  return %b, %c : vector<16xf32>, f32\n}")
+    for src in (_EXP, _ERF, None):
+        with ir.Context(), ir.Location.unknown():
+            if src is None:
+                text = vec
+            else:
+                module = core_mlir.parse_payload(ansor.create_task(src))
+                core_mlir.run_passes(module, lowering._BUFFERIZE, "lower")
+                text = str(module)
+            ref, new = ir.Module.parse(text), ir.Module.parse(text)
+            lowering.expand_erf(ref)
+            assert lowering.expand_exp(ref) >= 1
+            passmanager.PassManager.parse("builtin.module(ansor-expand-erf,ansor-expand-exp)").run(new.operation)
+            assert str(new) == str(ref)
+
 I8_GUARD = """func.func @guard(%x: tensor<4x5xf32>) -> tensor<4xi8> {
   %ninf = arith.constant 0xFF800000 : f32
   %one = arith.constant 1 : i8
