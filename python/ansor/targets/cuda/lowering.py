@@ -2,7 +2,7 @@
 
     SearchTask.ir --apply script (tile to blocks/threads, shared-memory copies, bufferize,
         gpu.launch)--> memref + gpu.launch --workgroup attributions, tensor.pad buffers -> guarded
-        loads (guard_padded_reads), out-params, auto-unroll, LICM-->
+        loads (ansor-gpu-guard-padded-reads), out-params, auto-unroll, LICM-->
         --ansor-gpu-{swizzle-blocks, hoist-accumulators, forward-initial-values,
           remove-redundant-barriers, prefetch-global-reads} (C++ passes: the kernel rewrites a
           fast SGEMM needs, on memrefs)-->
@@ -29,7 +29,7 @@ from mlir import ir
 from ansor.core.mlir import EXPAND_FPOWI, LoweringError, add_bench_wrapper, apply_script, parse_payload
 from ansor.core.task import SearchTask
 from ansor.targets.cuda.params import DEFAULT_ARCH
-from ansor.targets.cuda.rewrites import MAX_PRIVATE_BYTES, guard_padded_reads, infer_access_alignment
+from ansor.targets.cuda.rewrites import MAX_PRIVATE_BYTES, infer_access_alignment
 from ansor.targets.cuda.runtime import CudaKernel, load_cuda_runtime, cuda_runtime_libs, device_arch
 from ansor.core.mlir import run_passes
 from ansor import config
@@ -68,7 +68,7 @@ def lower_to_gpu_ir(task: SearchTask, script: str) -> ir.Module:
     run_passes(module, "ansor-gpu-workgroup-attributions", "lower")
     run_passes(module, f"ansor-gpu-private-allocs-to-stack{{max-bytes={MAX_PRIVATE_BYTES}}}", "lower")
     run_passes(module, "ansor-gpu-block-reductions-to-shuffles", "lower")
-    guard_padded_reads(module)
+    run_passes(module, "ansor-gpu-guard-padded-reads", "lower")
     run_passes(module, "ansor-gpu-check-host-allocs", "lower")
     return module
 

@@ -166,7 +166,7 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         return None, f"{len(anchors)} ops with data reuse (the GPU rules handle exactly one)"
     op = anchors[0]
     # A `tensor.pad` of an input is fused into the anchor's reads as guarded loads by the lowering
-    # (`rewrites.guard_padded_reads`); a pad feeding anything else is not scheduled.
+    # (`ansor-gpu-guard-padded-reads`); a pad feeding anything else is not scheduled.
     if any(p.consumer != op.index for p in pads):
         return None, "a tensor.pad producer that does not feed the tiled op"
     fc = _fusable_consumer(op, by_index)
