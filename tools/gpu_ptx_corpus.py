@@ -1,4 +1,4 @@
-"""Equivalence corpus for the GPU rewrites ported to C++ (helper gpu-b; after tools/gpu_ptx_corpus_gpu-b.py).
+"""Equivalence corpus for the GPU rewrites ported to C++ (helpers gpu-a and gpu-b).
 
     (task, schedule) pairs --run the CUDA lowering with each ported Python rewrite hooked-->
         <out>/<case>.<rewrite>.in.mlir   (the module right before the rewrite)
@@ -8,11 +8,11 @@
         identical / different per (case, rewrite); and PTX of two corpus dirs compared per case.
 
 Usage:
-    python tools/gpu_ptx_corpus_gpu-b.py dump OUT [--samples N] [--cpp] [--more]
+    python tools/gpu_ptx_corpus.py dump OUT [--samples N] [--cpp] [--more]
         (--cpp: the C++ passes, run in-process through the PassManager, replace the Python
         rewrites, so OUT/*.ptx is the PTX the wired-in pipeline gives)
-    python tools/gpu_ptx_corpus_gpu-b.py compare OUT ANSOR_OPT [--raw]
-    python tools/gpu_ptx_corpus_gpu-b.py ptxdiff DIR_A DIR_B
+    python tools/gpu_ptx_corpus.py compare OUT ANSOR_OPT [--raw]
+    python tools/gpu_ptx_corpus.py ptxdiff DIR_A DIR_B
 """
 
 from __future__ import annotations
