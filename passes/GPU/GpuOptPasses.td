@@ -2,7 +2,7 @@
 //
 // The rewrites a fast SGEMM-style kernel needs, run on `gpu.launch` bodies on memrefs (before
 // gpu-kernel-outlining), between the transform script and the NVVM lowering. Ported from the
-// Python rewrites of the CUDA lowering, behaviour unchanged (see tools/gpu_ptx_corpus_gpu-a.py
+// Python rewrites of the CUDA lowering, behaviour unchanged (see tools/gpu_ptx_corpus.py
 // for the equivalence check against them).
 //
 //===----------------------------------------------------------------------------===//
