@@ -573,6 +573,17 @@ def render(data: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- GPU baselines (PyTorch on CUDA)
 
 
+def torch_tensor(a, dev: str = "cpu"):
+    """A numpy array as a torch tensor on `dev` (bf16 arrays, ml_dtypes', through their bits)."""
+    import numpy as np
+    import torch
+
+    a = np.ascontiguousarray(a)
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16).to(dev)
+    return torch.from_numpy(a).to(dev)
+
+
 def torch_cuda_fn(name: str, inputs: list, dev: str):
     """(run, to_workload_layout) of workload `name` in PyTorch on device `dev` (the GPU
     benchmarks' baseline: cuBLAS/cuDNN), or None when there is none here."""
@@ -581,10 +592,13 @@ def torch_cuda_fn(name: str, inputs: list, dev: str):
     import torch.nn.functional as F
 
     fam, _, dims = name.partition("-")
+    dims, _, etype = dims.partition("-")  # matmul-4096-f16: half inputs, f32 result
     v = [int(x) for x in dims.split("x")]
-    t = [torch.from_numpy(np.ascontiguousarray(a)).to(dev) for a in inputs]
+    t = [torch_tensor(a, dev) for a in inputs]
     if fam == "matmul":
         a, b = t
+        if etype:  # cuBLAS with f32 output (the task's result type), as tensor cores accumulate
+            return (lambda: torch.mm(a, b, out_dtype=torch.float32)), (lambda y: y.cpu().numpy())
         return (lambda: a @ b), (lambda y: y.cpu().numpy())
     if fam == "c2d":
         s, p = v[6], v[7]

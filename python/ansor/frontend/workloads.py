@@ -105,14 +105,16 @@ def _generic(
 # --------------------------------------------------------------------------- matmul family
 
 
-def matmul(m: int, n: int, k: int, dtype: str = "f32") -> str:
-    """C[m,n] = A[m,k] @ B[k,n]."""
-    return f"""func.func @matmul(%A: tensor<{m}x{k}x{dtype}>, %B: tensor<{k}x{n}x{dtype}>) -> tensor<{m}x{n}x{dtype}> {{
-  %zero = arith.constant 0.0 : {dtype}
-  %empty = tensor.empty() : tensor<{m}x{n}x{dtype}>
-  %init = linalg.fill ins(%zero : {dtype}) outs(%empty : tensor<{m}x{n}x{dtype}>) -> tensor<{m}x{n}x{dtype}>
-  %C = linalg.matmul ins(%A, %B : tensor<{m}x{k}x{dtype}>, tensor<{k}x{n}x{dtype}>) outs(%init : tensor<{m}x{n}x{dtype}>) -> tensor<{m}x{n}x{dtype}>
-  return %C : tensor<{m}x{n}x{dtype}>
+def matmul(m: int, n: int, k: int, dtype: str = "f32", out_dtype: str | None = None) -> str:
+    """C[m,n] = A[m,k] @ B[k,n]; A and B in `dtype`, C (and the accumulation) in `out_dtype`
+    (default: `dtype`; `linalg.matmul` extends the operands to it)."""
+    o = out_dtype or dtype
+    return f"""func.func @matmul(%A: tensor<{m}x{k}x{dtype}>, %B: tensor<{k}x{n}x{dtype}>) -> tensor<{m}x{n}x{o}> {{
+  %zero = arith.constant 0.0 : {o}
+  %empty = tensor.empty() : tensor<{m}x{n}x{o}>
+  %init = linalg.fill ins(%zero : {o}) outs(%empty : tensor<{m}x{n}x{o}>) -> tensor<{m}x{n}x{o}>
+  %C = linalg.matmul ins(%A, %B : tensor<{m}x{k}x{dtype}>, tensor<{k}x{n}x{dtype}>) outs(%init : tensor<{m}x{n}x{o}>) -> tensor<{m}x{n}x{o}>
+  return %C : tensor<{m}x{n}x{o}>
 }}
 """
 
@@ -648,7 +650,8 @@ def _conv_dims(text: str, count: int, name: str) -> list[int]:
 
 # name pattern -> (builder from the size text, description)
 _FAMILIES: dict[str, tuple[Callable[[str, str], str], str]] = {
-    "matmul": (lambda s, n: matmul(*_dims(s, 3, n)), "matmul-M[xNxK]: C = A @ B, fp32"),
+    "matmul": (lambda s, n, t="f32": matmul(*_dims(s, 3, n), t, "f32"),
+               "matmul-M[xNxK][-f16|-bf16]: C = A @ B (fp32; -f16/-bf16: half inputs, fp32 accumulation and C)"),
     "matmul_nt": (
         lambda s, n: matmul_generic(*_dims(s, 3, n)),
         "matmul_nt-M[xNxK]: C = A @ B^T as linalg.generic",
@@ -781,6 +784,10 @@ BUILTIN: dict[str, str] = {
 }
 
 
+#: Families that take an element-type suffix (`matmul-4096-f16`) and the suffixes they take.
+_TYPED: dict[str, tuple[str, ...]] = {"matmul": ("f16", "bf16")}
+
+
 def suite() -> list[str]:
     """Names of Ansor's single-op benchmark suite and subgraph instances, in paper order."""
     return list(_SUITE)
@@ -788,13 +795,19 @@ def suite() -> list[str]:
 
 def get(name: str) -> str:
     """MLIR text of the workload `name`; raises KeyError with a one-line message when unknown."""
-    m = re.fullmatch(r"([a-z][a-z0-9_]*)-([0-9x]+)", name)
+    m = re.fullmatch(r"([a-z][a-z0-9_]*)-([0-9x]+)(?:-([a-z0-9]+))?", name)
     if not m or m.group(1) not in _FAMILIES:
         families = ", ".join(_FAMILIES)
         raise KeyError(f"unknown workload '{name}' (families: {families}; see `ansor workloads`)")
     builder, desc = _FAMILIES[m.group(1)]
+    extra: tuple[str, ...] = ()
+    if m.group(3):
+        if m.group(1) not in _TYPED or m.group(3) not in _TYPED[m.group(1)]:
+            kinds = ", ".join(f"{f}: {'/'.join(t)}" for f, t in _TYPED.items())
+            raise KeyError(f"workload '{name}': no element-type suffix -{m.group(3)} for {m.group(1)} ({kinds})")
+        extra = (m.group(3),)
     try:
-        return builder(m.group(2), name)
+        return builder(m.group(2), name, *extra)
     except ValueError as exc:
         raise KeyError(f"workload '{name}': {exc} ({desc})") from None
 

@@ -33,7 +33,9 @@ def numpy_function(task: SearchTask) -> Callable[..., np.ndarray] | None:
     if len(anchors) != 1 or any(any(d for d in o.input_dims) for o in others):
         return None
     a = anchors[0]
-    if a.num_body_ops != 2 or len(a.input_dims) != len(task.inputs):
+    # mixed precision (f16 x f16 -> f32): the body extends each narrower operand first
+    n_ext = sum(1 for s in task.inputs if s.dtype != task.outputs[0].dtype) if len(task.outputs) == 1 else 0
+    if a.num_body_ops != 2 + n_ext or len(a.input_dims) != len(task.inputs):
         return None  # not a mul-add contraction of the function's arguments
     spec = _einsum_spec(a)
     if spec is None:

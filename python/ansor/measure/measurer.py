@@ -241,7 +241,13 @@ def _numpy_reference(task: SearchTask, inputs: list[np.ndarray]) -> list[np.ndar
     fn = numpy_function(task) if len(task.outputs) == 1 else None
     if fn is None:
         return None
-    out = np.asarray(fn(*inputs)).astype(task.outputs[0].numpy_dtype())
+    odt = np.dtype(task.outputs[0].numpy_dtype())
+    if odt.kind == "f":
+        # Half-precision operands with a wider result (f16 x f16 -> f32): linalg extends the
+        # operands before multiplying, so the reference computes in the result's precision
+        # (exact products, BLAS sums), never in the operands' (numpy has no f16 BLAS).
+        inputs = [a.astype(odt) if a.dtype.kind == "f" and a.dtype.itemsize < odt.itemsize else a for a in inputs]
+    out = np.asarray(fn(*inputs)).astype(odt)
     return [out.reshape(task.outputs[0].shape)]
 
 

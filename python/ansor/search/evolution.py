@@ -95,6 +95,22 @@ class _Pool:
         return out
 
 
+def _round_robin(order: list[int], sketches: list[str]) -> list[int]:
+    """`order` interleaved across sketches (each sketch's items keep their order): while the model
+    scores at random, a sketch with a small space (the tensor-core one: tens of annotations) would
+    otherwise lose every batch to one whose offspring fill the pool."""
+    queues: dict[str, list[int]] = {}
+    for i, sk in zip(order, sketches, strict=True):
+        queues.setdefault(sk, []).append(i)
+    out: list[int] = []
+    lanes = [q[::-1] for q in queues.values()]
+    while lanes:
+        for q in lanes:
+            out.append(q.pop())
+        lanes = [q for q in lanes if q]
+    return out
+
+
 class EvolutionarySearch(SearchPolicy):
     """Ansor's policy: evolutionary search over sketch annotations, scored by a cost model.
 
@@ -200,6 +216,8 @@ class EvolutionarySearch(SearchPolicy):
                 out.append(pool.items[i])
         self.foreign = [s for s in self.foreign if s.key() not in self.measured]
         order = sorted(range(len(pool.items)), key=pool.scores.__getitem__, reverse=True)
+        if self._model_ignores_features():
+            order = _round_robin(order, [pool.items[i].sketch for i in order])
         for i in order:
             if len(out) == n - n_random or pool.scores[i] == -math.inf:
                 break

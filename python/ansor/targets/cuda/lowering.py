@@ -26,10 +26,13 @@ from __future__ import annotations
 import re
 
 from mlir import ir
-from ansor.core.mlir import EXPAND_FPOWI, LoweringError, add_bench_wrapper, apply_script, parse_payload
+from ansor.core.mlir import (EXPAND_FPOWI, LoweringError, add_bench_wrapper, apply_script, diag_text,
+                             parse_payload)
 from ansor.core.task import SearchTask
 from ansor.targets.cuda.params import DEFAULT_ARCH
 from ansor.targets.cuda.rewrites import MAX_PRIVATE_BYTES, infer_access_alignment
+from ansor.targets.cuda.tensorcore import ATTR as TC_ATTR
+from ansor.targets.cuda.tensorcore import annotation_of, kernel_text, tc_problem_for, validate_tc
 from ansor.targets.cuda.runtime import CudaKernel, load_cuda_runtime, cuda_runtime_libs, device_arch
 from ansor.core.mlir import run_passes
 from ansor import config
@@ -41,13 +44,16 @@ _AFTER_SCRIPT = (
 )
 
 
-def _nvvm_pipeline(arch: str, fmt: str) -> str:
+def _nvvm_pipeline(arch: str, fmt: str, *, nvgpu_first: bool = False) -> str:
     """Host + device lowering (upstream `gpu-lower-to-nvvm-pipeline`'s steps, plus what our scripts
-    leave behind: linalg ops on memrefs, `ub.poison`)."""
+    leave behind: linalg ops on memrefs, `ub.poison`). `nvgpu_first`: the tensor-core kernels."""
+    outline = ("convert-nvgpu-to-nvvm,gpu-launch-sink-index-computations,gpu-kernel-outlining," if nvgpu_first
+               else "gpu-kernel-outlining,convert-nvgpu-to-nvvm,")
+    features = " features=+ptx80" if nvgpu_first else ""
     return (
-        EXPAND_FPOWI + "convert-linalg-to-loops,gpu-kernel-outlining,convert-nvgpu-to-nvvm,"
+        EXPAND_FPOWI + "convert-linalg-to-loops," + outline +
         "convert-vector-to-scf{full-unroll=true},convert-scf-to-cf,convert-nvvm-to-llvm,convert-func-to-llvm,"
-        f"expand-strided-metadata,nvvm-attach-target{{chip={arch} O=3}},lower-affine,convert-arith-to-llvm,"
+        f"expand-strided-metadata,nvvm-attach-target{{chip={arch} O=3{features}}},lower-affine,convert-arith-to-llvm,"
         "convert-index-to-llvm,canonicalize,cse,"
         "gpu.module(convert-vector-to-llvm,convert-gpu-to-nvvm,convert-ub-to-llvm,canonicalize,cse,reconcile-unrealized-casts),"
         "gpu-to-llvm,convert-math-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts,"
@@ -73,10 +79,45 @@ def lower_to_gpu_ir(task: SearchTask, script: str) -> ir.Module:
     return module
 
 
+def tensor_core_module(task: SearchTask, script: str) -> ir.Module | None:
+    """The wgmma kernel of `task` when `script` is a tensor-core sketch's (it annotates the
+    matmul, `tensorcore.py`); None for every other script. Raises `LoweringError`."""
+    if f'"{TC_ATTR}.' not in script:
+        return None
+    module = parse_payload(task)
+    apply_script(module, script)
+    values = annotation_of(module)
+    if values is None:
+        return None
+    problem, why = tc_problem_for(task)
+    if problem is None:
+        raise LoweringError("apply", f"tensor-core sketch on {task.name}: {why}")
+    err = validate_tc(problem, values)
+    if err:
+        raise LoweringError("apply", f"tensor-core sketch on {task.name}: {err}")
+    try:
+        return ir.Module.parse(kernel_text(problem, values, task.func_name))
+    except ir.MLIRError as exc:  # a generator bug, not a user error: name it
+        raise LoweringError("lower", f"wgmma kernel of {task.name}: {diag_text(exc)}") from None
+
+
+def _tc_arch(arch: str) -> str:
+    """wgmma and TMA need the architecture-specific target (sm_90 -> sm_90a)."""
+    return arch if arch.endswith("a") else arch + "a"
+
+
 def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: bool) -> ir.Module:
     from ansor.core import native as _native
 
     _native.register_everything()
+    tc = tensor_core_module(task, script)
+    if tc is not None:
+        if bench:
+            add_bench_wrapper(tc, task.func_name)
+        # nvgpu's TMA/mbarrier/wgmma ops lower before outlining (their host-side descriptor
+        # creation becomes runtime calls); wgmma needs sm_90a and PTX 8.0.
+        run_passes(tc, _nvvm_pipeline(_tc_arch(arch), fmt, nvgpu_first=True), "lower")
+        return tc
     module = lower_to_gpu_ir(task, script)
     if bench:
         add_bench_wrapper(module, task.func_name)

@@ -83,6 +83,7 @@ class GpuStage:
     decompose_rows: tuple[int, ...] = ()  # windowed op: output-row loops kept at 1 per register tile
     decompose_op: str = ""  # the transform op turning such a tile into the 1-D op
     vectorize_optional: bool = False  # the register tile stays scalar where the vectorizer declines
+    operand_types: tuple[str, ...] = ()  # element types of the op's inputs, then its output
 
     @property
     def reduce(self) -> tuple[int, ...]:
@@ -150,6 +151,22 @@ def _elem_bytes(task: SearchTask) -> int:
     return element_bytes(task.outputs[0].dtype)
 
 
+def _operand_types(task: SearchTask, index: int) -> tuple[str, ...]:
+    """Element types of linalg op `index`'s operands (inputs, then inits), walk order as `tag_ops`:
+    a mixed-precision op (f16 x f16 -> f32) pads each operand with a zero of its own type."""
+    from mlir import ir
+
+    from ansor.core.loops import _linalg_ops
+
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(task.ir)  # kept alive while its ops are read
+        ops = _linalg_ops(module)
+        if index >= len(ops):
+            return ()
+        return tuple(str(ir.ShapedType(v.type).element_type) if isinstance(v.type, ir.ShapedType)
+                     else str(v.type) for v in ops[index].operands)
+
+
 def _fusable_consumer(op: OpLoops, by_index: dict[int, OpLoops]) -> tuple[OpLoops, tuple[int, ...]] | None:
     return fusable_consumer(op, by_index)
 
@@ -186,6 +203,7 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         # on the GPU the window loops step by 1 in R2 anyway
         decompose_rows=DECOMPOSE[op.name][0] if op.name in DECOMPOSE else (),
         decompose_op=DECOMPOSE[op.name][1] if op.name in DECOMPOSE else "",
+        operand_types=_operand_types(task, op.index),
     )
     rule = f"gpu_multi_level_tiling(op{op.index})"
     if fc:
@@ -257,14 +275,18 @@ def _knobs(stage: GpuStage, splits: tuple[LoopSplit, ...]) -> tuple[Knob, ...]:
 def generate_gpu_sketches(task: SearchTask) -> list[Sketch]:
     """GPU sketches of `task`; the last one is `skip` (the default GPU schedule)."""
     skip = SkipSketch()
+    from ansor.targets.cuda.tensorcore import TcSketch, tc_problem_for
+
+    problem, _ = tc_problem_for(task)
+    tensor_core = [TcSketch("tc0", problem)] if problem is not None else []
     stage, rule = gpu_stage_for(task)
     if stage is None:
         from ansor.targets.cuda.reduction import RowSketch, row_stage_for
 
         row, row_rule = row_stage_for(task)
-        return [RowSketch("r0", row_rule, row), skip] if row is not None else [skip]
+        return [*tensor_core, RowSketch("r0", row_rule, row), skip] if row is not None else [*tensor_core, skip]
     splits = _splits(stage)
-    return [GpuSketch("s0", (rule,), stage, splits, _knobs(stage, splits)), skip]
+    return [*tensor_core, GpuSketch("s0", (rule,), stage, splits, _knobs(stage, splits)), skip]
 
 
 def default_script(task: SearchTask) -> str:
@@ -551,7 +573,9 @@ class _GpuRenderer(ScriptBuilder):
             cur, _ = self.tile_for(cur, [self.value(st.knob(d, 1)) if d in red else "0" for d in range(nd)])
             if st.promoted:
                 n_ops = len(st.input_dims) + 1
-                zeros = ", ".join(["0.0 : f32" if st.elem_bytes == 4 else "0.0 : f64"] * n_ops)
+                default = "f32" if st.elem_bytes == 4 else "f64"
+                types = st.operand_types if len(st.operand_types) == n_ops else (default,) * n_ops
+                zeros = ", ".join(f"0.0 : {t}" if t.startswith(("f", "bf")) else f"0 : {t}" for t in types)
                 flags = ", ".join("1" if i in st.promoted else "0" for i in range(n_ops))
                 padded, pad, cb = self.fresh("padded"), self.fresh("pad"), self.fresh("cb")
                 self.emit(f"// cache read: inputs {list(st.promoted)} into shared memory, copied by all threads")

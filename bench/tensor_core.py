@@ -1,0 +1,183 @@
+"""Benchmark: half-precision GEMMs on tensor cores (the wgmma sketch) against cuBLAS, same card, same run.
+
+    python -m bench.tensor_core [--workloads matmul-4096-f16,...] [--trials 64] [--search learned]
+                                [--rounds 5] [--log-dir bench/out/tc] [--json results/...json]
+
+Runs on the GPU host, from the repository root: `bash .gpu/with-mlir.sh env PYTHONPATH=python python3 -m
+bench.tensor_core ...`. Per workload: tune (resuming from `LOG_DIR/NAME.cuda.jsonl`), rebuild the best
+logged program, check it against PyTorch's f32-output result with the tuner's criterion, then time in
+`--rounds` alternating rounds
+- ours: the native loop the tuner uses (launch + host TMA-descriptor set-up + kernel + synchronize per call),
+- ours and cuBLAS kernel-only: CUPTI kernel durations (`torch.profiler`), the apples-to-apples figure,
+- cuBLAS through `torch.mm(a, b, out_dtype=torch.float32)` (f16/bf16 in, f32 out: the task) and through
+  `a @ b` (f16/bf16 out, cuBLAS's headline kernel), CUDA events over back-to-back calls.
+Prints medians, TFLOP/s, the ratio to cuBLAS and the share of the card's dense f16 peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+DEFAULT = "matmul-4096-f16,matmul-4096x11008x4096-f16,matmul-1024-f16,matmul-2048x512x8192-f16"
+#: Dense f16/bf16 tensor-core peak (TFLOP/s, no sparsity) by card name fragment.
+PEAK_TFLOPS = {"H200": 989.0, "H100 SXM": 989.0, "H100 80GB HBM3": 989.0, "H100 PCIe": 756.0, "H100": 989.0}
+
+
+def peak_of(card: str) -> float | None:
+    return next((v for k, v in PEAK_TFLOPS.items() if k in card), None)
+
+
+def cupti_us(fn, calls: int, match) -> float:
+    """Mean kernel duration (µs) of the kernels `match` selects over `calls` calls of `fn`."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    total = 0.0
+    for e in prof.key_averages():
+        dt = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+        if dt and match(e.key):
+            total += dt
+    return total / calls
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", default=DEFAULT)
+    ap.add_argument("--trials", type=int, default=64)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--search", default="learned", choices=["random", "learned"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--budget-s", type=float, default=400.0, help="start no tuning batch after this many seconds")
+    ap.add_argument("--log-dir", default="bench/out/tc")
+    ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--json", help="write the raw rounds and the table here")
+    args = ap.parse_args()
+    t_start = time.perf_counter()
+
+    import numpy as np
+    import torch
+
+    import ansor
+    from ansor import config
+    from ansor.frontend import workloads
+    from ansor.measure.measurer import RunOptions, make_inputs
+    from ansor.measure.provenance import provenance
+    from ansor.measure.verify import check_task_outputs
+    from ansor.targets import generate_sketches
+    from ansor.targets.cuda.lowering import compile_task_cuda
+    from ansor.targets.cuda.runtime import device_arch
+    from ansor.tuning.progress import TableProgress
+    from ansor.tuning.records import best_record, load_records
+
+    from bench.common import time_torch_cuda, torch_cuda_fn, torch_tensor
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    config.WORKER_MEMORY_MB = 0
+    card = torch.cuda.get_device_name()
+    peak = peak_of(card)
+    print(f"card: {card} | arch {device_arch()} | torch {torch.__version__} | search {args.search}", flush=True)
+    log_dir = Path(args.log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    opts = RunOptions(repeat=3, min_repeat_ms=20.0, timeout_s=60.0)
+    rows = []
+    for name in [n for n in args.workloads.split(",") if n]:
+        task = ansor.create_task(workloads.get(name), name=name, target="cuda")
+        log = log_dir / f"{name}.cuda.jsonl"
+
+        def count() -> int:
+            return len([r for r in load_records(log) if r.task.hash == task.hash]) if log.exists() else 0
+
+        done = count()
+        while not args.report_only and done < args.trials and time.perf_counter() - t_start < args.budget_s:
+            goal = min(args.trials, done + args.batch_size)
+            ansor.tune(task, trials=goal, log_path=log, seed=args.seed + done, batch_size=args.batch_size,
+                       search=args.search, run_options=opts, callback=TableProgress(verbose=0))
+            now = count()
+            if now == done:
+                break
+            done = now
+        recs = [r for r in load_records(log) if r.task.hash == task.hash] if log.exists() else []
+        best = best_record(recs)
+        row: dict = {"workload": name, "trials": len(recs), "ok": sum(r.error is None for r in recs),
+                     "gflop": task.flops / 1e9, "by_sketch": {}}
+        for r in recs:
+            if r.error is None:
+                sk = r.schedule.sketch
+                row["by_sketch"][sk] = min(row["by_sketch"].get(sk, float("inf")), r.latency)
+        row["errors"] = sorted({(r.error or "")[:120] for r in recs if r.error})[:5]
+        if best is None:
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            continue
+        sketch = next(sk for sk in generate_sketches(task) if sk.name == best.schedule.sketch)
+        kernel = compile_task_cuda(task, sketch.script(best.schedule.values()))
+        inputs = make_inputs(task)
+        a, b = (torch_tensor(x, "cuda") for x in inputs)
+        run_f32, to_np = torch_cuda_fn(name, inputs, "cuda")
+        ref = to_np(run_f32())
+        bad = check_task_outputs(task, kernel.run(inputs), [ref])
+        row.update(best_sketch=best.schedule.sketch, best_knobs=best.schedule.values(), logged_s=best.latency,
+                   verified_vs_torch=bad is None, mismatch=bad)
+        number = max(3, int(0.2 / max(best.latency, 1e-6)))
+        run_half = (lambda: a @ b)
+        raw: dict[str, list[float]] = {k: [] for k in ("ours_s", "ours_kernel_s", "cublas_f32out_s",
+                                                       "cublas_f32out_kernel_s", "cublas_half_s")}
+        def not_cublas(key: str) -> bool:
+            k = key.lower()
+            return not any(w in k for w in ("gemm", "cutlass", "sm90_xmma", "memcpy", "memset", "cublas", "nvjet"))
+
+        def is_cublas(key: str) -> bool:
+            return not not_cublas(key) and "memcpy" not in key.lower() and "memset" not in key.lower()
+
+        for _ in range(args.rounds):  # alternating rounds
+            raw["ours_s"].append(min(kernel.time(inputs, number) / number for _ in range(3)))
+            raw["ours_kernel_s"].append(cupti_us(lambda: kernel.time(inputs, 1), 20, not_cublas) * 1e-6)
+            raw["cublas_f32out_s"].append(time_torch_cuda(run_f32)[0])
+            raw["cublas_f32out_kernel_s"].append(cupti_us(run_f32, 20, is_cublas) * 1e-6)
+            raw["cublas_half_s"].append(time_torch_cuda(run_half)[0])
+        med = {k: statistics.median(v) for k, v in raw.items() if v}
+        row.update(rounds=raw, median=med)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print()
+    print(f"card {card} (dense f16 peak {peak} TFLOP/s); medians of {args.rounds} alternating rounds")
+    hdr = (f"{'workload':<28} {'trials':>6} {'sketch':>6} {'ours µs':>8} {'kern µs':>8} {'TFLOP/s':>8} {'%peak':>6} "
+           f"{'cuBLAS f32out µs':>16} {'kern µs':>8} {'cuBLAS f16out µs':>16} {'ours/cuBLAS (kernel)':>21} {'ok':>3}")
+    print(hdr)
+    nan = float("nan")
+    for r in rows:
+        m = r.get("median", {})
+        ours, ok_k = m.get("ours_s"), m.get("ours_kernel_s")
+        cb, cbk, cbh = m.get("cublas_f32out_s"), m.get("cublas_f32out_kernel_s"), m.get("cublas_half_s")
+        t = ok_k or ours
+        tf = r["gflop"] / t / 1e3 if t else nan
+        print(f"{r['workload']:<28} {r['trials']:>6} {r.get('best_sketch', '-'):>6} {ours * 1e6 if ours else nan:>8.1f} "
+              f"{ok_k * 1e6 if ok_k else nan:>8.1f} {tf:>8.1f} {100 * tf / peak if peak else nan:>5.1f}% "
+              f"{cb * 1e6 if cb else nan:>16.1f} {cbk * 1e6 if cbk else nan:>8.1f} {cbh * 1e6 if cbh else nan:>16.1f} "
+              f"{(cbk / ok_k) if (cbk and ok_k) else nan:>20.3f}x {'yes' if r.get('verified_vs_torch') else 'NO':>3}")
+    print(f"(ours/cuBLAS > 1 means faster than cuBLAS; total {time.perf_counter() - t_start:.0f} s)")
+    if args.json:
+        out = {"command": " ".join(["python -m bench.tensor_core", *sys.argv[1:]]), "card": card,
+               "peak_tflops": peak, "provenance": provenance("local", target="cuda"), "rows": rows}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    if not __package__:
+        sys.exit("run from the repository root as a module: python -m bench.tensor_core [--help]")
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

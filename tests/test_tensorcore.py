@@ -1,0 +1,136 @@
+"""The tensor-core (wgmma + TMA) GEMM sketch: which tasks get it, its annotation rules, its PTX (no GPU
+needed), and on the GPU host its results against an f32 reference."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import ansor
+from ansor.core.task import SearchTask
+from ansor.frontend import workloads
+from ansor.targets import generate_sketches
+from ansor.targets.cuda.tensorcore import DEFAULT, KNOBS, TcSketch, tc_problem_for
+
+
+def _task(name: str) -> SearchTask:
+    return ansor.create_task(workloads.get(name), name=name, target="cuda")
+
+
+def _values(**kw: int) -> dict[str, int]:
+    return {f"tc.{k}": v for k, v in {**DEFAULT, **kw}.items()}
+
+
+@pytest.fixture(scope="module")
+def mm16() -> SearchTask:
+    return _task("matmul-256x512x1024-f16")
+
+
+def test_half_matmul_gets_the_tensor_core_sketch_first(mm16: SearchTask) -> None:
+    names = [s.name for s in generate_sketches(mm16)]
+    assert names == ["tc0", "s0", "skip"]
+    assert mm16.inputs[0].dtype == "f16" and mm16.outputs[0].dtype == "f32"
+
+
+@pytest.mark.parametrize("name, why", [
+    ("matmul-256", "not f16 or bf16"),  # f32 operands
+    ("matmul-96x128x128-f16", "multiple of 64"),
+    ("c2d-1x14x14x64x64x3x1x1", "not f16"),
+])
+def test_other_tasks_do_not_get_it(name: str, why: str) -> None:
+    task = _task(name)
+    problem, reason = tc_problem_for(task)
+    assert problem is None and why in reason
+    assert all(not isinstance(s, TcSketch) for s in generate_sketches(task))
+
+
+def test_validation_names_what_cannot_run(mm16: SearchTask) -> None:
+    sk = generate_sketches(mm16)[0]
+    assert sk.validate(_values()) is None
+    assert "does not divide" in generate_sketches(_task("matmul-192x128x128-f16"))[0].validate(_values())
+    assert "accumulators per thread" in sk.validate(_values(bm=128, bn=256, wgm=1))
+    assert "64 or 128 rows" in sk.validate(_values(bm=64, wgm=2))
+    assert "at least 3 stages" in sk.validate(_values(stages=2, wait=1))
+    assert sk.validate(_values(stages=6)) is None
+    assert "shared memory" in sk.validate(_values(bm=256, bn=256, wgm=4, stages=4))
+    small = generate_sketches(_task("matmul-128x128x128-f16"))[0]
+    assert "k-blocks" in small.validate(_values(stages=3))
+    rng = random.Random(0)
+    for _ in range(50):
+        sch = sk.sample(rng)
+        assert sk.validate(sch.values()) is None
+
+
+def test_script_annotates_and_tiles_like_the_kernel(mm16: SearchTask) -> None:
+    sk = generate_sketches(mm16)[0]
+    holes = sk.script(None)
+    for k in KNOBS:
+        assert f'transform.tune.knob<"tc.{k}">' in holes and f'"ansor.tc.{k}"' in holes
+    assert "{tc.bm/tc.wgm}" in holes
+    filled = sk.script(_values(bm=256, bn=128, wgm=2, stages=4))
+    assert "tile_sizes [256, 128]" in filled and "tile_sizes [128, 0]" in filled and "tile_sizes [0, 0, 64]" in filled
+
+
+def test_features_tell_annotations_apart(mm16: SearchTask) -> None:
+    from ansor.search.features import featurize
+
+    sk = generate_sketches(mm16)[0]
+    a, b, base = featurize(mm16, [sk.script(_values()), sk.script(_values(bm=64, bn=256)), None])
+    assert a is not None and b is not None and base is not None
+    assert a.shape != base.shape or not np.array_equal(a, base)
+    assert a.shape != b.shape or not np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("kw", [{}, {"bm": 256, "bn": 128, "wgm": 2, "stages": 4, "wait": 1},
+                                {"bm": 64, "bn": 256, "stages": 5}], ids=["default", "2wg-wait1", "64x256"])
+def test_ptx_has_wgmma_tma_and_no_local_memory(mm16: SearchTask, kw: dict[str, int]) -> None:
+    from ansor.targets.cuda.lowering import emit_ptx
+
+    sk = generate_sketches(mm16)[0]
+    v = _values(**kw)
+    ptx = emit_ptx(mm16, sk.script(v))
+    bm, bn, wgm = v["tc.bm"], v["tc.bn"], v["tc.wgm"]
+    # one wgmma per m64 row block of a warpgroup and per 16-deep k step of the 64-deep stage
+    assert ptx.count("wgmma.mma_async") == (bm // wgm // 64) * 4
+    assert f"m64n{bn}k16.f32.f16.f16" in ptx
+    assert "cp.async.bulk.tensor" in ptx and "mbarrier.try_wait" in ptx
+    assert ptx.count("wgmma.wait_group") >= 1
+    assert ".local" not in ptx  # the accumulators stay in registers
+    assert ".target sm_90a" in ptx
+
+
+def test_half_precision_reference_computes_in_f32(mm16: SearchTask) -> None:
+    from ansor.measure.measurer import _numpy_reference, make_inputs
+
+    inputs = make_inputs(mm16)
+    assert inputs[0].dtype == np.float16
+    (ref,) = _numpy_reference(mm16, inputs)
+    exact = inputs[0].astype(np.float64) @ inputs[1].astype(np.float64)
+    assert ref.dtype == np.float32
+    assert np.abs(ref - exact).max() < 1e-4 * np.abs(exact).max()
+
+
+def test_workload_type_suffix() -> None:
+    assert "tensor<64x32xf16>" in workloads.get("matmul-64x16x32-f16")
+    assert "tensor<64x16xf32>" in workloads.get("matmul-64x16x32-f16")
+    with pytest.raises(KeyError, match="no element-type suffix -f16 for c2d"):
+        workloads.get("c2d-1x14x14x64x64x3x1x1-f16")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kw", [{}, {"bm": 256, "bn": 128, "wgm": 2, "stages": 4, "wait": 1},
+                                {"bm": 128, "bn": 256, "wgm": 2, "stages": 3},
+                                {"bm": 64, "bn": 64, "stages": 2}],
+                         ids=["default", "2wg-wait1", "128x256", "64x64"])
+def test_tensor_core_gemm_matches_the_f32_reference(mm16: SearchTask, kw: dict[str, int]) -> None:
+    from ansor.measure.measurer import _numpy_reference, make_inputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+    from ansor.targets.cuda.lowering import compile_task_cuda
+
+    sk = generate_sketches(mm16)[0]
+    kernel = compile_task_cuda(mm16, sk.script(_values(**kw)))
+    inputs = make_inputs(mm16)
+    out = kernel.run(inputs, poisoned(mm16.outputs))
+    assert check_task_outputs(mm16, out, _numpy_reference(mm16, inputs)) is None
