@@ -321,7 +321,7 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
 !dA = !nvgpu.warpgroup.descriptor<tensor = memref<{wm}x{BK}x{et}, 3>>
 !dB = !nvgpu.warpgroup.descriptor<tensor = memref<{BK}x{wn}x{et}, 3>>
 module {{
-  func.func @{func_name}(%A: memref<{M}x{K}x{et}>, %B: memref<{K}x{N}x{et}>, %C: memref<{M}x{N}xf32>) {{
+  func.func @{func_name}(%A: memref<{M}x{K}x{et}>, %B: memref<{K}x{N}x{et}>, %C: memref<{M}x{N}xf32>) attributes {{llvm.emit_c_interface}} {{
     %h1 = arith.constant 1 : index
     %h64 = arith.constant 64 : index
     %hbm = arith.constant {bm} : index
