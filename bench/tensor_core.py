@@ -52,6 +52,41 @@ def cupti_us(fn, calls: int, match) -> float:
     return total / calls
 
 
+def sweep(task, log: Path, opts) -> None:
+    """Every valid annotation of the task's tensor-core sketch, measured by the tuner's measurer
+    (isolated worker, verification with poisoned outputs, time-outs) and appended to `log`."""
+    import itertools
+
+    from ansor.measure.measurer import LocalMeasurer, MeasureInput
+    from ansor.space.schedule import Schedule
+    from ansor.targets import generate_sketches
+    from ansor.targets.cuda.tensorcore import TcSketch
+    from ansor.measure.provenance import provenance
+    from ansor.tuning.records import Record, RecordWriter, record_key
+
+    sk = next((s for s in generate_sketches(task) if isinstance(s, TcSketch)), None)
+    if sk is None:
+        print(f"{task.name}: no tensor-core sketch", flush=True)
+        return
+    values = [dict(zip([k.name for k in sk.knobs], combo, strict=True))
+              for combo in itertools.product(*[k.options for k in sk.knobs])]
+    values = [v for v in values if sk.validate(v) is None and v.get("tc.group", 1) in (1, 8)]
+    inputs = [MeasureInput(task, Schedule.of(sk.name, v), sk.script(v)) for v in values]
+    print(f"{task.name}: sweeping {len(inputs)} tensor-core annotations", flush=True)
+    m = LocalMeasurer(opts)
+    try:
+        results = m.measure(inputs)
+    finally:
+        m.close()
+    prov = m.provenance(task)
+    with RecordWriter(log) as w:
+        for inp, res in zip(inputs, results, strict=True):
+            w.append(Record(record_key(task, inp.schedule), task, inp.schedule, inp.script, res, provenance=prov))
+    for inp, res in sorted(zip(inputs, results, strict=True), key=lambda p: p[1].latency):
+        print(f"  {inp.schedule.values()}  {res.latency * 1e6:9.1f} µs  {res.error or ''} {res.error_msg[:100]}",
+              flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", default=DEFAULT)
@@ -64,6 +99,9 @@ def main() -> None:
     ap.add_argument("--log-dir", default="bench/out/tc")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--json", help="write the raw rounds and the table here")
+    ap.add_argument("--sweep", action="store_true",
+                    help="measure every valid tensor-core annotation once (verified, in the tuner's worker) "
+                         "and log them, before tuning")
     args = ap.parse_args()
     t_start = time.perf_counter()
 
@@ -100,6 +138,8 @@ def main() -> None:
         def count() -> int:
             return len([r for r in load_records(log) if r.task.hash == task.hash]) if log.exists() else 0
 
+        if args.sweep:
+            sweep(task, log, opts)
         done = count()
         while not args.report_only and done < args.trials and time.perf_counter() - t_start < args.budget_s:
             goal = min(args.trials, done + args.batch_size)

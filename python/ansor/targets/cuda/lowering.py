@@ -101,6 +101,33 @@ def tensor_core_module(task: SearchTask, script: str) -> ir.Module | None:
         raise LoweringError("lower", f"wgmma kernel of {task.name}: {diag_text(exc)}") from None
 
 
+#: Upstream's TMA descriptor builder and ours with a cache in front (capi/GpuRuntime.cpp: upstream
+#: allocates and copies a device descriptor on every call and never frees it).
+_TMA_ENCODE = "mgpuTensorMapEncodeTiledMemref"
+_TMA_ENCODE_CACHED = "ansorTensorMapEncodeTiledMemrefCached"
+
+
+def _cache_tensor_maps(module: ir.Module) -> int:
+    """Point the host's TMA-descriptor calls at the cached builder; returns how many."""
+    from ansor.core.mlir import walk
+
+    n = 0
+    for op in walk(module.operation, "llvm.call"):
+        if "callee" in op.attributes and ir.FlatSymbolRefAttr(op.attributes["callee"]).value == _TMA_ENCODE:
+            op.attributes["callee"] = ir.FlatSymbolRefAttr.get(_TMA_ENCODE_CACHED)
+            n += 1
+    for op in walk(module.operation, "llvm.func"):
+        if ir.StringAttr(op.attributes["sym_name"]).value == _TMA_ENCODE:
+            op.attributes["sym_name"] = ir.StringAttr.get(_TMA_ENCODE_CACHED)
+    return n
+
+
+def _uses_symbol(module: ir.Module, name: str) -> bool:
+    from ansor.core.mlir import walk
+
+    return any(ir.StringAttr(op.attributes["sym_name"]).value == name for op in walk(module.operation, "llvm.func"))
+
+
 def _tc_arch(arch: str) -> str:
     """wgmma and TMA need the architecture-specific target (sm_90 -> sm_90a)."""
     return arch if arch.endswith("a") else arch + "a"
@@ -116,7 +143,10 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
             add_bench_wrapper(tc, task.func_name)
         # nvgpu's TMA/mbarrier/wgmma ops lower before outlining (their host-side descriptor
         # creation becomes runtime calls); wgmma needs sm_90a and PTX 8.0.
-        run_passes(tc, _nvvm_pipeline(_tc_arch(arch), fmt, nvgpu_first=True), "lower")
+        to_llvm, to_binary = _nvvm_pipeline(_tc_arch(arch), fmt, nvgpu_first=True).rsplit(",gpu-module-to-binary", 1)
+        run_passes(tc, to_llvm, "lower")
+        _cache_tensor_maps(tc)
+        run_passes(tc, "gpu-module-to-binary" + to_binary, "lower")
         return tc
     module = lower_to_gpu_ir(task, script)
     if bench:
@@ -160,6 +190,7 @@ def compile_task_cuda(task: SearchTask, script: str | None, *, arch: str | None 
     PTX and JIT the host side. Raises `LoweringError`."""
     from mlir.execution_engine import ExecutionEngine
 
+    from ansor.core import native as _native
     from ansor.targets.cuda.rules import default_script
 
     arch = arch or device_arch()
@@ -169,7 +200,10 @@ def compile_task_cuda(task: SearchTask, script: str | None, *, arch: str | None 
         module = _lower_module(task, script, arch, "isa", bench=True)
         try:
             load_cuda_runtime()
-            engine = ExecutionEngine(module, opt_level=3, shared_libs=list(cuda_runtime_libs()))
+            libs = list(cuda_runtime_libs())
+            if _uses_symbol(module, _TMA_ENCODE_CACHED):
+                libs.append(str(_native.find_library()))  # the cached TMA-descriptor builder
+            engine = ExecutionEngine(module, opt_level=3, shared_libs=libs)
             engine.initialize()  # runs the global constructors that load the GPU module
         except RuntimeError as exc:
             raise LoweringError("jit", str(exc).splitlines()[0]) from None

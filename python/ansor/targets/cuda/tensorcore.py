@@ -14,8 +14,9 @@ Why a template and not a chain of transform ops: no upstream transform op produc
 path they do support reached 37% of cuBLAS on an H200 (`../shared/probes/tensorcore/README.md`).
 The kernel's structure is fixed; its holes are the block tile (`bm` x `bn`), the consumer
 warpgroups along M (`wgm`: each owns `bm/wgm` rows x `bn` columns), the pipeline depth
-(`stages`, >= 2) and how many warpgroup MMAs stay in flight (`wait`: 0 waits for every k-block's
-MMA before refilling its stage; 1 keeps one in flight and refills the stage of the previous one).
+(`stages`, >= 2), how many warpgroup MMAs stay in flight (`wait`: 0 waits for every k-block's
+MMA before refilling its stage; 1 keeps one in flight and refills the stage of the previous one)
+and the block raster (`group`: 1 = row-major; G = G block rows swept column by column, for L2).
 
 The K step is 64 elements (one 128-byte swizzled row of f16/bf16), the TMA boxes are `bm` x 64
 for A and 64 x 64 chunks for B; the accumulators live in registers (at most 128 f32 per thread)
@@ -40,18 +41,24 @@ BK = 64
 MAX_DYNAMIC_SHARED = 227 * 1024
 #: f32 accumulators per thread (wgmma keeps them in registers; 255 registers per thread at most).
 MAX_ACC_PER_THREAD = 128
+#: Registers of one block (sm_90) and a thread's registers besides its accumulators (addresses,
+#: loop state, descriptors; measured ~40 in the PTX of these kernels): 4 warpgroups of 128
+#: accumulators each cannot launch (every such kernel left its output untouched on an H200).
+REGISTERS_PER_SM = 65536
+REGS_BESIDES_ACC = 40
 #: The attribute prefix the sketch's script puts on the matmul.
 ATTR = "ansor.tc"
-KNOBS = ("bm", "bn", "wgm", "stages", "wait")
+KNOBS = ("bm", "bn", "wgm", "stages", "wait", "group")
 OPTIONS: dict[str, tuple[int, ...]] = {
     "bm": (64, 128, 256),
     "bn": (64, 128, 256),
     "wgm": (1, 2, 4),
     "stages": (2, 3, 4, 5, 6),
     "wait": (0, 1),
+    "group": (1, 4, 8, 16),
 }
 #: The untuned tensor-core program (the shape the probe measured first).
-DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0}
+DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1}
 
 
 @dataclass(frozen=True)
@@ -114,14 +121,18 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
             return f"missing knob tc.{name}"
         if int(v[name]) not in OPTIONS[name]:
             return f"knob tc.{name}={v[name]} not in its options"
-    bm, bn, wgm, stages, wait = (int(v[k]) for k in KNOBS)
+    bm, bn, wgm, stages, wait, _group = (int(v[k]) for k in KNOBS)
     if p.m % bm or p.n % bn:
         return f"block tile {bm}x{bn} does not divide {p.m}x{p.n}"
     wm = bm // wgm
     if bm % wgm or wm not in (64, 128):
         return f"{bm} rows over {wgm} warpgroups is not 64 or 128 rows each"
-    if wm * bn // 128 > MAX_ACC_PER_THREAD:
-        return f"a {wm}x{bn} warpgroup tile needs {wm * bn // 128} accumulators per thread (max {MAX_ACC_PER_THREAD})"
+    acc = wm * bn // 128
+    if acc > MAX_ACC_PER_THREAD:
+        return f"a {wm}x{bn} warpgroup tile needs {acc} accumulators per thread (max {MAX_ACC_PER_THREAD})"
+    if (acc + REGS_BESIDES_ACC) * 128 * wgm > REGISTERS_PER_SM:
+        return (f"{wgm} warpgroups of {acc} accumulators (+{REGS_BESIDES_ACC} registers) per thread exceed "
+                f"{REGISTERS_PER_SM} registers per block")
     if p.k // BK < stages:
         return f"{stages} stages exceed the {p.k // BK} k-blocks"
     if stages * stage_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
@@ -218,7 +229,7 @@ def annotation_of(module) -> dict[str, int] | None:
 
 def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     """The whole module (host function + gpu.launch in nvgpu IR) of the annotated GEMM."""
-    bm, bn, wgm, depth, wait = (int(v[k]) for k in KNOBS)
+    bm, bn, wgm, depth, wait, group = (int(v[k]) for k in KNOBS)
     et, M, N, K = p.et, p.m, p.n, p.k
     wm, wn = bm // wgm, bn
     kt = K // BK
@@ -252,10 +263,25 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     I = "      "
     emit(f"{I}%tid = gpu.thread_id x")
     emit(f"{I}%wg = arith.divui %tid, {c(128)} : index")
-    emit(f"{I}%m0 = arith.muli %by, {c(bm)} : index")
-    emit(f"{I}%n0 = arith.muli %bx, {c(bn)} : index")
-    emit(f"{I}%wgrow = arith.muli %wg, {c(wm)} : index")
-    emit(f"{I}%mw = arith.addi %m0, %wgrow : index")
+    gx, gy = N // bn, M // bm
+    if group > 1 and gy > 1:
+        # Grouped raster: consecutive blocks sweep `group` block rows column by column, so the
+        # B tiles they share are still in L2 (the launch grid stays gx x gy).
+        emit(f"{I}%pid0 = arith.muli %by, {c(gx)} : index")
+        emit(f"{I}%pid = arith.addi %pid0, %bx : index")
+        emit(f"{I}%gid = arith.divui %pid, {c(group * gx)} : index")
+        emit(f"{I}%gin = arith.remui %pid, {c(group * gx)} : index")
+        emit(f"{I}%first = arith.muli %gid, {c(group)} : index")
+        emit(f"{I}%left = arith.subi {c(gy)}, %first : index")
+        emit(f"{I}%gm = arith.minui %left, {c(group)} : index")
+        emit(f"{I}%rin = arith.remui %gin, %gm : index")
+        emit(f"{I}%brow = arith.addi %first, %rin : index")
+        emit(f"{I}%bcol = arith.divui %gin, %gm : index")
+        emit(f"{I}%m0 = arith.muli %brow, {c(bm)} : index")
+        emit(f"{I}%n0 = arith.muli %bcol, {c(bn)} : index")
+    else:
+        emit(f"{I}%m0 = arith.muli %by, {c(bm)} : index")
+        emit(f"{I}%n0 = arith.muli %bx, {c(bn)} : index")
     emit(f"{I}%wgoff = arith.muli %wg, {c(wm * BK * 2)} : index")
     emit(f"{I}%dyn0 = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>")
     emit(f"{I}%dyn = memref.memory_space_cast %dyn0 : memref<?xi8, #gpu.address_space<workgroup>> to memref<?xi8, 3>")
@@ -309,7 +335,12 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     if wait:
         emit(f"{I}nvvm.wgmma.wait.group.sync.aligned 0")
     cview = f"memref<{wm}x{wn}xf32, strided<[{N}, 1], offset: ?>>"
-    emit(f"{I}%Cs = memref.subview %C[%mw, %n0] [{wm}, {wn}] [1, 1] : memref<{M}x{N}xf32> to {cview}")
+    # Upstream `nvgpu.warpgroup.mma.store` (MLIR 22) places rows by the *block's* warp index
+    # (thread id / 32), not the warp's index within its warpgroup: warpgroup g's fragment already
+    # lands g*64 rows down. Its view starts at m0 + g*(wm - 64) so the rows come out at m0 + g*wm.
+    emit(f"{I}%wgfix = arith.muli %wg, {c(wm - 64)} : index")
+    emit(f"{I}%mst = arith.addi %m0, %wgfix : index")
+    emit(f"{I}%Cs = memref.subview %C[%mst, %n0] [{wm}, {wn}] [1, 1] : memref<{M}x{N}xf32> to {cview}")
     emit(f"{I}nvgpu.warpgroup.mma.store %res, %Cs : !acc to {cview}")
     emit(f"{I}gpu.terminator")
     cdecl = [f"{I}%c{x} = arith.constant {x} : index" for x in sorted(consts)]
