@@ -85,7 +85,9 @@ def test_features_tell_annotations_apart(mm16: SearchTask) -> None:
 
 
 @pytest.mark.parametrize("kw", [{}, {"bm": 256, "bn": 128, "wgm": 2, "stages": 4, "wait": 1},
-                                {"bm": 64, "bn": 256, "stages": 5}], ids=["default", "2wg-wait1", "64x256"])
+                                {"bm": 64, "bn": 256, "stages": 5, "group": 8},
+                                {"bm": 128, "bn": 256, "wgm": 2, "stages": 4, "wait": 1, "ws": 1}],
+                         ids=["default", "2wg-wait1", "64x256-grouped", "producer-warpgroup"])
 def test_ptx_has_wgmma_tma_and_no_local_memory(mm16: SearchTask, kw: dict[str, int]) -> None:
     from ansor.targets.cuda.lowering import emit_ptx
 
@@ -95,6 +97,8 @@ def test_ptx_has_wgmma_tma_and_no_local_memory(mm16: SearchTask, kw: dict[str, i
     bm, bn, wgm = v["tc.bm"], v["tc.bn"], v["tc.wgm"]
     # one wgmma per m64 row block of a warpgroup and per 16-deep k step of the 64-deep stage
     assert ptx.count("wgmma.mma_async") == (bm // wgm // 64) * 4
+    if v["tc.ws"]:  # the producer waits on the stages' `empty` barriers, consumers arrive on them
+        assert ptx.count("mbarrier.try_wait") >= 2 and "mbarrier.arrive.shared" in ptx or "mbarrier.arrive" in ptx
     assert f"m64n{bn}k16.f32.f16.f16" in ptx
     assert "cp.async.bulk.tensor" in ptx and "mbarrier.try_wait" in ptx
     assert ptx.count("wgmma.wait_group") >= 1
@@ -122,9 +126,11 @@ def test_workload_type_suffix() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kw", [{}, {"bm": 256, "bn": 128, "wgm": 2, "stages": 4, "wait": 1},
-                                {"bm": 128, "bn": 256, "wgm": 2, "stages": 3},
-                                {"bm": 64, "bn": 64, "stages": 2}],
-                         ids=["default", "2wg-wait1", "128x256", "64x64"])
+                                {"bm": 128, "bn": 256, "wgm": 2, "stages": 3, "group": 8},
+                                {"bm": 64, "bn": 64, "stages": 2},
+                                {"bm": 128, "bn": 256, "wgm": 2, "stages": 4, "wait": 1, "ws": 1},
+                                {"bm": 128, "bn": 128, "stages": 2, "ws": 1, "group": 4}],
+                         ids=["default", "2wg-wait1", "128x256-grouped", "64x64", "ws-2wg", "ws-1wg"])
 def test_tensor_core_gemm_matches_the_f32_reference(mm16: SearchTask, kw: dict[str, int]) -> None:
     from ansor.measure.measurer import _numpy_reference, make_inputs
     from ansor.measure.verify import check_task_outputs, poisoned

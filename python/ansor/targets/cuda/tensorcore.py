@@ -16,7 +16,10 @@ The kernel's structure is fixed; its holes are the block tile (`bm` x `bn`), the
 warpgroups along M (`wgm`: each owns `bm/wgm` rows x `bn` columns), the pipeline depth
 (`stages`, >= 2), how many warpgroup MMAs stay in flight (`wait`: 0 waits for every k-block's
 MMA before refilling its stage; 1 keeps one in flight and refills the stage of the previous one)
-and the block raster (`group`: 1 = row-major; G = G block rows swept column by column, for L2).
+the block raster (`group`: 1 = row-major; G = G block rows swept column by column, for L2) and
+warp specialization (`ws`: 0 = thread 0 of the first consumer issues the TMA loads after a
+block-wide barrier per k-block; 1 = an extra producer warpgroup streams the k-blocks and the
+consumers release each stage through an `empty` mbarrier, no block-wide barrier in the loop).
 
 The K step is 64 elements (one 128-byte swizzled row of f16/bf16), the TMA boxes are `bm` x 64
 for A and 64 x 64 chunks for B; the accumulators live in registers (at most 128 f32 per thread)
@@ -48,7 +51,7 @@ REGISTERS_PER_SM = 65536
 REGS_BESIDES_ACC = 40
 #: The attribute prefix the sketch's script puts on the matmul.
 ATTR = "ansor.tc"
-KNOBS = ("bm", "bn", "wgm", "stages", "wait", "group")
+KNOBS = ("bm", "bn", "wgm", "stages", "wait", "group", "ws")
 OPTIONS: dict[str, tuple[int, ...]] = {
     "bm": (64, 128, 256),
     "bn": (64, 128, 256),
@@ -56,9 +59,10 @@ OPTIONS: dict[str, tuple[int, ...]] = {
     "stages": (2, 3, 4, 5, 6),
     "wait": (0, 1),
     "group": (1, 4, 8, 16),
+    "ws": (0, 1),
 }
 #: The untuned tensor-core program (the shape the probe measured first).
-DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1}
+DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1, "ws": 0}
 
 
 @dataclass(frozen=True)
@@ -121,7 +125,7 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
             return f"missing knob tc.{name}"
         if int(v[name]) not in OPTIONS[name]:
             return f"knob tc.{name}={v[name]} not in its options"
-    bm, bn, wgm, stages, wait, _group = (int(v[k]) for k in KNOBS)
+    bm, bn, wgm, stages, wait, _group, ws = (int(v[k]) for k in KNOBS)
     if p.m % bm or p.n % bn:
         return f"block tile {bm}x{bn} does not divide {p.m}x{p.n}"
     wm = bm // wgm
@@ -130,8 +134,8 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
     acc = wm * bn // 128
     if acc > MAX_ACC_PER_THREAD:
         return f"a {wm}x{bn} warpgroup tile needs {acc} accumulators per thread (max {MAX_ACC_PER_THREAD})"
-    if (acc + REGS_BESIDES_ACC) * 128 * wgm > REGISTERS_PER_SM:
-        return (f"{wgm} warpgroups of {acc} accumulators (+{REGS_BESIDES_ACC} registers) per thread exceed "
+    if (acc + REGS_BESIDES_ACC) * 128 * (wgm + ws) > REGISTERS_PER_SM:
+        return (f"{wgm + ws} warpgroups of {acc} accumulators (+{REGS_BESIDES_ACC} registers) per thread exceed "
                 f"{REGISTERS_PER_SM} registers per block")
     if p.k // BK < stages:
         return f"{stages} stages exceed the {p.k // BK} k-blocks"
@@ -229,7 +233,7 @@ def annotation_of(module) -> dict[str, int] | None:
 
 def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     """The whole module (host function + gpu.launch in nvgpu IR) of the annotated GEMM."""
-    bm, bn, wgm, depth, wait, group = (int(v[k]) for k in KNOBS)
+    bm, bn, wgm, depth, wait, group, ws = (int(v[k]) for k in KNOBS)
     et, M, N, K = p.et, p.m, p.n, p.k
     wm, wn = bm // wgm, bn
     kt = K // BK
@@ -286,21 +290,48 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     emit(f"{I}%dyn0 = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>")
     emit(f"{I}%dyn = memref.memory_space_cast %dyn0 : memref<?xi8, #gpu.address_space<workgroup>> to memref<?xi8, 3>")
     emit(f"{I}%bar = nvgpu.mbarrier.create -> !bar")
+    if ws:
+        emit(f"{I}%empty = nvgpu.mbarrier.create -> !bar")
     emit(f"{I}%is0 = arith.cmpi eq, %tid, {c(0)} : index")
     emit(f"{I}scf.if %is0 {{")
-    for s in range(depth):
-        emit(f"{I}  nvgpu.mbarrier.init %bar[{c(s)}], {c(1)} : !bar")
+    for s_ in range(depth):
+        emit(f"{I}  nvgpu.mbarrier.init %bar[{c(s_)}], {c(1)} : !bar")
+        if ws:  # released once by each consumer warpgroup
+            emit(f"{I}  nvgpu.mbarrier.init %empty[{c(s_)}], {c(wgm)} : !bar")
     emit(f"{I}  nvgpu.tma.prefetch.descriptor %tA : !tmA")
     emit(f"{I}  nvgpu.tma.prefetch.descriptor %tB : !tmB")
     emit(f"{I}}}")
     emit(f"{I}gpu.barrier")
-    emit(f"{I}scf.if %is0 {{")
-    for s in range(depth):
-        load(c(s), c(s), f"p{s}", I + "  ")
-    emit(f"{I}}}")
+    J = I + "  "
+    if ws:
+        # Producer: one thread of the extra warpgroup streams every k-block, waiting for the
+        # consumers to release a stage (the `empty` barriers) before refilling it.
+        emit(f"{I}%isp = arith.cmpi eq, %tid, {c(wgm * 128)} : index")
+        emit(f"{I}scf.if %isp {{")
+        emit(f"{J}scf.for %i = {c(0)} to {c(kt)} step {c(1)} {{")
+        K2 = J + "  "
+        emit(f"{K2}%s = arith.remui %i, {c(depth)} : index")
+        emit(f"{K2}%again = arith.cmpi uge, %i, {c(depth)} : index")
+        emit(f"{K2}scf.if %again {{")
+        emit(f"{K2}  %u = arith.divui %i, {c(depth)} : index")
+        emit(f"{K2}  %u1 = arith.subi %u, {c(1)} : index")
+        emit(f"{K2}  %pu = arith.remui %u1, {c(2)} : index")
+        emit(f"{K2}  %ph = arith.cmpi ne, %pu, {c(0)} : index")
+        emit(f"{K2}  nvgpu.mbarrier.try_wait.parity %empty[%s], %ph, {c(10000000)} : !bar")
+        emit(f"{K2}}}")
+        load("%s", "%i", "q", K2)
+        emit(f"{J}}}")
+        emit(f"{I}}}")
+        emit(f"{I}%iscons = arith.cmpi ult, %tid, {c(wgm * 128)} : index")
+        emit(f"{I}scf.if %iscons {{")
+        I, J = I + "  ", J + "  "
+    else:
+        emit(f"{I}scf.if %is0 {{")
+        for s_ in range(depth):
+            load(c(s_), c(s_), f"p{s_}", I + "  ")
+        emit(f"{I}}}")
     emit(f"{I}%acc0 = nvgpu.warpgroup.mma.init.accumulator -> !acc")
     emit(f"{I}%res = scf.for %i = {c(0)} to {c(kt)} step {c(1)} iter_args(%acc = %acc0) -> (!acc) {{")
-    J = I + "  "
     emit(f"{J}%s = arith.remui %i, {c(depth)} : index")
     emit(f"{J}%u = arith.divui %i, {c(depth)} : index")
     emit(f"{J}%pu = arith.remui %u, {c(2)} : index")
@@ -315,21 +346,35 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     emit(f"{J}%db = nvgpu.warpgroup.generate.descriptor %sb, %tB : memref<{BK}x{wn}x{et}, 3>, !tmB -> !dB")
     emit(f"{J}%acc2 = nvgpu.warpgroup.mma %da, %db, %acc {{transposeB}} : !dA, !dB, !acc -> !acc")
     emit(f"{J}nvvm.wgmma.wait.group.sync.aligned {wait}")
-    emit(f"{J}gpu.barrier")
     j = "%i"
-    if wait:  # refill the stage of the previous k-block (its MMA is done)
+    if wait:  # the MMA of the previous k-block is done: its stage is free
         j = "%j"
         emit(f"{J}%j = arith.subi %i, {c(1)} : index")
-    emit(f"{J}%nx = arith.addi {j}, {c(depth)} : index")
-    emit(f"{J}%more = arith.cmpi ult, %nx, {c(kt)} : index")
-    emit(f"{J}%go = arith.andi %more, %is0 : i1")
-    if wait:
-        emit(f"{J}%started = arith.cmpi uge, %i, {c(1)} : index")
-        emit(f"{J}%go1 = arith.andi %go, %started : i1")
-    emit(f"{J}scf.if {'%go1' if wait else '%go'} {{")
-    emit(f"{J}  %sj = arith.remui {j}, {c(depth)} : index")
-    load("%sj", "%nx", "r", J + "  ")
-    emit(f"{J}}}")
+    if ws:
+        # one thread per consumer warpgroup releases the stage (no block-wide barrier)
+        emit(f"{J}%lane = arith.remui %tid, {c(128)} : index")
+        emit(f"{J}%leader = arith.cmpi eq, %lane, {c(0)} : index")
+        rel = "%leader"
+        if wait:
+            emit(f"{J}%started = arith.cmpi uge, %i, {c(1)} : index")
+            emit(f"{J}%rel = arith.andi %leader, %started : i1")
+            rel = "%rel"
+        emit(f"{J}scf.if {rel} {{")
+        emit(f"{J}  %sj = arith.remui {j}, {c(depth)} : index")
+        emit(f"{J}  %tok = nvgpu.mbarrier.arrive %empty[%sj] : !bar -> !nvgpu.mbarrier.token")
+        emit(f"{J}}}")
+    else:
+        emit(f"{J}gpu.barrier")
+        emit(f"{J}%nx = arith.addi {j}, {c(depth)} : index")
+        emit(f"{J}%more = arith.cmpi ult, %nx, {c(kt)} : index")
+        emit(f"{J}%go = arith.andi %more, %is0 : i1")
+        if wait:
+            emit(f"{J}%started = arith.cmpi uge, %i, {c(1)} : index")
+            emit(f"{J}%go1 = arith.andi %go, %started : i1")
+        emit(f"{J}scf.if {'%go1' if wait else '%go'} {{")
+        emit(f"{J}  %sj = arith.remui {j}, {c(depth)} : index")
+        load("%sj", "%nx", "r", J + "  ")
+        emit(f"{J}}}")
     emit(f"{J}scf.yield %acc2 : !acc")
     emit(f"{I}}}")
     if wait:
@@ -342,6 +387,9 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     emit(f"{I}%mst = arith.addi %m0, %wgfix : index")
     emit(f"{I}%Cs = memref.subview %C[%mst, %n0] [{wm}, {wn}] [1, 1] : memref<{M}x{N}xf32> to {cview}")
     emit(f"{I}nvgpu.warpgroup.mma.store %res, %Cs : !acc to {cview}")
+    if ws:
+        I = I[:-2]
+        emit(f"{I}}}")
     emit(f"{I}gpu.terminator")
     cdecl = [f"{I}%c{x} = arith.constant {x} : index" for x in sorted(consts)]
     tm = "swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none"
@@ -358,7 +406,7 @@ module {{
     %hbm = arith.constant {bm} : index
     %hgx = arith.constant {N // bn} : index
     %hgy = arith.constant {M // bm} : index
-    %hthreads = arith.constant {128 * wgm} : index
+    %hthreads = arith.constant {128 * (wgm + ws)} : index
     %smem = arith.constant {depth * stage} : i32
     %uA = memref.cast %A : memref<{M}x{K}x{et}> to memref<*x{et}>
     %uB = memref.cast %B : memref<{K}x{N}x{et}> to memref<*x{et}>
