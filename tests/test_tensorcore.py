@@ -53,6 +53,8 @@ def test_validation_names_what_cannot_run(mm16: SearchTask) -> None:
     assert "accumulators per thread" in sk.validate(_values(bm=128, bn=256, wgm=1))
     assert "64 or 128 rows" in sk.validate(_values(bm=64, wgm=2))
     assert "at least 3 stages" in sk.validate(_values(stages=2, wait=1))
+    assert "stored wrongly" in sk.validate(_values(bm=128, bn=64))  # MLIR 22 bug, measured
+    assert sk.validate(_values(bm=128, bn=64, wgm=2)) is None
     assert sk.validate(_values(stages=6)) is None
     assert "shared memory" in sk.validate(_values(bm=256, bn=128, wgm=2, stages=6))
     assert "registers per block" in sk.validate(_values(bm=256, bn=256, wgm=4, stages=3))
