@@ -21,11 +21,12 @@ from pathlib import Path
 from mlir import ir, passmanager
 
 from ansor.core import native as _native
-from ansor.core.dtypes import NUMPY_DTYPES
+from ansor.core.dtypes import numpy_dtype_name
 
 #: Element types the pipeline can generate inputs for and verify.
-#: (i8: torch-mlir's booleans after `frontend` widens i1, e.g. SDPA's all-masked-row guard)
-SUPPORTED_ELEMENT_TYPES = ("f32", "f64", "i32", "i64", "f16", "i16", "i8")
+#: (i8: torch-mlir's booleans after `frontend` widens i1, e.g. SDPA's all-masked-row guard;
+#: bf16: numpy's `bfloat16` from ml_dtypes, see core/dtypes.py)
+SUPPORTED_ELEMENT_TYPES = ("f32", "f64", "i32", "i64", "f16", "bf16", "i16", "i8")
 
 
 class TaskError(ValueError):
@@ -40,7 +41,9 @@ class TensorSpec:
     dtype: str  # MLIR element type spelling: "f32", "i64", ...
 
     def numpy_dtype(self) -> str:
-        return NUMPY_DTYPES[self.dtype]
+        """The numpy dtype name ("float32", "bfloat16", ...), registered with numpy (bf16: this
+        imports ml_dtypes), so `np.dtype(spec.numpy_dtype())` works."""
+        return numpy_dtype_name(self.dtype)
 
     def mlir_type(self) -> str:
         dims = "x".join(str(d) for d in self.shape)

@@ -245,7 +245,9 @@ def _truncate_after(op: ir.Operation, value: ir.Value, to: ir.Type) -> None:
     value.replace_all_uses_except(tr.results[0], tr)
 
 
-_NUMPY_DTYPES = {k: np.dtype(v).type for k, v in NUMPY_DTYPES.items()}
+#: Element types whose constants `constant_array` reads. Not bf16: the bindings expose no buffer
+#: for a bf16 `DenseElementsAttr` (and numpy knows bfloat16 only once ml_dtypes is imported).
+_NUMPY_DTYPES = {k: np.dtype(v).type for k, v in NUMPY_DTYPES.items() if k != "bf16"}
 
 
 def _resource_blob(text: str, name: str) -> bytes | None:

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ansor.core.dtypes import as_dtype, is_float, is_float_type
 from ansor.space.schedule import Schedule
 from ansor.core.task import SearchTask
 from ansor.core import mlir as core_mlir
@@ -148,12 +149,13 @@ class Measurer(abc.ABC):
 def make_inputs(task: SearchTask) -> list[np.ndarray]:
     """Seeded random inputs for `task` (the same in every process). An integer input used as an
     index (an embedding's token ids, a gather's positions) takes values in [0, size) of every
-    dimension it indexes (`index_bounds`); other integers take values in [-8, 8)."""
+    dimension it indexes (`index_bounds`); other integers take values in [-8, 8). Floats (bf16
+    too) are drawn uniformly from [-1, 1) and rounded to their type."""
     rng = np.random.default_rng(int(task.hash[:8], 16) if task.hash else 0)
-    bounds = index_bounds(task) if any(not s.dtype.startswith("f") for s in task.inputs) else {}
+    bounds = index_bounds(task) if any(not is_float_type(s.dtype) for s in task.inputs) else {}
     out = []
     for i, s in enumerate(task.inputs):
-        if s.dtype.startswith("f"):
+        if is_float_type(s.dtype):
             out.append(rng.uniform(-1.0, 1.0, size=s.shape).astype(s.numpy_dtype()))
         elif i in bounds:
             out.append(rng.integers(0, bounds[i], size=s.shape).astype(s.numpy_dtype()))
@@ -242,11 +244,14 @@ def _numpy_reference(task: SearchTask, inputs: list[np.ndarray]) -> list[np.ndar
     if fn is None:
         return None
     odt = np.dtype(task.outputs[0].numpy_dtype())
-    if odt.kind == "f":
-        # Half-precision operands with a wider result (f16 x f16 -> f32): linalg extends the
-        # operands before multiplying, so the reference computes in the result's precision
-        # (exact products, BLAS sums), never in the operands' (numpy has no f16 BLAS).
-        inputs = [a.astype(odt) if a.dtype.kind == "f" and a.dtype.itemsize < odt.itemsize else a for a in inputs]
+    if is_float(odt):
+        # Half-precision operands with a wider result (f16/bf16 x f16/bf16 -> f32): linalg extends
+        # the operands before multiplying, so the reference computes in the result's precision
+        # (exact products, BLAS sums), never in the operands' (numpy has no f16 BLAS). A bfloat16
+        # result (ml_dtypes' kind "V": no BLAS, every ufunc step rounded) is computed in f32.
+        cdt = odt if odt.kind == "f" else np.dtype(np.float32)
+        inputs = [a.astype(cdt) if is_float(a.dtype) and (a.dtype.itemsize < cdt.itemsize or a.dtype.kind != "f")
+                  else a for a in inputs]
     out = np.asarray(fn(*inputs)).astype(odt)
     return [out.reshape(task.outputs[0].shape)]
 
@@ -270,8 +275,8 @@ def reference_outputs(task: SearchTask) -> tuple[list[np.ndarray], list[np.ndarr
         path = config.CACHE_DIR / "refs" / f"{task.hash}-{task.target}-v{REF_VERSION}.npz"
         if path.exists():
             try:
-                data = np.load(path)
-                return inputs, [data[f"o{i}"] for i in range(len(task.outputs))], None
+                data = np.load(path)  # (npz stores bfloat16 as raw "V2": `as_dtype` views it back)
+                return inputs, [as_dtype(data[f"o{i}"], s.numpy_dtype()) for i, s in enumerate(task.outputs)], None
             except (OSError, ValueError, KeyError):
                 pass  # a torn cache file: recompute
         outs = _numpy_reference(task, inputs)
@@ -314,7 +319,9 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
         if task.hash not in refs:
             data = np.load(ref_path)
             n_in = len(task.inputs)
-            arrays = [data[f"a{i}"] for i in range(len(data.files))]
+            specs = list(task.inputs) + list(task.outputs)  # npz keeps bfloat16 as raw "V2"
+            arrays = [as_dtype(data[f"a{i}"], specs[i].numpy_dtype()) if i < len(specs) else data[f"a{i}"]
+                      for i in range(len(data.files))]
             refs[task.hash] = (arrays[:n_in], arrays[n_in:])
         return refs[task.hash]
 

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ansor.core.dtypes import is_float, numpy_dtype
 from ansor.core.task import SearchTask, TensorSpec
 
 #: Relative tolerance by numpy dtype name (floats); integers compare exactly.
@@ -39,7 +40,7 @@ DTYPE_RTOL = {"float64": 1e-12, "float32": 1e-5, "float16": 4e-3, "bfloat16": 3e
 
 
 def default_rtol(dtype: np.dtype | str) -> float:
-    return DTYPE_RTOL.get(np.dtype(dtype).name, 1e-5)
+    return DTYPE_RTOL.get(numpy_dtype(dtype).name, 1e-5)
 
 
 @functools.cache
@@ -65,8 +66,8 @@ def reduction_length(task: SearchTask) -> int:
 def sentinel(dtype: np.dtype | str, which: int = 0) -> float | int:
     """The value poisoned outputs hold: NaN (then 0.0) for floats, the dtype's minimum (then its
     maximum) for integers."""
-    dt = np.dtype(dtype)
-    if dt.kind == "f":
+    dt = numpy_dtype(dtype)
+    if is_float(dt):  # bfloat16 (ml_dtypes) too: its kind is "V", not "f"
         return math.nan if which == 0 else 0.0
     if dt.kind in "iu":
         info = np.iinfo(dt)
@@ -78,7 +79,7 @@ def poisoned(specs: Sequence[TensorSpec], which: int = 0) -> list[np.ndarray]:
     """Fresh output arrays for `specs`, every element the sentinel `which` (see `sentinel`)."""
     out = []
     for s in specs:
-        dt = np.dtype(s.numpy_dtype())
+        dt = numpy_dtype(s.numpy_dtype())
         out.append(np.full(s.shape, sentinel(dt, which), dtype=dt))
     return out
 
@@ -107,14 +108,14 @@ def check_output(out: np.ndarray, ref: np.ndarray, *, rtol: float | None = None,
         return f"{name} has shape {out.shape}, expected {ref.shape}"
     if ref.size == 0:
         return None
-    if ref.dtype.kind not in "fc":
+    if ref.dtype.kind not in "fc" and not is_float(ref.dtype):
         bad = out != ref
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             return (f"{name}: {int(bad.sum())} of {ref.size} elements differ (first at {_where(ref.shape, i)}: "
                     f"{out.flat[i]} vs reference {ref.flat[i]})")
         return None
-    o = out.astype(np.float64)
+    o = out.astype(np.float64)  # exact for every float type (bfloat16 too)
     r = ref.astype(np.float64)
     fin_r, fin_o = np.isfinite(r), np.isfinite(o)
     # Non-finite reference entries: the same value at the same place (NaN by NaN, inf by same-signed inf).
@@ -140,7 +141,7 @@ def check_output(out: np.ndarray, ref: np.ndarray, *, rtol: float | None = None,
     if bad.any():
         i = int(np.argmax(np.where(bad, err - tol, -np.inf)))
         return (f"{name}: {int(bad.sum())} of {ref.size} elements differ from the reference (worst at "
-                f"{_where(ref.shape, i)}: {out.flat[i]:.6g} vs {ref.flat[i]:.6g}, tolerance {tol.flat[i]:.3g} = "
+                f"{_where(ref.shape, i)}: {o.flat[i]:.6g} vs {r.flat[i]:.6g}, tolerance {tol.flat[i]:.3g} = "
                 f"{at:.3g} + {rt:g}*|ref|)")
     return None
 
