@@ -161,3 +161,30 @@ def test_host_builds_tma_descriptors_through_the_cache(mm16: SearchTask) -> None
     import ctypes
 
     assert hasattr(ctypes.CDLL(str(native.find_library())), "ansorTensorMapEncodeTiledMemrefCached")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kw", [{}, {"bm": 128, "bn": 256, "wgm": 2, "stages": 4, "wait": 1, "ws": 1}],
+                         ids=["default", "ws-2wg"])
+def test_bf16_tensor_core_gemm_matches_the_f32_reference(kw: dict[str, int]) -> None:
+    from ansor.measure.measurer import _numpy_reference, make_inputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+    from ansor.targets.cuda.lowering import compile_task_cuda
+
+    task = _task("matmul-256x512x1024-bf16")
+    sk = generate_sketches(task)[0]
+    assert isinstance(sk, TcSketch) and sk.problem.et == "bf16"
+    kernel = compile_task_cuda(task, sk.script(_values(**kw)))
+    inputs = make_inputs(task)
+    assert inputs[0].dtype.name == "bfloat16"
+    out = kernel.run(inputs, poisoned(task.outputs))
+    assert check_task_outputs(task, out, _numpy_reference(task, inputs)) is None
+
+
+def test_bf16_ptx_uses_bf16_wgmma() -> None:
+    from ansor.targets.cuda.lowering import emit_ptx
+
+    task = _task("matmul-256x512x1024-bf16")
+    sk = generate_sketches(task)[0]
+    ptx = emit_ptx(task, sk.script(_values()))
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in ptx
