@@ -188,3 +188,16 @@ def test_bf16_ptx_uses_bf16_wgmma() -> None:
     sk = generate_sketches(task)[0]
     ptx = emit_ptx(task, sk.script(_values()))
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in ptx
+
+
+def test_untrained_search_gives_the_small_tensor_core_space_its_share(tmp_path) -> None:
+    """While the cost model is untrained, random scores would hand nearly every batch to the
+    CUDA-core sketch's offspring (millions of annotations against ~200): `untrained_share`."""
+    from ansor.measure.measurer import SyntheticMeasurer
+    from ansor.tuning.records import load_records
+
+    task = _task("matmul-1024-f16")
+    log = tmp_path / "tc.jsonl"
+    ansor.tune(task, trials=16, measurer=SyntheticMeasurer(), search="learned", batch_size=16, log_path=log)
+    sketches = [r.schedule.sketch for r in load_records(log) if r.schedule.sketch != "skip"]
+    assert 6 <= sketches.count("tc0") <= 10 and sketches.count("s0") >= 6

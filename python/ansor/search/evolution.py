@@ -95,20 +95,21 @@ class _Pool:
         return out
 
 
-def _round_robin(order: list[int], sketches: list[str]) -> list[int]:
-    """`order` interleaved across sketches (each sketch's items keep their order): while the model
-    scores at random, a sketch with a small space (the tensor-core one: tens of annotations) would
-    otherwise lose every batch to one whose offspring fill the pool."""
-    queues: dict[str, list[int]] = {}
+def _reserve_shares(order: list[int], sketches: list[str], shares: dict[str, float], n: int) -> list[int]:
+    """`order` with, first, up to `share * n` items of each sketch that asks for a share of the
+    batches (`Sketch.untrained_share`) while the model scores at random: a sketch with a small
+    space (the tensor-core one: tens of annotations) would otherwise lose nearly every batch to
+    one whose offspring fill the pool. Sketches without a share keep the plain order."""
+    if not shares:
+        return order
+    quota = {sk: int(share * n + 0.5) for sk, share in shares.items()}
+    first = []
     for i, sk in zip(order, sketches, strict=True):
-        queues.setdefault(sk, []).append(i)
-    out: list[int] = []
-    lanes = [q[::-1] for q in queues.values()]
-    while lanes:
-        for q in lanes:
-            out.append(q.pop())
-        lanes = [q for q in lanes if q]
-    return out
+        if quota.get(sk, 0) > 0:
+            quota[sk] -= 1
+            first.append(i)
+    taken = set(first)
+    return first + [i for i in order if i not in taken]
 
 
 class EvolutionarySearch(SearchPolicy):
@@ -157,6 +158,7 @@ class EvolutionarySearch(SearchPolicy):
     ) -> None:
         self.sketches = [s for s in sketches if s.rule != "skip"] or list(sketches)
         self.info = {s.name: s.search_space(ragged_prob) for s in self.sketches}
+        self._shares = {s.name: s.untrained_share for s in self.sketches if s.untrained_share > 0}
         self.model = model
         self.features_fn = features_fn
         self.rng = random.Random(seed)
@@ -217,7 +219,7 @@ class EvolutionarySearch(SearchPolicy):
         self.foreign = [s for s in self.foreign if s.key() not in self.measured]
         order = sorted(range(len(pool.items)), key=pool.scores.__getitem__, reverse=True)
         if self._model_ignores_features():
-            order = _round_robin(order, [pool.items[i].sketch for i in order])
+            order = _reserve_shares(order, [pool.items[i].sketch for i in order], self._shares, n - n_random)
         for i in order:
             if len(out) == n - n_random or pool.scores[i] == -math.inf:
                 break

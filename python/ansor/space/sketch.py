@@ -92,6 +92,12 @@ class Sketch(abc.ABC):
         """Crossover units: knobs that must come from the same parent (one group: no crossover)."""
         return ()
 
+    @property
+    def untrained_share(self) -> float:
+        """Share of each batch (0..1) the search reserves for this sketch while its cost model is
+        untrained (0: none; a sketch with a tiny space next to a large one asks for some)."""
+        return 0.0
+
     def knob(self, name: str) -> Knob:
         for k in self.knobs:
             if k.name == name:

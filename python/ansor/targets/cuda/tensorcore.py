@@ -170,6 +170,12 @@ class TcSketch(Sketch):
     def free_tile_knobs(self) -> tuple[str, ...]:
         return tuple(k.name for k in self.knobs)
 
+    @property
+    def untrained_share(self) -> float:
+        # ~200 annotations next to the CUDA-core sketch's millions: without a share, random
+        # scores hand nearly every first batch to the CUDA-core sketch's offspring.
+        return 0.5
+
     def _values(self, values: Mapping[str, int]) -> dict[str, int]:
         return {k: int(values[self.problem.knob(k)]) for k in KNOBS if self.problem.knob(k) in values}
 
