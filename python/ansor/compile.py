@@ -12,6 +12,7 @@ Without a log, or without a successful record for the task, the untuned program 
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -74,9 +75,14 @@ def _best(records: list[Record], task: SearchTask, target: str, source: str | Pa
 
 class CompiledNetwork(_Compiled):
     """A compiled model: every task's callee runs its best schedule (untuned where the log has
-    none). Call it with the model's inputs; it returns one array or a tuple."""
+    none). Call it with the model's inputs; it returns one array or a tuple (fresh arrays).
+
+    The intermediates between tasks live in a static arena, allocated once (`targets/cpu/arena.py`):
+    calls of one compiled network are serialised by a lock (safe from several threads, not
+    concurrent); compile it twice for concurrent calls."""
 
     def __init__(self, net: Network, records: dict[str, Record | None], threads: int | None = None) -> None:
+        self._lock = threading.Lock()
         self.network = net
         self.task = net.as_task()  # the whole model as a task record: inputs, outputs, flops
         self.records = records  # task hash -> best record (None: untuned)
@@ -85,6 +91,14 @@ class CompiledNetwork(_Compiled):
         scripts = {h: r.script for h, r in records.items() if r is not None}
         callees = {name: net.tasks[i] for name, i in net.calls.items()}
         self._kernel = target.compile_network(self.task, callees, scripts)
+
+    def __call__(self, *arrays: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
+        with self._lock:
+            return super().__call__(*arrays)
+
+    def time(self, *arrays: np.ndarray, number: int = 10) -> float:
+        with self._lock:
+            return super().time(*arrays, number=number)
 
     @property
     def tuned_tasks(self) -> int:

@@ -37,11 +37,11 @@ from ansor.core.mlir import BENCH_FUNC, LoweringError, add_bench_wrapper, apply_
 _BUFFERIZE = (
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},"
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
-    "canonicalize,cse,canonicalize,func.func(buffer-loop-hoisting),"
-    # Frees what the program allocates (intermediates between a model's tasks, pad buffers inside
-    # kernels); without it every call leaked them (a 4-layer MLP: 264 KiB per call).
-    "buffer-deallocation-pipeline"
+    "canonicalize,cse,canonicalize,func.func(buffer-loop-hoisting)"
 )
+# Frees what the program allocates (pad buffers inside kernels, a model's intermediates that are
+# not in its arena); without it every call leaked them (a 4-layer MLP: 264 KiB per call).
+_DEALLOCATE = "buffer-deallocation-pipeline"
 
 
 # On CPU `math.tanh` is expanded too, before `expand_exp`: `convert-math-to-libm` calls `tanhf`
@@ -416,9 +416,10 @@ def schedule_callees(module: ir.Module, callees: dict[str, SearchTask], scripts:
 
 
 def compile_network(task: SearchTask, callees: dict[str, SearchTask], scripts: dict[str, str | None], *,
-                    opt_level: int = 3) -> CompiledKernel:
+                    opt_level: int = 3, arena: bool = True) -> CompiledKernel:
     """Compile a partitioned model (`task.ir`, entry `task.func_name`) with each callee scheduled
-    by `scripts` (task hash -> script; see `schedule_callees`). Raises `LoweringError`."""
+    by `scripts` (task hash -> script; see `schedule_callees`); `arena`: the intermediates between
+    callees live in a static arena (`arena.py`; calls must not overlap). Raises `LoweringError`."""
     _native.register_everything()
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(task.ir)
@@ -426,12 +427,18 @@ def compile_network(task: SearchTask, callees: dict[str, SearchTask], scripts: d
         for op in module.body.operations:
             if op.operation.name == "func.func" and str(op.operation.attributes["sym_name"]).strip('"') == task.func_name:
                 op.operation.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
-        return _lower_and_jit(module, task, opt_level)
+        return _lower_and_jit(module, task, opt_level, arena=arena)
 
 
-def _lower_and_jit(module: ir.Module, task: SearchTask, opt_level: int) -> CompiledKernel:
-    """Bufferize, add the timing loop, unroll, lower to LLVM and JIT (inside the caller's context)."""
+def _lower_and_jit(module: ir.Module, task: SearchTask, opt_level: int, *, arena: bool = False) -> CompiledKernel:
+    """Bufferize, add the timing loop, unroll, lower to LLVM and JIT (inside the caller's context).
+    `arena`: the entry function's intermediates go to a static arena (`arena.py`; models)."""
     run_passes(module, _BUFFERIZE, "lower")
+    if arena:
+        from ansor.targets.cpu.arena import arena_intermediates
+
+        arena_intermediates(module, task.func_name)
+    run_passes(module, _DEALLOCATE, "lower")
     strided_copies_to_linalg(module)
     run_passes(module, _EXPAND_MATH_CPU, "lower")
     expand_erf(module)
