@@ -34,7 +34,11 @@ def numpy_function(task: SearchTask) -> Callable[..., np.ndarray] | None:
         return None
     a = anchors[0]
     # mixed precision (f16 x f16 -> f32): the body extends each narrower operand first
-    n_ext = sum(1 for s in task.inputs if s.dtype != task.outputs[0].dtype) if len(task.outputs) == 1 else 0
+    from ansor.core.dtypes import element_bytes
+
+    out = task.outputs[0].dtype if len(task.outputs) == 1 else ""
+    n_ext = sum(1 for s in task.inputs if out.startswith("f") and s.dtype.startswith(("f", "bf")) and s.dtype != out
+                and element_bytes(s.dtype) < element_bytes(out))
     if a.num_body_ops != 2 + n_ext or len(a.input_dims) != len(task.inputs):
         return None  # not a mul-add contraction of the function's arguments
     spec = _einsum_spec(a)
