@@ -97,3 +97,17 @@ def test_escaping_buffers_keep_their_allocation() -> None:
         assert arena_intermediates(module, "f") == 1
         out = str(module)
     assert out.count("memref.alloc(") == 1 and "memref.view" in out
+
+
+def test_network_estimate_is_the_weighted_sum_of_logged_latencies() -> None:
+    from types import SimpleNamespace
+
+    from ansor.cli import network_estimate
+
+    net = extract_tasks(workloads.get(MLP))
+    recs = {t.hash: SimpleNamespace(latency=0.001 * (i + 1)) for i, t in enumerate(net.tasks)}
+    want = sum(t.weight * 0.001 * (i + 1) for i, t in enumerate(net.tasks))
+    assert network_estimate(net, recs) == (pytest.approx(want), 0)
+    first = net.tasks[0].hash
+    est, missing = network_estimate(net, {h: r for h, r in recs.items() if h != first})
+    assert missing == 1 and est == pytest.approx(want - net.tasks[0].weight * 0.001)

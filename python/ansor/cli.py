@@ -245,7 +245,26 @@ def _bench_network(args: argparse.Namespace, net) -> int:
     print(f"{'program':<16} {'latency':>12} {'GFLOP/s':>9} {'tuned speedup':>14}")
     for name, t in (("tuned (ansor)", t_tuned), ("naive loops", t_untuned)):
         print(f"{name:<16} {t * 1e3:>9.3f} ms {net.flops / t / 1e9:>9.2f} {t / t_tuned:>13.2f}x")
+    est, missing = network_estimate(net, tuned.records)
+    if est > 0:
+        note = f" ({missing} untuned tasks not counted)" if missing else ""
+        print(f"tuned estimate {est * 1e3:.3f} ms = sum over tasks of weight x logged latency{note}; "
+              f"measured end to end {t_tuned * 1e3:.3f} ms: {t_tuned / est:.2f}x the estimate "
+              f"(gap {(t_tuned - est) * 1e3:+.3f} ms)")
     return 0
+
+
+def network_estimate(net, records: dict) -> tuple[float, int]:
+    """(sum over tasks of weight x best logged latency, tasks without a record): what the task
+    scheduler optimises, to set against the measured end-to-end time."""
+    est, missing = 0.0, 0
+    for t in net.tasks:
+        rec = records.get(t.hash)
+        if rec is None:
+            missing += 1
+        else:
+            est += t.weight * rec.latency
+    return est, missing
 
 
 def cmd_workloads(args: argparse.Namespace) -> int:
