@@ -2,7 +2,7 @@
 PyTorch CPU eager (same threads) and, as a secondary column, the naive loops.
 
     python -m bench.suite [--trials 200] [--only c2d,t2d] [--threads N] [--rounds 5] [--out bench/out/suite]
-                          [--results results/suite.json] [--no-naive]
+                          [--results results/suite.json] [--no-naive] [--workloads NAME,... --title T]
 
 Per workload: tune (log in OUT/NAME.jsonl, resumable; the tuner verified every candidate
 against the naive loops), then bench.retime compiles the best schedule in a fresh process, checks
@@ -44,6 +44,9 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--only", default="", help="comma-separated workload names or families")
+    ap.add_argument("--workloads", default="", help="comma-separated workload names to run instead of the suite "
+                    "(any built-in, e.g. softmax-2048x768,rmsnorm-256x4096)")
+    ap.add_argument("--title", default="", help="the table's title (default: the suite's)")
     ap.add_argument("--rounds", type=int, default=5, help="alternating timing rounds per workload (>= 5)")
     ap.add_argument("--no-naive", action="store_true", help="do not time the naive loops (slow for big convolutions)")
     ap.add_argument("--out", default="bench/out/suite")
@@ -62,14 +65,14 @@ def main() -> None:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    names = workloads.suite()
+    names = [n for n in args.workloads.split(",") if n] or workloads.suite()
     if args.only:
         keys = args.only.split(",")
         names = [n for n in names if n in keys or n.split("-")[0] in keys]
     meta = host_meta(args.threads)
     print(host_line(meta) + f" | trials per workload: {args.trials}", flush=True)
     entries, torch_info = [], {}
-    title = f"Ansor suite vs PyTorch eager ({args.trials} trials per workload)"
+    title = args.title or f"Ansor suite vs PyTorch eager ({args.trials} trials per workload)"
     path = results_path("suite", args.results)
     for name in names:
         text = workloads.get(name)

@@ -4,7 +4,7 @@
         a zero-argument callable computing the same result in PyTorch's own layout
 
 Each workload uses PyTorch's one-op form where one exists (`torch.linalg.vector_norm` for NRM,
-`F.layer_norm` + `F.gelu` for LNGELU, `torch.softmax`, `F.conv*`, `torch.bmm`): a baseline
+`F.layer_norm` + `F.gelu` for LNGELU, `F.layer_norm`, `F.rms_norm`, `torch.softmax`, `torch.log_softmax`, `F.conv*`, `torch.bmm`): a baseline
 composed of several elementwise ops would be slower than what a PyTorch user writes. The
 subgraphs (ConvLayer, TBS, CAP) have no one-op form and stay composed.
 
@@ -122,6 +122,15 @@ def prepare(name: str, inputs: list[np.ndarray], channels_last: bool = False,
     if fam == "softmax":
         (x,) = t
         return (lambda: torch.softmax(x, dim=-1)), (lambda y: y.numpy())
+    if fam == "logsoftmax":
+        (x,) = t
+        return (lambda: torch.log_softmax(x, dim=-1)), (lambda y: y.numpy())
+    if fam == "layernorm":
+        x, gamma, beta = t
+        return (lambda: F.layer_norm(x, (x.shape[-1],), gamma, beta, eps=1e-5)), (lambda y: y.numpy())
+    if fam == "rmsnorm":
+        x, gamma = t
+        return (lambda: F.rms_norm(x, (x.shape[-1],), gamma, eps=1e-6)), (lambda y: y.numpy())
     return None
 
 

@@ -233,3 +233,22 @@ def test_bad_names_raise_one_line_key_error(name: str) -> None:
         workloads.get(name)
     msg = info.value.args[0]
     assert name in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("name", ["layernorm-8x100", "rmsnorm-8x100", "logsoftmax-8x100"])
+def test_row_wise_workloads_match_numpy(name: str) -> None:
+    import ansor
+    from ansor.measure.measurer import make_inputs
+
+    task = ansor.create_task(workloads.get(name), name=name)
+    ins = make_inputs(task)
+    y = ansor.compile(workloads.get(name))(*ins)
+    x = ins[0].astype(np.float64)
+    if name.startswith("layernorm"):
+        ref = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5) * ins[1] + ins[2]
+    elif name.startswith("rmsnorm"):
+        ref = x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-6) * ins[1]
+    else:
+        m = x.max(1, keepdims=True)
+        ref = x - m - np.log(np.exp(x - m).sum(1, keepdims=True))
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)

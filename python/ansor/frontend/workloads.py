@@ -566,7 +566,7 @@ def transpose_batch_matmul_softmax(b: int, seq: int, heads: int, dim: int) -> st
     return _func("transpose_batch_matmul_softmax", [("Q", x), ("K", x)], sc, body, "%out")
 
 
-def layernorm_gelu(m: int, n: int, eps: float = 1e-5) -> str:
+def layernorm_gelu(m: int, n: int, eps: float = 1e-5, *, gelu: bool = True) -> str:
     """LayerNorm over the last dim + GELU (tanh approximation), fp32: X [M,N], gamma, beta [N] ->
     y = gelu((x - mean) / sqrt(var + eps) * gamma + beta). Three `linalg.generic`s: the row sum,
     the row sum of squared deviations (two-pass variance), and the element-wise normalization +
@@ -606,7 +606,14 @@ def layernorm_gelu(m: int, n: int, eps: float = 1e-5) -> str:
       %nrm = arith.mulf %d, %rs : f32
       %sc = arith.mulf %nrm, %g : f32
       %y = arith.addf %sc, %b : f32
-      %y2 = arith.mulf %y, %y : f32
+""" + (_GELU_TAIL if gelu else "      linalg.yield %y : f32\n") + """""")
+    )
+    return _func("layernorm_gelu" if gelu else "layernorm", [("X", x), ("gamma", [n]), ("beta", [n])], x, body,
+                 "%out")
+
+
+#: GELU (tanh approximation) of `%y`, yielded (the tail of `layernorm_gelu`'s element-wise body).
+_GELU_TAIL = """      %y2 = arith.mulf %y, %y : f32
       %y3 = arith.mulf %y2, %y : f32
       %k = arith.mulf %y3, %c1 : f32
       %u = arith.addf %y, %k : f32
@@ -616,9 +623,64 @@ def layernorm_gelu(m: int, n: int, eps: float = 1e-5) -> str:
       %hy = arith.mulf %y, %half : f32
       %r = arith.mulf %hy, %t1 : f32
       linalg.yield %r : f32
+"""
+
+
+def rmsnorm(m: int, n: int, eps: float = 1e-6) -> str:
+    """RMSNorm over the last dim (LLaMA's), fp32: X [M,N], gamma [N] -> x / sqrt(mean(x^2) + eps) * gamma.
+    Two `linalg.generic`s: the row sum of squares and the element-wise scaling (`math.rsqrt`)."""
+    x, r = [m, n], [m]
+    full, row, col = "affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>", "affine_map<(i, j) -> (j)>"
+    inv_n = f"{1.0 / n:.9e}"
+    body = (
+        _zeros("sq_init", r)
+        + _generic([full, row], "pr", [("%X", x)], ("%sq_init", r), """    ^bb0(%x: f32, %acc: f32):
+      %p = arith.mulf %x, %x : f32
+      %a = arith.addf %acc, %p : f32
+      linalg.yield %a : f32
+""", "%sq")
+        + f"  %res = tensor.empty() : {_t(x)}\n"
+        + _generic([full, row, col, full], "pp", [("%X", x), ("%sq", r), ("%gamma", [n])], ("%res", x), f"""    ^bb0(%x: f32, %q: f32, %g: f32, %o: f32):
+      %inv_n = arith.constant {inv_n} : f32
+      %eps = arith.constant {eps:.9e} : f32
+      %ms = arith.mulf %q, %inv_n : f32
+      %me = arith.addf %ms, %eps : f32
+      %rs = math.rsqrt %me : f32
+      %y = arith.mulf %x, %rs : f32
+      %r = arith.mulf %y, %g : f32
+      linalg.yield %r : f32
 """)
     )
-    return _func("layernorm_gelu", [("X", x), ("gamma", [n]), ("beta", [n])], x, body, "%out")
+    return _func("rmsnorm", [("X", x), ("gamma", [n])], x, body, "%out")
+
+
+def log_softmax(m: int, n: int) -> str:
+    """log-softmax over the last dim of X [M,N]: x - max - log(sum(exp(x - max)))."""
+    x, r = [m, n], [m]
+    full, row = "affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>"
+    body = (
+        f"  %max_e = tensor.empty() : {_t(r)}\n"
+        f"  %max_init = linalg.fill ins(%ninf : f32) outs(%max_e : {_t(r)}) -> {_t(r)}\n"
+        + _generic([full, row], "pr", [("%X", x)], ("%max_init", r), """    ^bb0(%x: f32, %acc: f32):
+      %m = arith.maximumf %acc, %x : f32
+      linalg.yield %m : f32
+""", "%max")
+        + _zeros("sum_init", r)
+        + _generic([full, row, row], "pr", [("%X", x), ("%max", r)], ("%sum_init", r), """    ^bb0(%x: f32, %m: f32, %acc: f32):
+      %d = arith.subf %x, %m : f32
+      %e = math.exp %d : f32
+      %s = arith.addf %acc, %e : f32
+      linalg.yield %s : f32
+""", "%sum")
+        + f"  %res = tensor.empty() : {_t(x)}\n"
+        + _generic([full, row, row, full], "pp", [("%X", x), ("%max", r), ("%sum", r)], ("%res", x), """    ^bb0(%x: f32, %m: f32, %s: f32, %o: f32):
+      %l = math.log %s : f32
+      %d = arith.subf %x, %m : f32
+      %r = arith.subf %d, %l : f32
+      linalg.yield %r : f32
+""")
+    )
+    return _func("log_softmax", [("X", x)], x, _NINF + body, "%out")
 
 
 # --------------------------------------------------------------------------- names
@@ -701,6 +763,10 @@ _FAMILIES: dict[str, tuple[Callable[[str, str], str], str]] = {
         lambda s, n: layernorm_gelu(*_dims(s, 2, n)),
         "lngelu-MxN: LayerNorm over N (gamma, beta, eps 1e-5) + GELU (tanh approximation)",
     ),
+    "layernorm": (lambda s, n: layernorm_gelu(*_dims(s, 2, n), gelu=False),
+                  "layernorm-MxN: LayerNorm over N (gamma, beta, eps 1e-5)"),
+    "rmsnorm": (lambda s, n: rmsnorm(*_dims(s, 2, n)), "rmsnorm-MxN: RMSNorm over N (gamma, eps 1e-6)"),
+    "logsoftmax": (lambda s, n: log_softmax(*_dims(s, 2, n)), "logsoftmax-MxN: log-softmax over N"),
 }
 
 def _resource(name: str, values: np.ndarray) -> str:
