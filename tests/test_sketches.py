@@ -371,3 +371,26 @@ def test_unit_axis_broadcast_consumer_is_fused(measurer) -> None:
               (sample(sk, rng) for _ in range(3))]
     results = measurer.measure(inputs)
     assert [r.error for r in results] == [None] * len(inputs), [r.error_msg for r in results]
+
+
+@pytest.mark.parametrize("name", ["softmax-32x96", "layernorm-16x64", "logsoftmax-8x40"])
+def test_chain_reductions_accumulate_partial_vectors(name: str) -> None:
+    """A reduction chain's row reductions keep an R-tile-wide vector of partial results across the
+    row (rfactor inside the chain) instead of reducing every tile to a scalar; results unchanged."""
+    import random
+
+    import numpy as np
+
+    from ansor.frontend import workloads
+    from ansor.measure.measurer import make_inputs
+    from ansor.space.schedule import sample
+    from ansor.targets import compile_task
+
+    task = ansor.create_task(workloads.get(name), name=name)
+    chain = next(s for s in generate_sketches(task) if "reduction_chain" in s.rule)
+    script = chain.script(sample(chain, random.Random(0)).values())
+    assert "tile_reduction_using_for" in script
+    ins = make_inputs(task)
+    want = compile_task(task, None).run(ins)[0]
+    got = compile_task(task, script).run(ins)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

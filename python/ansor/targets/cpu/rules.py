@@ -184,8 +184,13 @@ def _chain_stage(out: OpLoops, members: list[OpLoops], rows: tuple[int, ...],
             for d, e in enumerate(m.extents):
                 splits.append(LoopSplit(m.index, d, "S", e, d == mv, 2 if d == mv else 1))
     my_inits = tuple((i.index, len(i.extents)) for x in (out, *members) for i in inits.get(x.index, []))
+    # Reductions over one (innermost) loop with a plain output accumulate a vector of partial
+    # results across the row and reduce it once (rfactor inside the chain); a keepdim output map
+    # `(d0, d1) -> (d0, 0)` stays on the per-chunk reduction (`_needs_rfactor`: the upstream abort).
+    partial = tuple(m.index for m in members
+                    if len(m.reduce) == 1 and m.plain_output and m.reduce[0] == len(m.extents) - 1)
     return Stage(out.index, out.name, "chain", tuple(splits), my_inits, members=tuple(m.index for m in members),
-                 rows=rows)
+                 rows=rows, partial=partial)
 
 
 def _variants(op: OpLoops, by_index: dict[int, OpLoops], inits: dict[int, list[OpLoops]],

@@ -85,6 +85,9 @@ class Stage:
     # keeps (`rows`). `splits` holds the output's and every member's splits (by `op`).
     members: tuple[int, ...] = ()
     rows: tuple[int, ...] = ()
+    # Chain members that reduce into a vector of partial results (one per lane of their R tile)
+    # and combine it once per row, instead of reducing every R tile to a scalar.
+    partial: tuple[int, ...] = ()
 
     @property
     def unroll_knob(self) -> str:
@@ -523,6 +526,16 @@ class _Renderer(ScriptBuilder):
         self.annotate(forall, "ansor.auto_unroll_max_step", ssa(stage.unroll_knob))
         for m, handle in [(stage.op, tiled), *fused]:
             splits = stage.op_splits(m)
+            if m in stage.partial:
+                # one row at a time, then rfactor: a loop over R tiles keeps an R-tile-wide
+                # partial result (vector max/add), combined into the row's value after the loop
+                handle, _ = self.tile_for(handle, ["1" if sp.kind == "S" else "0" for sp in splits])
+                sizes = [self.value(sp.tile_knobs[0]) if sp.kind == "R" else "0" for sp in splits]
+                fill, split, comb, loop = (self.fresh(x) for x in ("pr_fill", "pr_split", "pr_comb", "pr_loop"))
+                self.emit(f"{fill}, {split}, {comb}, {loop} = transform.structured.tile_reduction_using_for {handle} "
+                          f"by tile_sizes = [{', '.join(sizes)}] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})")
+                self.to_vectorize += [fill, split, comb]
+                continue
             if any(sp.kind == "R" for sp in splits):
                 handle, _ = self.tile_for(handle, [self.value(sp.tile_knobs[0]) if sp.kind == "R" and sp.tile_knobs
                                                    else ("1" if sp.kind == "R" else "0") for sp in splits])
