@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/AffineExpr.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/IRMapping.h"
@@ -82,6 +83,48 @@ bool isLeadingPiece(Operation *op) {
   return true;
 }
 
+/// A map reading a tensor "row by row": its dim results are the leading loops d0, d1, ... in order
+/// (any count, none skipped), constants allowed anywhere (a keepdim unit dim, `(d0, d1, 0)`). The
+/// identity, a per-row value `(d0, d1)` broadcast along the reduced loops, a scalar.
+bool isRowMap(AffineMap map) {
+  unsigned next = 0;
+  for (AffineExpr e : map.getResults()) {
+    if (isa<AffineConstantExpr>(e))
+      continue;
+    auto dim = dyn_cast<AffineDimExpr>(e);
+    if (!dim || dim.getPosition() != next)
+      return false;
+    ++next;
+  }
+  return true;
+}
+
+/// A row reduction: a Linalg op with a region, static loop ranges, p >= 1 parallel loops followed
+/// by r >= 1 reduction loops (the trailing ones, nothing else), every result indexed by the p
+/// row loops in order (`(d0, .., dp-1)`, keepdim constants allowed), and an input indexed by the
+/// identity: the tensor whose rows it reduces (softmax's max and sum, a layer norm's moments).
+bool isRowReduction(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp || op->getNumRegions() == 0 || op->getNumResults() == 0)
+    return false;
+  SmallVector<utils::IteratorType> its = linalgOp.getIteratorTypesArray();
+  unsigned p = linalgOp.getNumParallelLoops(), r = linalgOp.getNumReductionLoops();
+  if (p == 0 || r == 0 || p + r != its.size() ||
+      llvm::any_of(ArrayRef(its).take_front(p), [](utils::IteratorType t) { return t != utils::IteratorType::parallel; }))
+    return false;
+  if (ShapedType::isDynamicShape(linalgOp.getStaticLoopRanges()))
+    return false;
+  for (OpResult res : op->getResults()) {
+    AffineMap map = linalgOp.getIndexingMapMatchingResult(res);
+    if (!isRowMap(map) || map.getNumResults() - llvm::count_if(map.getResults(), [](AffineExpr e) {
+          return isa<AffineConstantExpr>(e);
+        }) != p)
+      return false;
+  }
+  return llvm::any_of(linalgOp.getDpsInputOperands(),
+                      [&](OpOperand *o) { return linalgOp.getMatchingIndexingMap(o).isIdentity(); });
+}
+
 bool isFusibleProducer(Operation *op) {
   return isAllParallel(op) || isa<tensor::PadOp>(op) || isPadWindow(op) || isLeadingPiece(op);
 }
@@ -112,8 +155,8 @@ bool isConstantOnly(Operation *op, llvm::DenseMap<Operation *, bool> &memo) {
 
 class Partitioner {
 public:
-  Partitioner(func::FuncOp func, int64_t maxInlineElements)
-      : func(func), maxInlineElements(maxInlineElements) {}
+  Partitioner(func::FuncOp func, int64_t maxInlineElements, bool rowChains)
+      : func(func), maxInlineElements(maxInlineElements), rowChains(rowChains) {}
 
   LogicalResult run(SymbolTable &symbols);
 
@@ -137,6 +180,8 @@ private:
   void addProducers(Operation *op, int64_t g);
   void addConsumers(int64_t g);
   bool isValid(int64_t g) const;
+  bool rowAligned(Value v, int64_t g, llvm::DenseMap<Value, bool> &memo) const;
+  bool joinsRowChain(Operation *op, int64_t g) const;
   static constexpr size_t kMaxGroupOps = 64;
   void grow(Operation *seed);
   bool isCloneable(Value v) const;
@@ -145,6 +190,7 @@ private:
 
   func::FuncOp func;
   int64_t maxInlineElements;
+  bool rowChains;
   Block *block = nullptr;
   llvm::DenseMap<Operation *, int64_t> groupOf;
   llvm::DenseMap<Operation *, bool> constantOnly;
@@ -154,9 +200,18 @@ private:
 void Partitioner::addProducers(Operation *op, int64_t g) {
   for (Value operand : op->getOperands()) {
     Operation *def = operand.getDefiningOp();
-    if (!def || def->getBlock() != block || groupOf.count(def) || !isFusibleProducer(def) ||
-        isa<linalg::FillOp>(def) || isConstantOnly(def, constantOnly))
+    if (!def || def->getBlock() != block || groupOf.count(def) || isa<linalg::FillOp>(def))
       continue; // (fills of cloneable values are cloned into each group that uses them)
+    // A row reduction over the group's rows (a layer norm's mean, next to its variance), read
+    // through row maps only, joins like an element-wise producer.
+    auto rowProducer = [&] {
+      return joinsRowChain(def, g) && llvm::all_of(def->getUses(), [&](OpOperand &use) {
+               auto user = dyn_cast<linalg::LinalgOp>(use.getOwner());
+               return !user || isRowMap(user.getMatchingIndexingMap(&use));
+             });
+    };
+    if ((!isFusibleProducer(def) || isConstantOnly(def, constantOnly)) && !rowProducer())
+      continue;
     if (isLeadingPiece(def) && !isAllParallel(op))
       continue; // pieces only feed element-wise transforms here; anchors get them as arguments
     // Only when the group is the producer's sole consumer (else its result escapes mid-group).
@@ -182,6 +237,69 @@ bool Partitioner::isValid(int64_t g) const {
   return !escaping || llvm::all_of(groups[g], [&](Operation *m) { return !escaping->isBeforeInBlock(m); });
 }
 
+/// Whether group member value `v` is laid out in the group's rows: the seed's results are; so is
+/// the result of a member Linalg op that reads every member value through a row map (identity,
+/// per-row broadcast) and writes through one, and a reshape of such a value (the same elements in
+/// the same order). A transpose of a member (the NHWC -> NCHW transpose after a convolution) is not:
+/// a tile of its rows is a column of the seed's.
+bool Partitioner::rowAligned(Value v, int64_t g, llvm::DenseMap<Value, bool> &memo) const {
+  Operation *def = v.getDefiningOp();
+  if (!def || !inGroup(def, g))
+    return false;
+  if (def == groups[g].front())
+    return true;
+  if (auto it = memo.find(v); it != memo.end())
+    return it->second;
+  memo[v] = false; // (no cycles in SSA; this only guards the recursion)
+  bool result = false;
+  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def)) {
+    result = rowAligned(def->getOperand(0), g, memo);
+  } else if (auto linalgOp = dyn_cast<linalg::LinalgOp>(def); linalgOp && def->getNumRegions() > 0) {
+    result = llvm::all_of(def->getResults(), [&](OpResult r) {
+      return isRowMap(linalgOp.getIndexingMapMatchingResult(r));
+    });
+    for (OpOperand &o : def->getOpOperands()) {
+      Operation *src = o.get().getDefiningOp();
+      if (result && src && inGroup(src, g))
+        result = isRowMap(linalgOp.getMatchingIndexingMap(&o)) && rowAligned(o.get(), g, memo);
+    }
+  }
+  memo[v] = result;
+  return result;
+}
+
+/// A row reduction over the group's rows (`row-chains`): reads every group member value through a
+/// row map, each laid out in the group's rows, and its loop ranges are the shape of such a member
+/// value (it reduces the trailing dims of a tensor the group computes: softmax's sum of exp) or
+/// the loop ranges of a member row reduction with as many reduction loops (it reduces the same
+/// rows again: a layer norm's variance next to its mean).
+bool Partitioner::joinsRowChain(Operation *op, int64_t g) const {
+  if (!rowChains || op->getBlock() != block || op == groups[g].front() || !isRowReduction(op))
+    return false;
+  auto linalgOp = cast<linalg::LinalgOp>(op);
+  llvm::DenseMap<Value, bool> memo;
+  for (OpOperand &o : op->getOpOperands()) {
+    Operation *src = o.get().getDefiningOp();
+    if (src && inGroup(src, g) && !(isRowMap(linalgOp.getMatchingIndexingMap(&o)) && rowAligned(o.get(), g, memo)))
+      return false;
+  }
+  SmallVector<int64_t> ranges = linalgOp.getStaticLoopRanges();
+  unsigned reductions = linalgOp.getNumReductionLoops();
+  for (Operation *m : groups[g]) {
+    if (m == op)
+      continue; // (checked again once it is a member: its own rows are no witness)
+    for (Value r : m->getResults()) {
+      auto type = dyn_cast<RankedTensorType>(r.getType());
+      if (type && type.hasStaticShape() && type.getShape() == ArrayRef(ranges) && rowAligned(r, g, memo))
+        return true;
+    }
+    if (isRowReduction(m) && cast<linalg::LinalgOp>(m).getStaticLoopRanges() == ranges &&
+        cast<linalg::LinalgOp>(m).getNumReductionLoops() == reductions && rowAligned(m->getResult(0), g, memo))
+      return true;
+  }
+  return false;
+}
+
 void Partitioner::addConsumers(int64_t g) {
   size_t valid = groups[g].size();
   while (groups[g].size() < kMaxGroupOps) {
@@ -190,10 +308,17 @@ void Partitioner::addConsumers(int64_t g) {
       for (Operation *u : m->getUsers())
         if (!inGroup(u, g))
           outside.insert(u);
+    SmallVector<Operation *> rowReductions; // taken in by the row-chains rule
     bool fusible = !outside.empty() && llvm::all_of(outside, [&](Operation *u) {
-      return u->getBlock() == block && !groupOf.count(u) &&
-             ((isAllParallel(u) && !isa<linalg::FillOp>(u)) || isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(u) ||
-              isSliceStore(u) || isCrop(u));
+      if (u->getBlock() != block || groupOf.count(u))
+        return false;
+      if ((isAllParallel(u) && !isa<linalg::FillOp>(u)) || isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(u) ||
+          isSliceStore(u) || isCrop(u))
+        return true;
+      if (!joinsRowChain(u, g))
+        return false;
+      rowReductions.push_back(u);
+      return true;
     });
     if (!fusible)
       break;
@@ -204,6 +329,10 @@ void Partitioner::addConsumers(int64_t g) {
       // The new member's other operands may be produced by fusible ops used only here.
       addProducers(u, g);
     }
+    // A row reduction may read an op that joined with it in this round (checked as coming from
+    // outside then): its rows must still be the group's now.
+    if (!llvm::all_of(rowReductions, [&](Operation *u) { return joinsRowChain(u, g); }))
+      break;
     if (isValid(g))
       valid = groups[g].size();
   }
@@ -370,7 +499,7 @@ struct PartitionPass : public mlir::ansor::impl::PartitionBase<PartitionPass> {
       if (f.isPublic() && !f.isExternal())
         funcs.push_back(f);
     for (func::FuncOp f : funcs)
-      if (failed(Partitioner(f, maxInlineElements).run(symbols)))
+      if (failed(Partitioner(f, maxInlineElements, rowChains).run(symbols)))
         return signalPassFailure();
   }
 };

@@ -214,6 +214,31 @@ def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
       in which exactly one member -- the last in block order -- has uses outside the group. So a
       chain (bias, batch-norm, relu) joins, and so does a DAG that reconverges (GELU's
       `x * 0.5 * (1 + erf(x / sqrt 2))` uses `x` twice);
+    * with `row-chains` (the default), a **row reduction over the same rows** joins like an
+      element-wise consumer (other operands from anywhere), and like an element-wise producer when
+      every use is in the group: a Linalg reduction with static loop ranges, its reduction loops
+      the trailing ones, its results indexed by the leading (row) loops in order, and an input
+      indexed by the identity (it reads whole rows), such that
+      - every operand it takes from the group is read through a *row map* (its dims are the
+        leading loops in order, constants allowed: the identity, a per-row value `(d0, d1)` or
+        keepdim `(d0, d1, 0)` broadcast along the row) and is *row-aligned*: a result of the seed,
+        of a reshape of a row-aligned value, or of a member Linalg op reading every member value
+        through a row map and writing through one (not of a transpose);
+      - its loop ranges are the shape of a row-aligned member value (softmax's sum of `exp(x -
+        max)` over a matmul's output rows) or the loop ranges of a member row reduction with as
+        many reduction loops (a layer norm's variance next to its mean).
+      So softmax, log-softmax, LayerNorm, RMSNorm, attention scores + softmax (a matmul or
+      batch-matmul anchor, then the row reductions of its output) are one group each, scheduled
+      as one task (the CPU reduction-chain sketch fuses its rows). The rule does not look at the
+      anchor's kind: a convolution's NHWC output `[n,h,w,c]` reduced over its trailing dims by the
+      identity (a LayerNorm over channels, a GroupNorm over a reshape `[n,h,w,G,c/G]`) joins the
+      convolution's group like a softmax joins a matmul's -- a tile of the reduction's rows is a
+      tile of the convolution's. A global average pool after a channels-first model's convolution
+      (ResNet's) does not: it reduces `h, w` of the transpose back to NCHW of the NHWC
+      convolution, whose rows are columns of the convolution's output (a convolution left NCHW
+      would take it: `h, w` are then its own trailing dims); nor does a pooling op (windowed
+      input maps), nor a reduction whose loop ranges match no member. `row-chains=false` keeps
+      such chains in separate groups (an ablation: `ansor tune --split`);
     * all-parallel Linalg ops left over start groups of their own (same producer/consumer rules;
       those reading windows or pieces first, so that the views and the pad join their consumer),
       except ops computing only from constants (batch-norm parameters folded at run time): they
@@ -252,7 +277,10 @@ def Partition : Pass<"ansor-partition", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"maxInlineElements", "max-inline-elements", "int64_t", /*default=*/"64",
-           "Tensor constants with at most this many elements are cloned into the task function">
+           "Tensor constants with at most this many elements are cloned into the task function">,
+    Option<"rowChains", "row-chains", "bool", /*default=*/"true",
+           "Row reductions over a group's rows join it (softmax, layer norm: one task); false splits "
+           "such chains at each reduction (the old partitioning, an ablation)">
   ];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }

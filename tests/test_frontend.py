@@ -197,8 +197,10 @@ def test_import_torch_bool_masks_widened() -> None:
 @needs_torch_mlir
 def test_attention_block_partitions_with_i8_tasks() -> None:
     """`nn.MultiheadAttention` exports scaled dot-product attention with a guard for fully masked
-    rows (an i8 mask reduced per row): the partitioned model has tasks taking or returning i8
-    tensors, and the whole model, untuned, equals PyTorch."""
+    rows (an i8 mask reduced per row): split at each reduction (`split=True`), the partitioned
+    model has tasks taking or returning i8 tensors; by default the mask's row reduction joins the
+    scores + softmax task and the i8 tensors stay inside it. Either way the whole model, untuned,
+    equals PyTorch."""
     torch = pytest.importorskip("torch")
     from ansor.compile import compile_network
     from ansor.frontend.models import vit_block
@@ -207,10 +209,12 @@ def test_attention_block_partitions_with_i8_tasks() -> None:
     model = vit_block(dim=16, heads=2, mlp=32)
     x = torch.randn(1, 7, 16, generator=torch.Generator().manual_seed(2))
     text = frontend.import_torch(model, (x,))
-    net = extract_tasks(text)
-    assert any(s.dtype == "i8" for t in net.tasks for s in t.inputs + t.outputs)
-    out = compile_network(net)(x.numpy())
-    np.testing.assert_allclose(out, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+    net, split = extract_tasks(text), extract_tasks(text, split=True)
+    assert any(s.dtype == "i8" for t in split.tasks for s in t.inputs + t.outputs)
+    assert len(net.tasks) < len(split.tasks)
+    for n in (net, split):
+        out = compile_network(n)(x.numpy())
+        np.testing.assert_allclose(out, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
 
 
 @needs_torch_mlir

@@ -46,10 +46,95 @@ def test_single_op_is_one_task_with_the_same_hash() -> None:
     assert net.tasks[0].flops == ansor.create_task(text).flops
 
 
-def test_tbs_subgraph_splits_at_reductions() -> None:
-    net = extract_tasks(workloads.get("tbs-1x16x2x8"))
-    assert len(net.tasks) >= 2  # the batch matmul and the softmax reductions are separate anchors
-    assert net.flops == ansor.create_task(workloads.get("tbs-1x16x2x8")).flops
+def test_tbs_subgraph_is_one_task_and_splits_at_reductions_with_split() -> None:
+    text = workloads.get("tbs-1x16x2x8")
+    net = extract_tasks(text)
+    assert len(net.tasks) == 1  # the batch matmul anchors the softmax over its output rows
+    assert net.tasks[0].name.startswith("generic#")
+    split = extract_tasks(text, split=True)
+    assert len(split.tasks) >= 2  # the batch matmul and the softmax reductions are separate anchors
+    assert net.flops == split.flops == ansor.create_task(text).flops
+    x = np.random.default_rng(0).standard_normal((2, 1, 16, 2, 8)).astype(np.float32)
+    np.testing.assert_allclose(compile_network(net)(x[0], x[1]), compile_network(split)(x[0], x[1]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["softmax-128x1000", "lngelu-64x768"])
+def test_row_chains_are_one_task_unless_split(name: str) -> None:
+    """A chain of row reductions and element-wise ops over the same rows (softmax, LayerNorm) is
+    one task; `split=True` keeps the old partitioning, a task per reduction."""
+    assert len(extract_tasks(workloads.get(name)).tasks) == 1
+    assert len(extract_tasks(workloads.get(name), split=True).tasks) >= 2
+
+
+def test_attention_scores_and_softmax_are_one_task() -> None:
+    net = extract_tasks(workloads.get("tbs-1x128x12x64"))
+    assert len(net.tasks) == 1 and len(net.calls) == 1
+
+
+def test_matmul_bias_relu_is_still_one_task() -> None:
+    text = """
+#id = affine_map<(i, j) -> (i, j)>
+#col = affine_map<(i, j) -> (j)>
+func.func @mm_bias_relu(%a: tensor<8x4xf32>, %b: tensor<4x2xf32>, %bias: tensor<2xf32>) -> tensor<8x2xf32> {
+  %cst = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x2xf32>
+  %z = linalg.fill ins(%cst : f32) outs(%e : tensor<8x2xf32>) -> tensor<8x2xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<8x4xf32>, tensor<4x2xf32>) outs(%z : tensor<8x2xf32>) -> tensor<8x2xf32>
+  %r = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m, %bias : tensor<8x2xf32>, tensor<2xf32>) outs(%e : tensor<8x2xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    %t = arith.maximumf %s, %cst : f32
+    linalg.yield %t : f32
+  } -> tensor<8x2xf32>
+  return %r : tensor<8x2xf32>
+}
+"""
+    for split in (False, True):
+        net = extract_tasks(text, split=split)
+        assert len(net.tasks) == 1 and net.tasks[0].name.startswith("matmul#")
+
+
+def test_conv_then_global_average_pool_stays_two_tasks() -> None:
+    """ResNet's tail: a channels-first convolution (run channels-last, transposed back) + relu,
+    then the global average pool over h, w of the NCHW tensor. The pool reduces other rows than the
+    convolution's output (its rows are columns of the NHWC result): not a row chain."""
+    text = """
+#nchw = affine_map<(n, c, h, w) -> (n, c, h, w)>
+#plane = affine_map<(n, c, h, w) -> (n, c, 0, 0)>
+func.func @conv_gap(%x: tensor<1x3x9x9xf32>, %w: tensor<8x3x3x3xf32>) -> tensor<1x8x1x1xf32> {
+  %zero = arith.constant 0.0 : f32
+  %inv = arith.constant 0.0204081628 : f32
+  %e = tensor.empty() : tensor<1x8x7x7xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x8x7x7xf32>) -> tensor<1x8x7x7xf32>
+  %c = linalg.conv_2d_nchw_fchw {strides = dense<1> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
+      ins(%x, %w : tensor<1x3x9x9xf32>, tensor<8x3x3x3xf32>) outs(%z : tensor<1x8x7x7xf32>) -> tensor<1x8x7x7xf32>
+  %r = linalg.generic {indexing_maps = [#nchw, #nchw], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%c : tensor<1x8x7x7xf32>) outs(%e : tensor<1x8x7x7xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x8x7x7xf32>
+  %e1 = tensor.empty() : tensor<1x8x1x1xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x8x1x1xf32>) -> tensor<1x8x1x1xf32>
+  %s = linalg.generic {indexing_maps = [#nchw, #plane], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%r : tensor<1x8x7x7xf32>) outs(%f : tensor<1x8x1x1xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = arith.addf %a, %o : f32
+    linalg.yield %t : f32
+  } -> tensor<1x8x1x1xf32>
+  %mean = linalg.generic {indexing_maps = [#nchw, #nchw], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%s : tensor<1x8x1x1xf32>) outs(%e1 : tensor<1x8x1x1xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %d = arith.mulf %a, %inv : f32
+    linalg.yield %d : f32
+  } -> tensor<1x8x1x1xf32>
+  return %mean : tensor<1x8x1x1xf32>
+}
+"""
+    net = extract_tasks(text)
+    assert sorted(t.name.split("#")[0] for t in net.tasks) == ["conv_2d_nhwc_hwcf", "generic"]
+    assert len(extract_tasks(text, split=True).tasks) == 2
 
 
 def test_compiled_network_matches_numpy() -> None:

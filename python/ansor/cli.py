@@ -1,8 +1,8 @@
 """The `ansor` command line.
 
-    ansor tune FILE.mlir | --workload NAME  --trials N --log LOG.jsonl [--seed S] [--strategy gradient|round-robin]
-    ansor tasks FILE.mlir | --workload NAME
-    ansor bench FILE.mlir | --workload NAME --log LOG.jsonl
+    ansor tune FILE.mlir | --workload NAME  --trials N --log LOG.jsonl [--seed S] [--strategy gradient|round-robin] [--split]
+    ansor tasks FILE.mlir | --workload NAME [--split]
+    ansor bench FILE.mlir | --workload NAME --log LOG.jsonl [--split]
     ansor workloads [--emit NAME]
     ansor sketches FILE.mlir | --workload NAME [--schedule-seed S]
     ansor import model.py:make_model --input-shape 1x3x224x224 -o model.mlir [--elide-weights]
@@ -59,7 +59,8 @@ def _network(args: argparse.Namespace, log: str | None = None):
     text, name = _source(args)
     return extract_for_log(text if getattr(args, "workload", None) else Path(args.file), log,
                            winograd=getattr(args, "winograd", None), func=args.func, target=args.target,
-                           name=Path(name).stem if not args.workload else name)
+                           name=Path(name).stem if not args.workload else name,
+                           split=getattr(args, "split", False))
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -328,6 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="count", default=1, help="more output (-vv: every failure)")
     sub = p.add_subparsers(dest="cmd", required=True)
 
+    def split_arg(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--split", action="store_true",
+                        help="keep row-wise reduction chains in separate tasks (the old partitioning; an ablation)")
+
     def source_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("file", nargs="?", help="a .mlir file with one public func.func on tensors")
         sp.add_argument("--workload", help="a built-in workload instead of FILE (see `ansor workloads`)")
@@ -373,18 +378,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="for a model: how the trials are spread over its tasks (default gradient, Ansor's)")
     t.add_argument("--one-task", action="store_true",
                    help="tune the whole function as one task (a fused subgraph) instead of partitioning it")
+    split_arg(t)
     t.add_argument("--early-stopping", type=int, default=None,
                    help="for a model: stop when the estimated latency has not improved for this many trials")
     t.set_defaults(fn=cmd_tune)
 
     ts = sub.add_parser("tasks", help="partition a model into tasks and print them (task, shapes, GFLOP, weight)")
     source_args(ts)
+    split_arg(ts)
     ts.set_defaults(fn=cmd_tasks)
 
     b = sub.add_parser("bench", help="time the best logged schedule against the naive loops (untransformed program) and numpy")
     source_args(b)
     b.add_argument("--log", help="the tuning log")
     b.add_argument("--number", type=int, default=10, help="calls per timing (default 10)")
+    split_arg(b)
     b.set_defaults(fn=cmd_bench)
 
     w = sub.add_parser("workloads", help="list built-in workloads, or print one as MLIR")

@@ -160,13 +160,16 @@ def compile(
     func: str | None = None,
     threads: int | None = None,
     winograd: int | None = None,
+    split: bool = False,
 ) -> CompiledFunction | CompiledNetwork:
     """Compile `source` (a .mlir path, MLIR text or module) with the best schedules in `log`.
 
     A function made of one fusion group, or one the log tuned as a whole (`ansor tune
     --one-task`), is one task (`CompiledFunction`); a model with several groups is partitioned
     into tasks and compiled as a whole (`CompiledNetwork`), each task with its own best record.
-    `winograd`: as in `extract_tasks`; None (default): as the log was tuned (`extract_for_log`)."""
+    `winograd`: as in `extract_tasks`; None (default): as the log was tuned (`extract_for_log`).
+    `split`: as in `extract_tasks` (row-wise reduction chains in separate tasks; for a log tuned
+    with `ansor tune --split`)."""
     if not get_target(target).supports_compile:
         ok = ", ".join(n for n in target_names() if get_target(n).supports_compile)
         raise ValueError(f"ansor.compile: target '{target}' is not supported yet (supported: {ok})")
@@ -176,7 +179,8 @@ def compile(
         warn_if_mixed(records, log)
     record = _best(records, task, target, log) if log is not None else None
     if record is None or winograd:  # (a record of the whole function: the log tuned it as it is)
-        net = extract_for_log(source, log, func=func, target=target, winograd=winograd, records=records)
+        net = extract_for_log(source, log, func=func, target=target, winograd=winograd, records=records,
+                              split=split)
         if len(net.calls) > 1 or net.tasks[0].hash != task.hash:  # several tasks, or one rewritten
             return compile_network(net, log, threads=threads, records=records)
     if log is not None and record is None:

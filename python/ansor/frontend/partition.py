@@ -76,7 +76,8 @@ _CHANNELS_FIRST = ("linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_ch
 
 
 def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, target: str = "cpu",
-                  name: str | None = None, layout: str = "nhwc", winograd: int | None = None) -> Network:
+                  name: str | None = None, layout: str = "nhwc", winograd: int | None = None,
+                  split: bool = False) -> Network:
     """Partition the model function in `source` into tasks (see the module docstring).
 
     `layout="nhwc"` (default) first rewrites channels-first 2-D convolutions (depthwise too) and pooling as
@@ -91,7 +92,13 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
     stride-1 convolutions with constant weights and >= 16 channels by Winograd's F(t x t, 3 x 3),
     t <= m (`winograd.rewrite`): each becomes
     three tasks, an input transform, a batched matmul and an output transform. A log tuned with one
-    setting only matches tasks extracted with the same one (`compile.extract_for_log` picks it)."""
+    setting only matches tasks extracted with the same one (`compile.extract_for_log` picks it).
+
+    A chain of row reductions and element-wise ops over the same rows (softmax, LayerNorm, attention
+    scores + softmax) is one task (`ansor-partition`'s `row-chains`, scheduled by the reduction-chain
+    sketch); `split=True` keeps each reduction in a task of its own (the old partitioning, an
+    ablation: `ansor tune --split`). A log tuned with one setting only matches tasks extracted
+    with the same one."""
     if winograd is None:
         winograd = get_target(target).default_winograd
     if layout not in ("nhwc", "keep"):
@@ -123,7 +130,8 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
 
                 if rewrite(module, lambda v: constant_array(v, text, arrays), m=winograd):
                     passmanager.PassManager.parse("builtin.module(inline,symbol-dce)").run(module.operation)
-            passmanager.PassManager.parse("builtin.module(canonicalize,ansor-partition,symbol-dce)").run(
+            partition = "ansor-partition{row-chains=false}" if split else "ansor-partition"
+            passmanager.PassManager.parse(f"builtin.module(canonicalize,{partition},symbol-dce)").run(
                 module.operation)
         except ir.MLIRError as exc:
             diags = getattr(exc, "error_diagnostics", None) or []
