@@ -267,3 +267,16 @@ func.func @dw(%x: tensor<1x6x9x9xf32>) -> tensor<1x6x4x4xf32> {{
     assert {t.name.split("#")[0] for t in kept.tasks} == {"depthwise_conv_2d_nchw_chw"}
     for n in (net, kept):
         np.testing.assert_allclose(compile_network(n)(x), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_row_chains_default_follows_the_target() -> None:
+    """On the CPU a softmax is one task; on CUDA (whose rules do not schedule fused chains with an
+    anchor yet) the default keeps today's split; `split` overrides both ways."""
+    from ansor.frontend import workloads
+    from ansor.frontend.partition import extract_tasks
+
+    src = workloads.get("softmax-64x100")
+    assert len(extract_tasks(src).tasks) == 1
+    assert len(extract_tasks(src, target="cuda").tasks) == 2
+    assert len(extract_tasks(src, target="cuda", split=False).tasks) == 1
+    assert len(extract_tasks(src, split=True).tasks) == 2

@@ -60,7 +60,7 @@ def _network(args: argparse.Namespace, log: str | None = None):
     return extract_for_log(text if getattr(args, "workload", None) else Path(args.file), log,
                            winograd=getattr(args, "winograd", None), func=args.func, target=args.target,
                            name=Path(name).stem if not args.workload else name,
-                           split=getattr(args, "split", False))
+                           split=getattr(args, "split", None))
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -330,8 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def split_arg(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--split", action="store_true",
-                        help="keep row-wise reduction chains in separate tasks (the old partitioning; an ablation)")
+        sp.add_argument("--split", action="store_true", default=None,
+                        help="keep row-wise reduction chains in separate tasks (the old partitioning; an ablation; "
+                             "the default on targets whose rules cannot schedule them fused yet: cuda)")
 
     def source_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("file", nargs="?", help="a .mlir file with one public func.func on tensors")

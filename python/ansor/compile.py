@@ -160,7 +160,7 @@ def compile(
     func: str | None = None,
     threads: int | None = None,
     winograd: int | None = None,
-    split: bool = False,
+    split: bool | None = None,
 ) -> CompiledFunction | CompiledNetwork:
     """Compile `source` (a .mlir path, MLIR text or module) with the best schedules in `log`.
 
@@ -169,7 +169,7 @@ def compile(
     into tasks and compiled as a whole (`CompiledNetwork`), each task with its own best record.
     `winograd`: as in `extract_tasks`; None (default): as the log was tuned (`extract_for_log`).
     `split`: as in `extract_tasks` (row-wise reduction chains in separate tasks; for a log tuned
-    with `ansor tune --split`)."""
+    with `ansor tune --split`; None: the target's default)."""
     if not get_target(target).supports_compile:
         ok = ", ".join(n for n in target_names() if get_target(n).supports_compile)
         raise ValueError(f"ansor.compile: target '{target}' is not supported yet (supported: {ok})")

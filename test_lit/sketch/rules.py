@@ -168,12 +168,13 @@ print(chain.script())
 # CHECK: %[[MAX:.+]] = transform.structured.match attributes{ansor.op = 1 : i64}
 # CHECK: transform.structured.fuse_into_containing_op %[[MAX]] into %[[F3]]
 # CHECK: tile_sizes [1, {op5.d1.t1}]
-# CHECK: tile_sizes [0, {op4.d1.t1}]
+# each row reduction: one row, then a vector of partials across the row (rfactor in the chain)
 # CHECK: tile_sizes [1, 0]
+# CHECK: tile_reduction_using_for %{{.+}} by tile_sizes = [0, {op4.d1.t1}]
 # CHECK: tile_sizes [1, {op2.d1.t1}]
-# CHECK: tile_sizes [0, {op1.d1.t1}]
 # CHECK: tile_sizes [1, 0]
-# CHECK-COUNT-4: transform.structured.vectorize %v
+# CHECK: tile_reduction_using_for %{{.+}} by tile_sizes = [0, {op1.d1.t1}]
+# CHECK-COUNT-8: transform.structured.vectorize %v
 
 task = ansor.create_task(workloads.matmul(64, 32, 16))
 packed = generate_sketches(task)[1]

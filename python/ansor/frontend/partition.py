@@ -77,7 +77,7 @@ _CHANNELS_FIRST = ("linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_ch
 
 def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, target: str = "cpu",
                   name: str | None = None, layout: str = "nhwc", winograd: int | None = None,
-                  split: bool = False) -> Network:
+                  split: bool | None = None) -> Network:
     """Partition the model function in `source` into tasks (see the module docstring).
 
     `layout="nhwc"` (default) first rewrites channels-first 2-D convolutions (depthwise too) and pooling as
@@ -97,8 +97,10 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
     A chain of row reductions and element-wise ops over the same rows (softmax, LayerNorm, attention
     scores + softmax) is one task (`ansor-partition`'s `row-chains`, scheduled by the reduction-chain
     sketch); `split=True` keeps each reduction in a task of its own (the old partitioning, an
-    ablation: `ansor tune --split`). A log tuned with one setting only matches tasks extracted
-    with the same one."""
+    ablation: `ansor tune --split`); None: the target's default (`Target.row_chains`: on for the
+    CPU, off for CUDA). A log tuned with one setting only matches tasks extracted with the same one."""
+    if split is None:
+        split = not get_target(target).row_chains
     if winograd is None:
         winograd = get_target(target).default_winograd
     if layout not in ("nhwc", "keep"):

@@ -64,6 +64,9 @@ class Target(abc.ABC):
     #: ~5x the bytes of a direct convolution and run memory-bound inside the model); on the AVX2
     #: host before it, 1.41x faster (docs/models.md, "Winograd convolutions").
     default_winograd: int = 0
+    #: `extract_tasks(split=...)` default: whether row-wise reduction chains (softmax, LayerNorm,
+    #: attention scores + softmax) join their group (`ansor-partition`'s `row-chains`).
+    row_chains: bool = True
     #: whether `ansor.compile` can build whole programs for it
     supports_compile: bool = False
 

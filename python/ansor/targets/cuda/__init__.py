@@ -28,6 +28,10 @@ class CudaTarget(Target):
     worker_memory_mb = 0
     baseline_name = "default GPU schedule"
     supports_compile = False
+    #: Off until the GPU rules schedule a fused chain with an anchor: BERT's matmul + LayerNorm
+    #: would get only the one-row-per-block reduction sketch, its attention task only the default
+    #: schedule (the CPU's `reduction_chain` sketch has no GPU counterpart for those yet).
+    row_chains = False
 
     def generate_sketches(self, task: SearchTask) -> list[Sketch]:
         from ansor.targets.cuda.rules import generate_gpu_sketches
