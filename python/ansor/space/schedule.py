@@ -94,3 +94,14 @@ def validate(sketch: Sketch, values: Mapping[str, int]) -> str | None:
 def sample(sketch: Sketch, rng: random.Random) -> Schedule:
     """A random valid annotation of `sketch`."""
     return sketch.sample(rng)
+
+
+def rejection_sample(sketch: Sketch, rng: random.Random, *, max_tries: int = 4000) -> Schedule:
+    """A uniformly drawn valid annotation of a sketch whose knobs are independent choices checked
+    by `sketch.validate` (every value of every knob drawn uniformly, invalid draws rejected).
+    Raises `SamplingError` after `max_tries` invalid draws."""
+    for _ in range(max_tries):
+        values = {k.name: rng.choice(k.options) for k in sketch.knobs}
+        if sketch.validate(values) is None:
+            return Schedule.of(sketch.name, values)
+    raise SamplingError(f"sketch {sketch.name}: no valid annotation found in {max_tries} tries")

@@ -32,7 +32,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ansor.space.schedule import SamplingError, Schedule
+from ansor.space.schedule import Schedule, rejection_sample
 from ansor.space.script import ANY, PARAM, ScriptBuilder, ssa
 from ansor.space.sketch import Knob, Sketch
 
@@ -215,11 +215,7 @@ class TcSketch(Sketch):
                                           if self.problem.knob(k) in values})
 
     def sample(self, rng: random.Random, *, max_tries: int = 4000) -> Schedule:
-        for _ in range(max_tries):
-            values = {k.name: rng.choice(k.options) for k in self.knobs}
-            if self.validate(values) is None:
-                return Schedule.of(self.name, values)
-        raise SamplingError(f"sketch {self.name}: no valid tensor-core annotation in {max_tries} tries")
+        return rejection_sample(self, rng, max_tries=max_tries)
 
     def __hash__(self) -> int:
         return hash((self.name, self.rules, self.problem))
