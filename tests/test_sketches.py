@@ -394,3 +394,12 @@ def test_chain_reductions_accumulate_partial_vectors(name: str) -> None:
     want = compile_task(task, None).run(ins)[0]
     got = compile_task(task, script).run(ins)[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_chain_sketch_asks_for_a_share_of_untrained_batches() -> None:
+    from ansor.frontend import workloads
+
+    sks = generate_sketches(ansor.create_task(workloads.get("softmax-64x100")))
+    shares = {s.rule: s.untrained_share for s in sks}
+    assert any(v == 0.5 for r, v in shares.items() if "reduction_chain" in r)
+    assert all(v == 0.0 for r, v in shares.items() if "reduction_chain" not in r)

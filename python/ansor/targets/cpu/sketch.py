@@ -127,6 +127,13 @@ class CpuSketch(Sketch):
     def unroll_knobs(self) -> tuple[str, ...]:
         return tuple(st.unroll_knob for st in self.stages)
 
+    @property
+    def untrained_share(self) -> float:
+        # A fused reduction chain has a few hundred annotations next to its unfused twin's
+        # thousands: without a share, random scores gave it 1 of 31 trials on a log-softmax
+        # (results/rowwise.json before this), although it is the fastest structure for row chains.
+        return 0.5 if any(st.kind == "chain" for st in self.stages) else 0.0
+
     def innermost_limit(self, split: LoopSplit) -> int:
         return innermost_limit(split)
 
