@@ -600,6 +600,10 @@ def torch_cuda_fn(name: str, inputs: list, dev: str):
         if etype:  # cuBLAS with f32 output (the task's result type), as tensor cores accumulate
             return (lambda: torch.mm(a, b, out_dtype=torch.float32)), (lambda y: y.cpu().numpy())
         return (lambda: a @ b), (lambda y: y.cpu().numpy())
+    if fam == "mmgelu":  # PyTorch eager: cuBLAS addmm (bias in its epilogue) + a GELU kernel
+        a, b, bias = t
+        like = inputs[0].dtype
+        return (lambda: F.gelu(torch.addmm(bias, a, b))), (lambda y: y.float().cpu().numpy().astype(like))
     if fam == "c2d":
         s, p = v[6], v[7]
         x, w = t

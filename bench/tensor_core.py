@@ -9,9 +9,12 @@ logged program, check it against PyTorch's f32-output result with the tuner's cr
 `--rounds` alternating rounds
 - ours: the native loop the tuner uses (launch + host TMA-descriptor set-up + kernel + synchronize per call),
 - ours and cuBLAS kernel-only: CUPTI kernel durations (`torch.profiler`), the apples-to-apples figure,
-- cuBLAS through `torch.mm(a, b, out_dtype=torch.float32)` (f16/bf16 in, f32 out: the task) and through
-  `a @ b` (f16/bf16 out, cuBLAS's headline kernel), CUDA events over back-to-back calls.
-Prints medians, TFLOP/s, the ratio to cuBLAS and the share of the card's dense f16 peak.
+- the PyTorch baseline of the workload (`bench.common.torch_cuda_fn`), CUDA events over back-to-back
+  calls and CUPTI (the sum of its kernels): a matmul -> cuBLAS through `torch.mm(a, b,
+  out_dtype=torch.float32)` (f16/bf16 in, f32 out: the task; `a @ b`, f16/bf16 out, cuBLAS's headline
+  kernel, is printed too); `mmgelu` -> PyTorch eager `F.gelu(torch.addmm(bias, a, b))` (cuBLAS with
+  the bias in its epilogue + a GELU kernel), against our one fused kernel.
+Prints medians, TFLOP/s, the ratio to the baseline and the share of the card's dense f16 peak.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ import time
 from pathlib import Path
 
 DEFAULT = "matmul-4096-f16,matmul-4096x11008x4096-f16,matmul-1024-f16,matmul-2048x512x8192-f16"
+#: What `torch_cuda_fn` runs for each workload family (the baseline column).
+BASELINE = {"matmul": "cuBLAS torch.mm(out_dtype=float32), kernel time",
+            "mmgelu": "PyTorch eager F.gelu(torch.addmm(bias, a, b)), sum of its kernels"}
 #: Dense f16/bf16 tensor-core peak (TFLOP/s, no sparsity) by card name fragment.
 PEAK_TFLOPS = {"H200": 989.0, "H100 SXM": 989.0, "H100 80GB HBM3": 989.0, "H100 PCIe": 756.0, "H100": 989.0}
 
@@ -165,28 +171,30 @@ def main() -> None:
         sketch = next(sk for sk in generate_sketches(task) if sk.name == best.schedule.sketch)
         kernel = compile_task_cuda(task, sketch.script(best.schedule.values()))
         inputs = make_inputs(task)
-        a, b = (torch_tensor(x, "cuda") for x in inputs)
-        run_f32, to_np = torch_cuda_fn(name, inputs, "cuda")
-        ref = to_np(run_f32())
+        run_base, to_np = torch_cuda_fn(name, inputs, "cuda")
+        ref = to_np(run_base())
         bad = check_task_outputs(task, kernel.run(inputs), [ref])
         row.update(best_sketch=best.schedule.sketch, best_knobs=best.schedule.values(), logged_s=best.latency,
                    verified_vs_torch=bad is None, mismatch=bad)
         number = max(3, int(0.2 / max(best.latency, 1e-6)))
-        run_half = (lambda: a @ b)
-        raw: dict[str, list[float]] = {k: [] for k in ("ours_s", "ours_kernel_s", "cublas_f32out_s",
-                                                       "cublas_f32out_kernel_s", "cublas_half_s")}
-        def is_cublas(key: str) -> bool:
-            return any(w in key.lower() for w in ("gemm", "cutlass", "sm90_xmma", "cublas", "nvjet"))
+        run_half = None
+        if name.startswith("matmul-"):
+            a, b = (torch_tensor(x, "cuda") for x in inputs)
+            run_half = (lambda: a @ b)
+        row["baseline"] = BASELINE.get(name.split("-")[0], "PyTorch")
+        raw: dict[str, list[float]] = {k: [] for k in ("ours_s", "ours_kernel_s", "base_s", "base_kernel_s",
+                                                       "cublas_half_s")}
 
-        def not_cublas(key: str) -> bool:
-            return not is_cublas(key) and not any(w in key.lower() for w in ("memcpy", "memset"))
+        def is_kernel(key: str) -> bool:  # every kernel of the call (ours: one; PyTorch's: all of them)
+            return not any(w in key.lower() for w in ("memcpy", "memset"))
 
         for _ in range(args.rounds):  # alternating rounds
             raw["ours_s"].append(min(kernel.time(inputs, number) / number for _ in range(3)))
-            raw["ours_kernel_s"].append(cupti_us(lambda: kernel.time(inputs, 1), 20, not_cublas) * 1e-6)
-            raw["cublas_f32out_s"].append(time_torch_cuda(run_f32)[0])
-            raw["cublas_f32out_kernel_s"].append(cupti_us(run_f32, 20, is_cublas) * 1e-6)
-            raw["cublas_half_s"].append(time_torch_cuda(run_half)[0])
+            raw["ours_kernel_s"].append(cupti_us(lambda: kernel.time(inputs, 1), 20, is_kernel) * 1e-6)
+            raw["base_s"].append(time_torch_cuda(run_base)[0])
+            raw["base_kernel_s"].append(cupti_us(run_base, 20, is_kernel) * 1e-6)
+            if run_half is not None:
+                raw["cublas_half_s"].append(time_torch_cuda(run_half)[0])
         med = {k: statistics.median(v) for k, v in raw.items() if v}
         row.update(rounds=raw, median=med)
         rows.append(row)
@@ -194,20 +202,21 @@ def main() -> None:
     print()
     print(f"card {card} (dense f16 peak {peak} TFLOP/s); medians of {args.rounds} alternating rounds")
     hdr = (f"{'workload':<28} {'trials':>6} {'sketch':>6} {'ours µs':>8} {'kern µs':>8} {'TFLOP/s':>8} {'%peak':>6} "
-           f"{'cuBLAS f32out µs':>16} {'kern µs':>8} {'cuBLAS f16out µs':>16} {'ours/cuBLAS (kernel)':>21} {'ok':>3}")
+           f"{'baseline µs':>16} {'kern µs':>8} {'cuBLAS f16out µs':>16} {'ours/base (kernel)':>21} {'ok':>3}  baseline")
     print(hdr)
     nan = float("nan")
     for r in rows:
         m = r.get("median", {})
         ours, ok_k = m.get("ours_s"), m.get("ours_kernel_s")
-        cb, cbk, cbh = m.get("cublas_f32out_s"), m.get("cublas_f32out_kernel_s"), m.get("cublas_half_s")
+        cb, cbk, cbh = m.get("base_s"), m.get("base_kernel_s"), m.get("cublas_half_s")
         t = ok_k or ours
         tf = r["gflop"] / t / 1e3 if t else nan
         print(f"{r['workload']:<28} {r['trials']:>6} {r.get('best_sketch', '-'):>6} {ours * 1e6 if ours else nan:>8.1f} "
               f"{ok_k * 1e6 if ok_k else nan:>8.1f} {tf:>8.1f} {100 * tf / peak if peak else nan:>5.1f}% "
               f"{cb * 1e6 if cb else nan:>16.1f} {cbk * 1e6 if cbk else nan:>8.1f} {cbh * 1e6 if cbh else nan:>16.1f} "
-              f"{(cbk / ok_k) if (cbk and ok_k) else nan:>20.3f}x {'yes' if r.get('verified_vs_torch') else 'NO':>3}")
-    print(f"(ours/cuBLAS > 1 means faster than cuBLAS; total {time.perf_counter() - t_start:.0f} s)")
+              f"{(cbk / ok_k) if (cbk and ok_k) else nan:>20.3f}x {'yes' if r.get('verified_vs_torch') else 'NO':>3}  "
+              f"{r.get('baseline', '')}")
+    print(f"(ours/base > 1 means faster than the baseline; total {time.perf_counter() - t_start:.0f} s)")
     if args.json:
         out = {"command": " ".join(["python -m bench.tensor_core", *sys.argv[1:]]), "card": card,
                "peak_tflops": peak, "provenance": provenance("local", target="cuda"), "rows": rows}

@@ -36,8 +36,9 @@ def test_half_matmul_gets_the_tensor_core_sketch_first(mm16: SearchTask) -> None
 
 @pytest.mark.parametrize("name, why", [
     ("matmul-256", "not f16 or bf16"),  # f32 operands
-    ("matmul-96x128x128-f16", "multiple of 64"),
-    ("c2d-1x14x14x64x64x3x1x1", "not f16"),
+    ("matmul-96x100x128-f16", "multiples of 8"),  # TMA: 16-byte row strides
+    ("c2d-1x14x14x64x64x3x1x1", "not one linalg.matmul"),
+    ("mlp-64x256x4", "not one linalg.matmul"),
 ])
 def test_other_tasks_do_not_get_it(name: str, why: str) -> None:
     task = _task(name)
@@ -49,7 +50,8 @@ def test_other_tasks_do_not_get_it(name: str, why: str) -> None:
 def test_validation_names_what_cannot_run(mm16: SearchTask) -> None:
     sk = generate_sketches(mm16)[0]
     assert sk.validate(_values()) is None
-    assert "does not divide" in generate_sketches(_task("matmul-192x128x128-f16"))[0].validate(_values())
+    assert "larger than the 96x128 result" in generate_sketches(_task("matmul-96x128x128-f16"))[0].validate(
+        _values(bm=256, wgm=2, stages=2))
     assert "accumulators per thread" in sk.validate(_values(bm=128, bn=256, wgm=1))
     assert "64 or 128 rows" in sk.validate(_values(bm=64, wgm=2))
     assert "at least 3 stages" in sk.validate(_values(stages=2, wait=1))
@@ -201,3 +203,117 @@ def test_untrained_search_gives_the_small_tensor_core_space_its_share(tmp_path) 
     ansor.tune(task, trials=16, measurer=SyntheticMeasurer(), search="learned", batch_size=16, log_path=log)
     sketches = [r.schedule.sketch for r in load_records(log) if r.schedule.sketch != "skip"]
     assert 6 <= sketches.count("tc0") <= 10 and sketches.count("s0") >= 6
+
+
+# ----------------------------------------------------------------------------------------------
+# Fused epilogues, half-precision results and ragged tiles (the staged store)
+
+_CHAIN = """
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (j)>
+#col = affine_map<(i, j) -> (i)>
+func.func @f(%A: tensor<192x64xbf16>, %B: tensor<64x136xbf16>, %bias: tensor<136xf32>, %s: tensor<192xf32>) -> tensor<192x136xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %two = arith.constant 2.0 : f32
+  %e = tensor.empty() : tensor<192x136xf32>
+  %eh = tensor.empty() : tensor<192x136xbf16>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<192x136xf32>) -> tensor<192x136xf32>
+  %C = linalg.matmul ins(%A, %B : tensor<192x64xbf16>, tensor<64x136xbf16>) outs(%init : tensor<192x136xf32>) -> tensor<192x136xf32>
+  %y = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%C, %bias : tensor<192x136xf32>, tensor<136xf32>) outs(%e : tensor<192x136xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %t = arith.addf %a, %b : f32
+    linalg.yield %t : f32
+  } -> tensor<192x136xf32>
+  %z = linalg.generic {indexing_maps = [#col, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s, %y : tensor<192xf32>, tensor<192x136xf32>) outs(%eh : tensor<192x136xbf16>) {
+  ^bb0(%sc: f32, %a: f32, %o: bf16):
+    %m = arith.mulf %a, %sc : f32
+    %r = arith.maximumf %m, %two : f32
+    %h = arith.truncf %r : f32 to bf16
+    linalg.yield %h : bf16
+  } -> tensor<192x136xbf16>
+  return %z : tensor<192x136xbf16>
+}
+"""
+
+
+def test_matmul_with_an_element_wise_tail_gets_a_fused_epilogue() -> None:
+    from ansor.targets.cuda.tensorcore import EpilogueInput
+
+    p, why = tc_problem_for(_task("mmgelu-256x512x1024-f16"))
+    assert p is not None and "epilogue" in why
+    assert (p.acc, p.out, p.n_args) == ("f32", "f16", 3)
+    assert p.extras == (EpilogueInput(arg=2, dtype="f16", shape=(512,), dims=(1,)),)
+    assert "math.erf" in p.epilogue and "__ansor_epilogue" in p.epilogue
+    # two consumers (bias add, then a per-row scale + clamp + rounding) fuse into one epilogue;
+    # the row operand is read by the row index, the bias by the column index
+    chain = ansor.create_task(_CHAIN, name="chain", target="cuda")
+    p, _ = tc_problem_for(chain)
+    assert p is not None and (p.m, p.n, p.k, p.et, p.out) == (192, 136, 64, "bf16", "bf16")
+    assert sorted((x.arg, x.dims) for x in p.extras) == [(2, (1,)), (3, (0,))]
+    assert p.staged(64, 64) and not tc_problem_for(_task("matmul-256-f16"))[0].staged(128, 128)
+
+
+def test_epilogues_it_cannot_fuse_are_refused() -> None:
+    # an epilogue that reads its iteration index cannot become a scalar function
+    index = _CHAIN.replace("%t = arith.addf %a, %b : f32",
+                           "%i = linalg.index 1 : index\n    %ii = arith.index_cast %i : index to i32\n"
+                           "    %fi = arith.sitofp %ii : i32 to f32\n    %t = arith.addf %a, %fi : f32")
+    p, reason = tc_problem_for(ansor.create_task(index, name="index", target="cuda"))
+    assert p is None and "iteration indices" in reason
+
+
+@pytest.mark.parametrize("name, kw, store", [
+    ("mmgelu-256x512x1024-f16", {}, "st.global.b16"),
+    ("mmgelu-256x512x1024-bf16", {"bm": 128, "bn": 256, "wgm": 2, "stages": 4, "wait": 1, "ws": 1}, "st.global.b16"),
+    ("matmul-200x136x256-f16", {"bm": 64, "bn": 64, "stages": 2}, "st.global.b32"),
+    ("matmul-16x1024x512-f16", {"bm": 64, "bn": 128, "stages": 4}, "st.global.b32"),
+], ids=["gelu-f16", "gelu-bf16-ws", "ragged", "decode"])
+def test_staged_store_ptx(name: str, kw: dict[str, int], store: str) -> None:
+    from ansor.targets.cuda.lowering import emit_ptx
+
+    task = _task(name)
+    sk = generate_sketches(task)[0]
+    assert isinstance(sk, TcSketch) and sk.validate(_values(**kw)) is None
+    ptx = emit_ptx(task, sk.script(_values(**kw)))
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
+    assert store in ptx and ".local" not in ptx
+    assert "call" not in ptx.split(".entry", 1)[1]  # the epilogue is inlined
+    if kw.get("ws"):  # the consumers synchronise among themselves (the producer has left)
+        assert f"bar.sync \t1, {128 * kw['wgm']};" in ptx
+
+
+def test_staged_tile_reuses_the_pipeline_shared_memory() -> None:
+    from ansor.targets.cuda.tensorcore import kernel_text, stage_bytes, staged_tile_bytes
+
+    sk = generate_sketches(_task("mmgelu-512-f16"))[0]
+    v = _values(bm=128, bn=256, wgm=2, stages=2)
+    assert sk.validate(v) is None
+    text = kernel_text(sk.problem, {k: v[f"tc.{k}"] for k in KNOBS}, "f")
+    # two 48 KB stages, then the 128 x (256 + 8) f32 tile over them: the larger of the two
+    assert staged_tile_bytes(128, 256) > 2 * stage_bytes(128, 256)
+    assert f"arith.constant {staged_tile_bytes(128, 256)} : i32" in text
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, kw", [
+    ("mmgelu-256x512x1024-f16", {}),
+    ("mmgelu-256x512x1024-bf16", {"bm": 128, "bn": 256, "wgm": 2, "stages": 4, "wait": 1, "ws": 1}),
+    ("mmgelu-384x256x512-f16", {"bm": 256, "bn": 128, "wgm": 2, "stages": 3, "group": 4}),
+    ("matmul-200x136x264-f16", {"bm": 64, "bn": 64, "stages": 2}),
+    ("matmul-200x136x264-bf16", {"bm": 128, "bn": 128, "wgm": 2, "stages": 3, "ws": 1}),
+    ("matmul-16x1024x512-f16", {"bm": 64, "bn": 128, "stages": 4}),
+], ids=["gelu-f16", "gelu-bf16-ws", "gelu-2wg", "ragged-f16", "ragged-bf16-ws", "decode"])
+def test_staged_store_matches_the_reference(name: str, kw: dict[str, int]) -> None:
+    """Fused epilogues and ragged tiles against the CPU reference, outputs poisoned first."""
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+    from ansor.targets.cuda.lowering import compile_task_cuda
+
+    task = _task(name)
+    sk = generate_sketches(task)[0]
+    kernel = compile_task_cuda(task, sk.script(_values(**kw)))
+    inputs, refs, _ = reference_outputs(task)
+    out = kernel.run(inputs, poisoned(task.outputs))
+    assert check_task_outputs(task, out, refs) is None

@@ -119,6 +119,41 @@ def matmul(m: int, n: int, k: int, dtype: str = "f32", out_dtype: str | None = N
 """
 
 
+def matmul_bias_gelu(m: int, n: int, k: int, dtype: str = "f32") -> str:
+    """Y[m,n] = GELU(A @ B + bias) with the exact (erf) GELU, PyTorch's default: A, B, bias and Y in
+    `dtype`, the matmul accumulating in f32 (what cuBLAS does for half types); the bias add, the
+    activation and the rounding are one element-wise consumer of the matmul."""
+    acc = "f32"
+    ext = (f"    %bx = arith.extf %b : {dtype} to f32\n" if dtype != "f32" else "")
+    bias = "%bx" if dtype != "f32" else "%b"
+    rnd = (f"    %r = arith.truncf %g : f32 to {dtype}\n    linalg.yield %r : {dtype}\n" if dtype != "f32"
+           else "    linalg.yield %g : f32\n")
+    return f"""#id = affine_map<(i, j) -> (i, j)>
+#col = affine_map<(i, j) -> (j)>
+func.func @matmul_bias_gelu(%A: tensor<{m}x{k}x{dtype}>, %B: tensor<{k}x{n}x{dtype}>, %bias: tensor<{n}x{dtype}>) -> tensor<{m}x{n}x{dtype}> {{
+  %zero = arith.constant 0.0 : {acc}
+  %half = arith.constant 0.5 : f32
+  %one = arith.constant 1.0 : f32
+  %rsqrt2 = arith.constant 0.70710678118654752 : f32
+  %acc_e = tensor.empty() : tensor<{m}x{n}x{acc}>
+  %init = linalg.fill ins(%zero : {acc}) outs(%acc_e : tensor<{m}x{n}x{acc}>) -> tensor<{m}x{n}x{acc}>
+  %C = linalg.matmul ins(%A, %B : tensor<{m}x{k}x{dtype}>, tensor<{k}x{n}x{dtype}>) outs(%init : tensor<{m}x{n}x{acc}>) -> tensor<{m}x{n}x{acc}>
+  %e = tensor.empty() : tensor<{m}x{n}x{dtype}>
+  %Y = linalg.generic {{indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}}
+      ins(%C, %bias : tensor<{m}x{n}x{acc}>, tensor<{n}x{dtype}>) outs(%e : tensor<{m}x{n}x{dtype}>) {{
+  ^bb0(%c: f32, %b: {dtype}, %o: {dtype}):
+{ext}    %x = arith.addf %c, {bias} : f32
+    %xs = arith.mulf %x, %rsqrt2 : f32
+    %er = math.erf %xs : f32
+    %e1 = arith.addf %er, %one : f32
+    %hx = arith.mulf %x, %half : f32
+    %g = arith.mulf %hx, %e1 : f32
+{rnd}  }} -> tensor<{m}x{n}x{dtype}>
+  return %Y : tensor<{m}x{n}x{dtype}>
+}}
+"""
+
+
 def batch_matmul(b: int, n: int, m: int, k: int, dtype: str = "f32") -> str:
     """Ansor's GMM: C[b,n,m] = A[b,n,k] @ B[b,k,m]."""
     return f"""func.func @batch_matmul(%A: tensor<{b}x{n}x{k}x{dtype}>, %B: tensor<{b}x{k}x{m}x{dtype}>) -> tensor<{b}x{n}x{m}x{dtype}> {{
@@ -718,6 +753,8 @@ _FAMILIES: dict[str, tuple[Callable[[str, str], str], str]] = {
         lambda s, n: matmul_generic(*_dims(s, 3, n)),
         "matmul_nt-M[xNxK]: C = A @ B^T as linalg.generic",
     ),
+    "mmgelu": (lambda s, n, *t: matmul_bias_gelu(*_dims(s, 3, n), *t),
+               "mmgelu-MxNxK[-f16|-bf16]: GELU(A @ B + bias), exact GELU, f32 accumulation"),
     "gmm": (lambda s, n: batch_matmul(*_dims(s, 4, n)), "gmm-BxNxMxK: batch_matmul (Ansor GMM)"),
     "c1d": (lambda s, n: conv1d_nlc(*_conv_dims(s, 7, n)), "c1d-NxLxCIxCOxKxSxP: conv1d NLC"),
     "c2d": (lambda s, n: conv2d_nhwc(*_conv_dims(s, 8, n)), "c2d-NxHxWxCIxCOxKxSxP: conv2d NHWC"),
@@ -851,7 +888,7 @@ BUILTIN: dict[str, str] = {
 
 
 #: Families that take an element-type suffix (`matmul-4096-f16`) and the suffixes they take.
-_TYPED: dict[str, tuple[str, ...]] = {"matmul": ("f16", "bf16")}
+_TYPED: dict[str, tuple[str, ...]] = {"matmul": ("f16", "bf16"), "mmgelu": ("f16", "bf16")}
 
 
 def suite() -> list[str]:

@@ -144,6 +144,7 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
         # nvgpu's TMA/mbarrier/wgmma ops lower before outlining (their host-side descriptor
         # creation becomes runtime calls); wgmma needs sm_90a and PTX 8.0.
         to_llvm, to_binary = _nvvm_pipeline(_tc_arch(arch), fmt, nvgpu_first=True).rsplit(",gpu-module-to-binary", 1)
+        run_passes(tc, "inline", "lower")  # the fused epilogue's function, into the kernel
         run_passes(tc, to_llvm, "lower")
         _cache_tensor_maps(tc)
         run_passes(tc, "gpu-module-to-binary" + to_binary, "lower")

@@ -28,6 +28,7 @@ and are stored straight to global memory.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -65,57 +66,230 @@ OPTIONS: dict[str, tuple[int, ...]] = {
 DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1, "ws": 0}
 
 
+#: The default `linalg.matmul` indexing maps (A[m,k], B[k,n], C[m,n]); transposed variants are refused.
+_MATMUL_MAPS = ("[affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, "
+                "affine_map<(d0, d1, d2) -> (d0, d1)>]")
+#: The name of the generated element-wise epilogue function (inlined into the kernel).
+EPILOGUE = "__ansor_epilogue"
+#: TMA: a global row stride must be a multiple of 16 bytes (8 elements of f16/bf16).
+TMA_STRIDE_ELEMS = 8
+
+
+@dataclass(frozen=True)
+class EpilogueInput:
+    """An extra input of the fused epilogue: function argument `arg`, element type `dtype`, whose
+    dimension i is indexed by the output's row (0) or column (1) index `dims[i]`."""
+
+    arg: int
+    dtype: str
+    shape: tuple[int, ...]
+    dims: tuple[int, ...]
+
+
 @dataclass(frozen=True)
 class TcProblem:
-    """What the kernel computes: C[m, n] = sum_k A[m, k] * B[k, n] (A, B in `et`, C in f32)."""
+    """What the kernel computes: C[m, n] = epilogue(sum_k A[m, k] * B[k, n], extras...) with A and B
+    function arguments `a_arg`, `b_arg` in `et`; the sum runs in f32 and is rounded to `acc` (the
+    matmul's result type) before the epilogue; C is the function's result, in `out`. `epilogue`:
+    the text of a private function `@__ansor_epilogue(acc, extras...) -> out` (the task's fused
+    element-wise consumer), "" when the result is the matmul's."""
 
     m: int
     n: int
     k: int
     et: str
+    a_arg: int = 0
+    b_arg: int = 1
+    n_args: int = 2
+    acc: str = "f32"
+    out: str = "f32"
+    extras: tuple[EpilogueInput, ...] = ()
+    epilogue: str = ""
 
     def knob(self, name: str) -> str:
         return f"tc.{name}"
 
+    @property
+    def fused(self) -> bool:
+        """Something runs between the accumulators and the store (a consumer or a rounding)."""
+        return bool(self.epilogue) or self.acc != "f32"
+
+    def staged(self, bm: int, bn: int) -> bool:
+        """The accumulators go through shared memory to a guarded, element-wise store: a fused
+        epilogue, or a block tile that overhangs the result. Otherwise `nvgpu.warpgroup.mma.store`
+        writes them straight to global memory."""
+        return self.fused or bool(self.m % bm or self.n % bn)
+
 
 def tc_problem_for(task) -> tuple[TcProblem | None, str]:
     """The GEMM of `task` when the wgmma sketch applies (else None and why not)."""
-    ins, outs = task.inputs, task.outputs
-    if len(ins) != 2 or len(outs) != 1:
-        return None, "not a two-input, one-output function"
-    a, b, c = ins[0], ins[1], outs[0]
-    if a.dtype not in TC_INPUT_TYPES or b.dtype != a.dtype:
-        return None, f"inputs are {a.dtype}/{b.dtype}, not f16 or bf16"
-    if c.dtype != "f32":
-        return None, f"output is {c.dtype}: the wgmma sketch stores f32 accumulators"
-    if len(a.shape) != 2 or len(b.shape) != 2 or len(c.shape) != 2:
-        return None, "not a 2-D matmul"
-    ops = _payload_ops(task.ir)
-    if ops != ["arith.constant", "tensor.empty", "linalg.fill", "linalg.matmul"]:
-        return None, f"body is {', '.join(ops)}, not a zero-filled linalg.matmul"
-    if not _zero_fill(task.ir):
+    return _analyze(task.ir)
+
+
+@functools.lru_cache(maxsize=256)
+def _analyze(text: str) -> tuple[TcProblem | None, str]:
+    from mlir import ir
+
+    from ansor.core.mlir import run_passes
+
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        funcs = [op for op in module.body.operations if op.operation.name == "func.func"]
+        if len(funcs) != 1:
+            return None, "not a single function"
+        # A chain of element-wise consumers (bias add, activation, rounding) becomes one generic.
+        run_passes(module, "func.func(linalg-fuse-elementwise-ops,canonicalize,cse)", "apply")
+        return _match(funcs[0].operation)
+
+
+def _match(func) -> tuple[TcProblem | None, str]:
+    from mlir import ir
+
+    ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+    if len(ftype.results) != 1:
+        return None, "not a one-result function"
+    body = list(func.regions[0].blocks[0].operations)
+    names = [op.name for op in body]
+    if names.count("linalg.matmul") != 1:
+        return None, f"body is {', '.join(dict.fromkeys(names))}: not one linalg.matmul"
+    extra = set(names) - {"arith.constant", "tensor.empty", "linalg.fill", "linalg.matmul", "linalg.generic",
+                          "func.return"}
+    if extra or names.count("linalg.generic") > 1:
+        return None, f"body is {', '.join(dict.fromkeys(names))}: not a matmul with one element-wise consumer"
+    mm = body[names.index("linalg.matmul")]
+    if str(mm.attributes["indexing_maps"]) != _MATMUL_MAPS:
+        return None, "a transposed linalg.matmul"
+    a, b, init = mm.operands
+    args = []
+    for v in (a, b):
+        if not isinstance(v.owner, ir.Block):
+            return None, "the matmul's operands are not function arguments"
+        args.append(ir.BlockArgument(v).arg_number)
+    at, bt, ct = (ir.RankedTensorType(v.type) for v in (a, b, mm.results[0]))
+    et = str(at.element_type)
+    if et not in TC_INPUT_TYPES or str(bt.element_type) != et:
+        return None, f"inputs are {at.element_type}/{bt.element_type}, not f16 or bf16"
+    acc = str(ct.element_type)
+    if acc not in ("f32", et):
+        return None, f"the matmul accumulates in {acc}"
+    fill = _defining_op(init)
+    if fill is None or fill.name != "linalg.fill" or not _is_zero(fill.operands[0]):
         return None, "the matmul's init is not a zero fill"
-    (m, k), (k2, n) = a.shape, b.shape
-    if k2 != k or tuple(c.shape) != (m, n):
-        return None, f"shapes {a.shape} x {b.shape} -> {c.shape} are not a matmul"
-    if m % 64 or n % 64 or k % BK:
-        return None, f"{m}x{n}x{k} is not a multiple of 64 in every dimension (guarded tiles not built yet)"
-    return TcProblem(m, n, k, a.dtype), "wgmma GEMM"
+    (m, k), (k2, n) = at.shape, bt.shape
+    if k2 != k or list(ct.shape) != [m, n]:
+        return None, f"shapes {at.shape} x {bt.shape} -> {ct.shape} are not a matmul"
+    if k % TMA_STRIDE_ELEMS or n % TMA_STRIDE_ELEMS:
+        return None, (f"{m}x{n}x{k}: K and N must be multiples of {TMA_STRIDE_ELEMS} "
+                      "(TMA needs 16-byte row strides)")
+    ret = body[-1]
+    problem = TcProblem(m, n, k, et, a_arg=args[0], b_arg=args[1], n_args=len(ftype.inputs), acc=acc, out=acc)
+    if "linalg.generic" not in names:
+        if ret.operands[0] != mm.results[0]:
+            return None, "the function does not return the matmul"
+        return problem, "wgmma GEMM"
+    gen = body[names.index("linalg.generic")]
+    if ret.operands[0] != gen.results[0] or len(gen.results) != 1:
+        return None, "the function does not return the matmul's element-wise consumer"
+    if len(list(mm.results[0].uses)) != 1:
+        return None, "the matmul's result is used twice"
+    return _epilogue(problem, gen, mm.results[0])
 
 
-def _payload_ops(text: str) -> list[str]:
-    import re
+def _defining_op(v):
+    """The op that defines `v` (an `ir.Operation`), None for a block argument."""
+    from mlir import ir
 
-    body = text[text.index("{", text.index("func.func")):]
-    names = re.findall(r"=\s*([a-z_]+\.[a-z_.]+)", body)
-    return sorted(set(names), key=names.index)
+    owner = v.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
 
 
-def _zero_fill(text: str) -> bool:
-    import re
+def _is_zero(v) -> bool:
+    from mlir import ir
 
-    m = re.search(r"(%\S+)\s*=\s*arith\.constant\s+([-0-9.e+]+)\s*:", text)
-    return m is not None and float(m.group(2)) == 0.0
+    op = _defining_op(v)
+    if op is None or op.name != "arith.constant":
+        return False
+    try:
+        return ir.FloatAttr(op.attributes["value"]).value == 0.0
+    except ValueError:
+        return False
+
+
+def _epilogue(problem: TcProblem, gen, acc_value) -> tuple[TcProblem | None, str]:
+    """`problem` with `gen` (an element-wise generic reading the matmul's result) as its epilogue."""
+    import dataclasses
+
+    from mlir import ir
+    from mlir.dialects import func as func_d
+
+    iters = [str(x) for x in ir.ArrayAttr(gen.attributes["iterator_types"])]
+    maps = [ir.AffineMapAttr(x).value for x in ir.ArrayAttr(gen.attributes["indexing_maps"])]
+    n_in = len(gen.operands) - 1
+    if len(iters) != 2 or any("parallel" not in it for it in iters):
+        return None, "the matmul's consumer is not a 2-D element-wise op"
+    out_t = ir.RankedTensorType(gen.results[0].type)
+    if str(maps[-1]) != "(d0, d1) -> (d0, d1)" or list(out_t.shape) != [problem.m, problem.n]:
+        return None, "the consumer's result is not indexed like the matmul's"
+    block = gen.regions[0].blocks[0]
+    if len(list(block.arguments[n_in].uses)):
+        return None, "the consumer reads its output"
+    extras, types = [], [problem.acc]
+    seen_acc = False
+    for i, v in enumerate(list(gen.operands)[:n_in]):
+        if v == acc_value:
+            if seen_acc or str(maps[i]) != "(d0, d1) -> (d0, d1)":
+                return None, "the consumer reads the matmul's result other than element-wise"
+            seen_acc = True
+            continue
+        if not isinstance(v.owner, ir.Block):
+            return None, "the consumer's other inputs are not function arguments"
+        dims = []
+        for r in maps[i].results:
+            d = r.maybe_downcast()
+            if not isinstance(d, ir.AffineDimExpr):
+                return None, f"the consumer reads an input through {maps[i]}"
+            dims.append(d.position)
+        t = ir.RankedTensorType(v.type)
+        extras.append(EpilogueInput(ir.BlockArgument(v).arg_number, str(t.element_type), tuple(t.shape), tuple(dims)))
+        types.append(str(t.element_type))
+    if not seen_acc:
+        return None, "the consumer does not read the matmul"
+    if any(op.name == "linalg.index" for op in block.operations):
+        return None, "the consumer reads its iteration indices"
+    # The epilogue function: the consumer's body moved into a private func (acc first, extras next).
+    mlir_types = [ir.Type.parse(t) for t in types]
+    module = gen.parent
+    while module.name != "builtin.module":
+        module = module.parent
+    with ir.InsertionPoint(module.regions[0].blocks[0]):
+        fn = func_d.FuncOp(EPILOGUE, ir.FunctionType.get(mlir_types, [out_t.element_type]), visibility="private")
+    entry = fn.add_entry_block()
+    yield_op = list(block.operations)[-1]
+    with ir.InsertionPoint(entry):
+        ret = func_d.ReturnOp(list(yield_op.operands))
+    order = [list(gen.operands)[:n_in].index(acc_value)] + [i for i in range(n_in)
+                                                             if list(gen.operands)[i] != acc_value]
+    yield_op.erase()
+    for op in list(block.operations):
+        op.move_before(ret)
+    for j, i in enumerate(order):
+        block.arguments[i].replace_all_uses_with(entry.arguments[j])
+    clones: dict = {}
+    for op in list(entry.operations):
+        for idx, v in enumerate(list(op.operands)):
+            owner = _defining_op(v)
+            if owner is not None and owner.parent != fn.operation:
+                if owner.name != "arith.constant":
+                    return None, f"the consumer uses a value computed outside it ({owner.name})"
+                if owner not in clones:
+                    clones[owner] = owner.clone(ir.InsertionPoint.at_block_begin(entry))
+                op.operands[idx] = clones[owner].results[0]
+            elif owner is None and v.owner != entry:
+                return None, "the consumer captures a function argument"
+    text = str(fn)
+    fn.operation.erase()
+    return dataclasses.replace(problem, out=str(out_t.element_type), extras=tuple(extras), epilogue=text), \
+        "wgmma GEMM + fused epilogue"
 
 
 def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
@@ -126,8 +300,8 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
         if int(v[name]) not in OPTIONS[name]:
             return f"knob tc.{name}={v[name]} not in its options"
     bm, bn, wgm, stages, wait, _group, ws = (int(v[k]) for k in KNOBS)
-    if p.m % bm or p.n % bn:
-        return f"block tile {bm}x{bn} does not divide {p.m}x{p.n}"
+    if bm > _ceil(p.m, 64) * 64 or bn > _ceil(p.n, 64) * 64:
+        return f"block tile {bm}x{bn} is larger than the {p.m}x{p.n} result needs"
     wm = bm // wgm
     if bm % wgm or wm not in (64, 128):
         return f"{bm} rows over {wgm} warpgroups is not 64 or 128 rows each"
@@ -144,10 +318,13 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
     if ws and wgm == 1 and wm * bn <= 64 * 64:
         # Measured on an H200: kernel faults or a hang (5 of 6 annotations); cause not found yet.
         return "a producer warpgroup with a single 64x64 consumer faults on the GPU"
-    if p.k // BK < stages:
-        return f"{stages} stages exceed the {p.k // BK} k-blocks"
+    if _ceil(p.k, BK) < stages:
+        return f"{stages} stages exceed the {_ceil(p.k, BK)} k-blocks"
     if stages * stage_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
         return f"{stages} stages of {stage_bytes(bm, bn)} bytes exceed {MAX_DYNAMIC_SHARED} bytes of shared memory"
+    if p.staged(bm, bn) and staged_tile_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
+        return (f"the {bm}x{bn} f32 tile the epilogue stages ({staged_tile_bytes(bm, bn)} bytes) exceeds "
+                f"{MAX_DYNAMIC_SHARED} bytes of shared memory")
     if wait and stages < 3:
         return "one MMA in flight needs at least 3 stages"
     return None
@@ -155,6 +332,19 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
 
 def stage_bytes(bm: int, bn: int) -> int:
     return (bm + bn) * BK * 2
+
+
+#: f32 padding of each row of the staged accumulator tile: 8 words shift consecutive rows by 8 banks,
+#: so the fragment stores (8 rows x 4 column pairs per warp) do not pile onto the same banks.
+STAGE_PAD = 8
+
+
+def staged_tile_bytes(bm: int, bn: int) -> int:
+    return bm * (bn + STAGE_PAD) * 4
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 class TcSketch(Sketch):
@@ -245,7 +435,8 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     bm, bn, wgm, depth, wait, group, ws = (int(v[k]) for k in KNOBS)
     et, M, N, K = p.et, p.m, p.n, p.k
     wm, wn = bm // wgm, bn
-    kt = K // BK
+    kt = _ceil(K, BK)
+    staged = p.staged(bm, bn)
     stage = stage_bytes(bm, bn)
     a_bytes = bm * BK * 2
     chunk = BK * 64 * 2  # one 64x64 B chunk
@@ -276,7 +467,7 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     I = "      "
     emit(f"{I}%tid = gpu.thread_id x")
     emit(f"{I}%wg = arith.divui %tid, {c(128)} : index")
-    gx, gy = N // bn, M // bm
+    gx, gy = _ceil(N, bn), _ceil(M, bm)
     if group > 1 and gy > 1:
         # Grouped raster: consecutive blocks sweep `group` block rows column by column, so the
         # B tiles they share are still in L2 (the launch grid stays gx x gy).
@@ -388,14 +579,17 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     emit(f"{I}}}")
     if wait:
         emit(f"{I}nvvm.wgmma.wait.group.sync.aligned 0")
-    cview = f"memref<{wm}x{wn}xf32, strided<[{N}, 1], offset: ?>>"
     # Upstream `nvgpu.warpgroup.mma.store` (MLIR 22) places rows by the *block's* warp index
     # (thread id / 32), not the warp's index within its warpgroup: warpgroup g's fragment already
-    # lands g*64 rows down. Its view starts at m0 + g*(wm - 64) so the rows come out at m0 + g*wm.
+    # lands g*64 rows down. Its view starts g*(wm - 64) rows down so the rows come out at g*wm.
     emit(f"{I}%wgfix = arith.muli %wg, {c(wm - 64)} : index")
-    emit(f"{I}%mst = arith.addi %m0, %wgfix : index")
-    emit(f"{I}%Cs = memref.subview %C[%mst, %n0] [{wm}, {wn}] [1, 1] : memref<{M}x{N}xf32> to {cview}")
-    emit(f"{I}nvgpu.warpgroup.mma.store %res, %Cs : !acc to {cview}")
+    if staged:
+        _staged_store(p, emit, c, I, bm=bm, bn=bn, wm=wm, consumers=128 * wgm, ws=bool(ws))
+    else:
+        cview = f"memref<{wm}x{wn}xf32, strided<[{N}, 1], offset: ?>>"
+        emit(f"{I}%mst = arith.addi %m0, %wgfix : index")
+        emit(f"{I}%Cs = memref.subview %C[%mst, %n0] [{wm}, {wn}] [1, 1] : memref<{M}x{N}xf32> to {cview}")
+        emit(f"{I}nvgpu.warpgroup.mma.store %res, %Cs : !acc to {cview}")
     if ws:
         I = I[:-2]
         emit(f"{I}}}")
@@ -409,14 +603,14 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
 !dA = !nvgpu.warpgroup.descriptor<tensor = memref<{wm}x{BK}x{et}, 3>>
 !dB = !nvgpu.warpgroup.descriptor<tensor = memref<{BK}x{wn}x{et}, 3>>
 module {{
-  func.func @{func_name}(%A: memref<{M}x{K}x{et}>, %B: memref<{K}x{N}x{et}>, %C: memref<{M}x{N}xf32>) attributes {{llvm.emit_c_interface}} {{
+  func.func @{func_name}({_signature(p)}) attributes {{llvm.emit_c_interface}} {{
     %h1 = arith.constant 1 : index
     %h64 = arith.constant 64 : index
     %hbm = arith.constant {bm} : index
-    %hgx = arith.constant {N // bn} : index
-    %hgy = arith.constant {M // bm} : index
+    %hgx = arith.constant {gx} : index
+    %hgy = arith.constant {gy} : index
     %hthreads = arith.constant {128 * (wgm + ws)} : index
-    %smem = arith.constant {depth * stage} : i32
+    %smem = arith.constant {max(depth * stage, staged_tile_bytes(bm, bn) if staged else 0)} : i32
     %uA = memref.cast %A : memref<{M}x{K}x{et}> to memref<*x{et}>
     %uB = memref.cast %B : memref<{K}x{N}x{et}> to memref<*x{et}>
     %tA = nvgpu.tma.create.descriptor %uA box[%hbm, %h64] : memref<*x{et}> -> !tmA
@@ -427,5 +621,85 @@ module {{
     }}
     return
   }}
+{p.epilogue}
 }}
 """
+
+
+def _arg(p: TcProblem, i: int) -> tuple[str, str]:
+    """SSA name and memref type of function argument `i` (inputs, then the result)."""
+    if i == p.a_arg:
+        return "%A", f"memref<{p.m}x{p.k}x{p.et}>"
+    if i == p.b_arg:
+        return "%B", f"memref<{p.k}x{p.n}x{p.et}>"
+    if i == p.n_args:
+        return "%C", f"memref<{p.m}x{p.n}x{p.out}>"
+    x = next(e for e in p.extras if e.arg == i)
+    return f"%x{i}", "memref<" + "".join(f"{d}x" for d in x.shape) + f"{x.dtype}>"
+
+
+def _signature(p: TcProblem) -> str:
+    return ", ".join(f"{name}: {t}" for name, t in (_arg(p, i) for i in range(p.n_args + 1)))
+
+
+def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, consumers: int, ws: bool) -> None:
+    """Accumulators -> a padded f32 tile in shared memory (over the drained pipeline stages) ->
+    each consumer thread walks the tile along rows (a warp covers 32 consecutive columns: the
+    shared reads are conflict-free, the global stores coalesced), rounds to the matmul's type,
+    applies the fused epilogue with the extra inputs it reads, and stores what lands inside C."""
+    M, N = p.m, p.n
+    bnp = bn + STAGE_PAD
+    tile = f"memref<{bm}x{bnp}xf32, 3>"
+    view = f"memref<{wm}x{bn}xf32, strided<[{bnp}, 1], offset: ?>, 3>"
+
+    def barrier() -> None:
+        if ws:  # the producer warpgroup has left: a named barrier over the consumers only
+            emit(f"{I}nvvm.barrier id = %bid1 number_of_threads = %nconsumers")
+        else:
+            emit(f"{I}gpu.barrier")
+
+    if ws:
+        emit(f"{I}%nconsumers = arith.constant {consumers} : i32")
+        emit(f"{I}%bid1 = arith.constant 1 : i32")
+    barrier()  # every warpgroup's MMAs have read their last stage before the tile overwrites it
+    emit(f"{I}%tile = memref.view %dyn[{c(0)}][] : memref<?xi8, 3> to {tile}")
+    emit(f"{I}%Ts = memref.subview %tile[%wgfix, 0] [{wm}, {bn}] [1, 1] : {tile} to {view}")
+    emit(f"{I}nvgpu.warpgroup.mma.store %res, %Ts : !acc to {view}")
+    barrier()
+    emit(f"{I}scf.for %e = %tid to {c(bm * bn)} step {c(consumers)} {{")
+    J = I + "  "
+    emit(f"{J}%er = arith.divui %e, {c(bn)} : index")
+    emit(f"{J}%ec = arith.remui %e, {c(bn)} : index")
+    emit(f"{J}%gm = arith.addi %m0, %er : index")
+    emit(f"{J}%gn = arith.addi %n0, %ec : index")
+    guard = []
+    if M % bm:
+        emit(f"{J}%inm = arith.cmpi ult, %gm, {c(M)} : index")
+        guard.append("%inm")
+    if N % bn:
+        emit(f"{J}%inn = arith.cmpi ult, %gn, {c(N)} : index")
+        guard.append("%inn")
+    if guard:
+        if len(guard) == 2:
+            emit(f"{J}%inb = arith.andi %inm, %inn : i1")
+        emit(f"{J}scf.if {'%inb' if len(guard) == 2 else guard[0]} {{")
+        J += "  "
+    emit(f"{J}%v = memref.load %tile[%er, %ec] : {tile}")
+    val = "%v"
+    if p.acc != "f32":
+        emit(f"{J}%va = arith.truncf %v : f32 to {p.acc}")
+        val = "%va"
+    if p.epilogue:
+        ins, tys = [val], [p.acc]
+        for x in p.extras:
+            name, t = _arg(p, x.arg)
+            idx = ", ".join("%gm" if d == 0 else "%gn" for d in x.dims)
+            emit(f"{J}%l{x.arg} = memref.load {name}[{idx}] : {t}")
+            ins.append(f"%l{x.arg}")
+            tys.append(x.dtype)
+        emit(f"{J}%y = func.call @{EPILOGUE}({', '.join(ins)}) : ({', '.join(tys)}) -> {p.out}")
+        val = "%y"
+    emit(f"{J}memref.store {val}, %C[%gm, %gn] : memref<{M}x{N}x{p.out}>")
+    if guard:
+        emit(f"{J[:-2]}}}")
+    emit(f"{I}}}")
