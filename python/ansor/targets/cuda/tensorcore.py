@@ -670,14 +670,14 @@ def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, c
     J = I + "  "
     emit(f"{J}%er = arith.divui %e, {c(bn)} : index")
     emit(f"{J}%ec = arith.remui %e, {c(bn)} : index")
-    emit(f"{J}%gm = arith.addi %m0, %er : index")
-    emit(f"{J}%gn = arith.addi %n0, %ec : index")
+    emit(f"{J}%om = arith.addi %m0, %er : index")
+    emit(f"{J}%on = arith.addi %n0, %ec : index")
     guard = []
     if M % bm:
-        emit(f"{J}%inm = arith.cmpi ult, %gm, {c(M)} : index")
+        emit(f"{J}%inm = arith.cmpi ult, %om, {c(M)} : index")
         guard.append("%inm")
     if N % bn:
-        emit(f"{J}%inn = arith.cmpi ult, %gn, {c(N)} : index")
+        emit(f"{J}%inn = arith.cmpi ult, %on, {c(N)} : index")
         guard.append("%inn")
     if guard:
         if len(guard) == 2:
@@ -693,13 +693,13 @@ def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, c
         ins, tys = [val], [p.acc]
         for x in p.extras:
             name, t = _arg(p, x.arg)
-            idx = ", ".join("%gm" if d == 0 else "%gn" for d in x.dims)
+            idx = ", ".join("%om" if d == 0 else "%on" for d in x.dims)
             emit(f"{J}%l{x.arg} = memref.load {name}[{idx}] : {t}")
             ins.append(f"%l{x.arg}")
             tys.append(x.dtype)
         emit(f"{J}%y = func.call @{EPILOGUE}({', '.join(ins)}) : ({', '.join(tys)}) -> {p.out}")
         val = "%y"
-    emit(f"{J}memref.store {val}, %C[%gm, %gn] : memref<{M}x{N}x{p.out}>")
+    emit(f"{J}memref.store {val}, %C[%om, %on] : memref<{M}x{N}x{p.out}>")
     if guard:
         emit(f"{J[:-2]}}}")
     emit(f"{I}}}")
