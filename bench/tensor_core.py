@@ -58,7 +58,16 @@ def cupti_us(fn, calls: int, match) -> float:
     return total / calls
 
 
-def sweep(task, log: Path, opts) -> None:
+def _parse_fix(text: str) -> dict[str, set[int]]:
+    """`tc.group=8,tc.bm=128|256` -> {"tc.group": {8}, "tc.bm": {128, 256}}."""
+    out: dict[str, set[int]] = {}
+    for item in filter(None, text.split(",")):
+        k, _, vs = item.partition("=")
+        out[k.strip()] = {int(x) for x in vs.split("|")}
+    return out
+
+
+def sweep(task, log: Path, opts, opts_fix: str = "tc.group=8") -> None:
     """Every valid annotation of the task's tensor-core sketch, measured by the tuner's measurer
     (isolated worker, verification with poisoned outputs, time-outs) and appended to `log`."""
     import itertools
@@ -76,7 +85,8 @@ def sweep(task, log: Path, opts) -> None:
         return
     values = [dict(zip([k.name for k in sk.knobs], combo, strict=True))
               for combo in itertools.product(*[k.options for k in sk.knobs])]
-    values = [v for v in values if sk.validate(v) is None and v.get("tc.group", 1) == 8]
+    fixed = _parse_fix(opts_fix)
+    values = [v for v in values if sk.validate(v) is None and all(v.get(k) in vs for k, vs in fixed.items())]
     inputs = [MeasureInput(task, Schedule.of(sk.name, v), sk.script(v)) for v in values]
     print(f"{task.name}: sweeping {len(inputs)} tensor-core annotations", flush=True)
     m = LocalMeasurer(opts)
@@ -105,6 +115,8 @@ def main() -> None:
     ap.add_argument("--log-dir", default="bench/out/tc")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--json", help="write the raw rounds and the table here")
+    ap.add_argument("--fix", default="tc.group=8",
+                    help="--sweep only the annotations with these knob values (e.g. tc.group=8,tc.bm=128|256)")
     ap.add_argument("--sweep", action="store_true",
                     help="measure every valid tensor-core annotation once (verified, in the tuner's worker) "
                          "and log them, before tuning")
@@ -145,7 +157,7 @@ def main() -> None:
             return len([r for r in load_records(log) if r.task.hash == task.hash]) if log.exists() else 0
 
         if args.sweep:
-            sweep(task, log, opts)
+            sweep(task, log, opts, args.fix)
         done = count()
         while not args.report_only and done < args.trials and time.perf_counter() - t_start < args.budget_s:
             goal = min(args.trials, done + args.batch_size)

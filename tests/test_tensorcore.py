@@ -317,3 +317,67 @@ def test_staged_store_matches_the_reference(name: str, kw: dict[str, int]) -> No
     inputs, refs, _ = reference_outputs(task)
     out = kernel.run(inputs, poisoned(task.outputs))
     assert check_task_outputs(task, out, refs) is None
+
+
+# ----------------------------------------------------------------------------------------------
+# Clusters: blocks of one C-tile row share the A tile through TMA multicast
+
+
+def test_cluster_validation(mm16: SearchTask) -> None:
+    sk = generate_sketches(mm16)[0]
+    assert sk.validate(_values(cluster=2)) is None
+    assert "producer warpgroup" in sk.validate(_values(cluster=2, ws=1, bm=128, bn=256, wgm=2))
+    odd = generate_sketches(_task("matmul-256x384x256-f16"))[0]  # 3 block columns of 128
+    assert "pair into clusters" in odd.validate(_values(cluster=2))
+    # records written before the knob existed replay as cluster 1
+    old = {k: v for k, v in _values().items() if k != "tc.cluster"}
+    assert sk.validate(old) is None
+    assert '"ansor.tc.cluster"' in sk.script(old) and 'knob<"tc.cluster"> = 1 ' in sk.script(old)
+
+
+@pytest.mark.parametrize("kw", [{"cluster": 2},
+                                {"bm": 128, "bn": 256, "wgm": 2, "stages": 4, "wait": 1, "group": 8, "cluster": 2}],
+                         ids=["default", "128x256-grouped"])
+def test_cluster_ptx_multicasts_a_and_syncs_the_cluster(mm16: SearchTask, kw: dict[str, int]) -> None:
+    from ansor.targets.cuda.lowering import emit_ptx
+
+    sk = generate_sketches(mm16)[0]
+    ptx = emit_ptx(mm16, sk.script(_values(**kw)))
+    loads = [ln for ln in ptx.splitlines() if "cp.async.bulk.tensor" in ln]
+    a_loads = [ln for ln in loads if ".multicast::cluster" in ln]  # A's share; B is per block
+    assert a_loads and len(loads) == len(a_loads) * (1 + _values(**kw)["tc.bn"] // 64)
+    assert "barrier.cluster.arrive" in ptx and "barrier.cluster.wait" in ptx
+    assert "fence.mbarrier_init.release.cluster" in ptx
+    assert ".local" not in ptx
+
+
+def test_cluster_launch_goes_through_the_cluster_entry_point(mm16: SearchTask) -> None:
+    from mlir import ir
+
+    from ansor.targets.cuda.lowering import _lower_module
+
+    sk = generate_sketches(mm16)[0]
+    with ir.Context(), ir.Location.unknown():
+        text = str(_lower_module(mm16, sk.script(_values(cluster=2)), "sm_90", "isa", bench=False))
+    # (translated to `mgpuLaunchClusterKernel` when the module becomes LLVM IR)
+    assert "gpu.launch_func  @matmul_kernel::@matmul_kernel clusters in" in text
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, kw", [
+    ("matmul-256x512x1024-f16", {"cluster": 2}),
+    ("matmul-256x512x1024-f16", {"bm": 128, "bn": 256, "wgm": 2, "stages": 4, "wait": 1, "group": 8, "cluster": 2}),
+    ("matmul-512x512x512-bf16", {"bm": 256, "bn": 128, "wgm": 2, "stages": 3, "group": 4, "cluster": 2}),
+    ("mmgelu-200x520x264-f16", {"bm": 64, "bn": 128, "stages": 3, "cluster": 2}),
+], ids=["default", "128x256-grouped", "bf16-256x128", "gelu-ragged"])
+def test_cluster_gemm_matches_the_reference(name: str, kw: dict[str, int]) -> None:
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+    from ansor.targets.cuda.lowering import compile_task_cuda
+
+    task = _task(name)
+    sk = generate_sketches(task)[0]
+    kernel = compile_task_cuda(task, sk.script(_values(**kw)))
+    inputs, refs, _ = reference_outputs(task)
+    out = kernel.run(inputs, poisoned(task.outputs))
+    assert check_task_outputs(task, out, refs) is None
