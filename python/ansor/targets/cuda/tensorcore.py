@@ -52,7 +52,7 @@ REGISTERS_PER_SM = 65536
 REGS_BESIDES_ACC = 40
 #: The attribute prefix the sketch's script puts on the matmul.
 ATTR = "ansor.tc"
-KNOBS = ("bm", "bn", "wgm", "stages", "wait", "group", "ws", "cluster")
+KNOBS = ("bm", "bn", "wgm", "stages", "wait", "group", "ws")
 OPTIONS: dict[str, tuple[int, ...]] = {
     "bm": (64, 128, 256),
     "bn": (64, 128, 256),
@@ -61,12 +61,9 @@ OPTIONS: dict[str, tuple[int, ...]] = {
     "wait": (0, 1),
     "group": (1, 4, 8, 16),
     "ws": (0, 1),
-    "cluster": (1, 2),
 }
 #: The untuned tensor-core program (the shape the probe measured first).
-DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1, "ws": 0, "cluster": 1}
-#: Knobs added after records were first written, with the value those records meant.
-LATER_KNOBS = {"cluster": 1}
+DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1, "ws": 0}
 
 
 #: The default `linalg.matmul` indexing maps (A[m,k], B[k,n], C[m,n]); transposed variants are refused.
@@ -297,18 +294,12 @@ def _epilogue(problem: TcProblem, gen, acc_value) -> tuple[TcProblem | None, str
 
 def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
     """Why the annotation `v` cannot run (None when it can)."""
-    v = {**LATER_KNOBS, **v}
     for name in KNOBS:
         if name not in v:
             return f"missing knob tc.{name}"
         if int(v[name]) not in OPTIONS[name]:
             return f"knob tc.{name}={v[name]} not in its options"
-    bm, bn, wgm, stages, wait, _group, ws, cluster = (int(v[k]) for k in KNOBS)
-    if cluster > 1:
-        if ws:
-            return "a cluster of blocks shares its stages through cluster barriers, not a producer warpgroup"
-        if _ceil(p.n, bn) % cluster:
-            return f"{_ceil(p.n, bn)} block columns do not pair into clusters of {cluster}"
+    bm, bn, wgm, stages, wait, _group, ws = (int(v[k]) for k in KNOBS)
     if bm > _ceil(p.m, 64) * 64 or bn > _ceil(p.n, 64) * 64:
         return f"block tile {bm}x{bn} is larger than the {p.m}x{p.n} result needs"
     wm = bm // wgm
@@ -382,10 +373,8 @@ class TcSketch(Sketch):
         """Annotates the function with the knobs (what the lowering reads) and tiles the matmul the
         way the kernel does -- blocks of bm x bn, warpgroups of bm/wgm rows, k-blocks of 64 -- so
         the loop features the cost model reads differ between annotations as the kernels do."""
-        p = self.problem
-        if values is not None:  # records written before a knob existed meant its old behaviour
-            values = {**{p.knob(k): v for k, v in LATER_KNOBS.items()}, **values}
         sb = ScriptBuilder(values)
+        p = self.problem
         for k in self.knobs:
             sb.emit(sb.knob_line(k))
         bm, bn = sb.value(p.knob("bm")), sb.value(p.knob("bn"))
@@ -437,17 +426,14 @@ def annotation_of(module) -> dict[str, int] | None:
 
     for op in walk(module.operation, "func.func"):
         if f"{ATTR}.bm" in op.attributes:
-            return {k: ir.IntegerAttr(op.attributes[f"{ATTR}.{k}"]).value if f"{ATTR}.{k}" in op.attributes
-                    else LATER_KNOBS[k] for k in KNOBS}
+            return {k: ir.IntegerAttr(op.attributes[f"{ATTR}.{k}"]).value for k in KNOBS}
     return None
 
 
 def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     """The whole module (host function + gpu.launch in nvgpu IR) of the annotated GEMM."""
-    v = {**LATER_KNOBS, **v}
-    bm, bn, wgm, depth, wait, group, ws, cluster = (int(v[k]) for k in KNOBS)
+    bm, bn, wgm, depth, wait, group, ws = (int(v[k]) for k in KNOBS)
     et, M, N, K = p.et, p.m, p.n, p.k
-    ha = bm // cluster  # rows of the A tile each block of a cluster loads (and multicasts)
     wm, wn = bm // wgm, bn
     kt = _ceil(K, BK)
     staged = p.staged(bm, bn)
@@ -462,23 +448,15 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
 
     lines: list[str] = []
     emit = lines.append
-    vA, vB = f"memref<{ha}x{BK}x{et}, 3>", f"memref<{BK}x64x{et}, 3>"
+    vA, vB = f"memref<{bm}x{BK}x{et}, 3>", f"memref<{BK}x64x{et}, 3>"
 
     def load(stage_idx: str, kblock: str, pre: str, indent: str) -> None:
         """TMA loads of k-block `kblock` into stage `stage_idx` (SSA names), issued by one thread."""
         emit(f"{indent}%{pre}base = arith.muli {stage_idx}, {c(stage)} : index")
         emit(f"{indent}%{pre}k = arith.muli {kblock}, {c(BK)} : index")
+        emit(f"{indent}%{pre}a = memref.view %dyn[%{pre}base][] : memref<?xi8, 3> to {vA}")
         emit(f"{indent}nvgpu.mbarrier.arrive.expect_tx %bar[{stage_idx}], {c(stage)} : !bar")
-        if cluster > 1:
-            # This block's share of the A tile, multicast to the same offset (and the same
-            # mbarrier) in every block of the cluster: each A byte leaves L2 once per cluster.
-            emit(f"{indent}%{pre}oa = arith.addi %{pre}base, %ashare : index")
-            emit(f"{indent}%{pre}a = memref.view %dyn[%{pre}oa][] : memref<?xi8, 3> to {vA}")
-            emit(f"{indent}nvgpu.tma.async.load %tA[%{pre}k, %mA], %bar[{stage_idx}] to %{pre}a "
-                 f"multicast_mask = %mcast : !tmA, !bar -> {vA}")
-        else:
-            emit(f"{indent}%{pre}a = memref.view %dyn[%{pre}base][] : memref<?xi8, 3> to {vA}")
-            emit(f"{indent}nvgpu.tma.async.load %tA[%{pre}k, %m0], %bar[{stage_idx}] to %{pre}a : !tmA, !bar -> {vA}")
+        emit(f"{indent}nvgpu.tma.async.load %tA[%{pre}k, %m0], %bar[{stage_idx}] to %{pre}a : !tmA, !bar -> {vA}")
         for j in range(bn // 64):
             emit(f"{indent}%{pre}ob{j} = arith.addi %{pre}base, {c(a_bytes + j * chunk)} : index")
             emit(f"{indent}%{pre}b{j} = memref.view %dyn[%{pre}ob{j}][] : memref<?xi8, 3> to {vB}")
@@ -486,32 +464,17 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
             emit(f"{indent}nvgpu.tma.async.load %tB[%{pre}n{j}, %{pre}k], %bar[{stage_idx}] to %{pre}b{j} "
                  f": !tmB, !bar -> {vB}")
 
-    def sync(indent: str) -> None:
-        """Every thread of the block -- of the cluster, when there is one -- meets here."""
-        if cluster > 1:
-            emit(f"{indent}nvvm.cluster.arrive {{aligned}}")
-            emit(f"{indent}nvvm.cluster.wait {{aligned}}")
-        else:
-            emit(f"{indent}gpu.barrier")
-
     I = "      "
     emit(f"{I}%tid = gpu.thread_id x")
     emit(f"{I}%wg = arith.divui %tid, {c(128)} : index")
     gx, gy = _ceil(N, bn), _ceil(M, bm)
-    # A cluster is `cluster` consecutive blocks along x: one row of the C tile grid, adjacent
-    # columns, so they share the A tile. The raster below runs over cluster-wide column groups.
-    cx = gx // cluster
-    if cluster > 1:
-        emit(f"{I}%rank = arith.remui %bx, {c(cluster)} : index")
-        emit(f"{I}%bxc = arith.divui %bx, {c(cluster)} : index")
-    bx = "%bxc" if cluster > 1 else "%bx"
     if group > 1 and gy > 1:
         # Grouped raster: consecutive blocks sweep `group` block rows column by column, so the
         # B tiles they share are still in L2 (the launch grid stays gx x gy).
-        emit(f"{I}%pid0 = arith.muli %by, {c(cx)} : index")
-        emit(f"{I}%pid = arith.addi %pid0, {bx} : index")
-        emit(f"{I}%gid = arith.divui %pid, {c(group * cx)} : index")
-        emit(f"{I}%gin = arith.remui %pid, {c(group * cx)} : index")
+        emit(f"{I}%pid0 = arith.muli %by, {c(gx)} : index")
+        emit(f"{I}%pid = arith.addi %pid0, %bx : index")
+        emit(f"{I}%gid = arith.divui %pid, {c(group * gx)} : index")
+        emit(f"{I}%gin = arith.remui %pid, {c(group * gx)} : index")
         emit(f"{I}%first = arith.muli %gid, {c(group)} : index")
         emit(f"{I}%left = arith.subi {c(gy)}, %first : index")
         emit(f"{I}%gm = arith.minui %left, {c(group)} : index")
@@ -519,19 +482,10 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
         emit(f"{I}%brow = arith.addi %first, %rin : index")
         emit(f"{I}%bcol = arith.divui %gin, %gm : index")
         emit(f"{I}%m0 = arith.muli %brow, {c(bm)} : index")
-        col = "%bcol"
+        emit(f"{I}%n0 = arith.muli %bcol, {c(bn)} : index")
     else:
         emit(f"{I}%m0 = arith.muli %by, {c(bm)} : index")
-        col = bx
-    if cluster > 1:
-        emit(f"{I}%ccol = arith.muli {col}, {c(cluster)} : index")
-        emit(f"{I}%col = arith.addi %ccol, %rank : index")
-        col = "%col"
-        emit(f"{I}%ashare = arith.muli %rank, {c(ha * BK * 2)} : index")
-        emit(f"{I}%arow = arith.muli %rank, {c(ha)} : index")
-        emit(f"{I}%mA = arith.addi %m0, %arow : index")
-        emit(f"{I}%mcast = arith.constant {(1 << cluster) - 1} : i16")
-    emit(f"{I}%n0 = arith.muli {col}, {c(bn)} : index")
+        emit(f"{I}%n0 = arith.muli %bx, {c(bn)} : index")
     emit(f"{I}%wgoff = arith.muli %wg, {c(wm * BK * 2)} : index")
     emit(f"{I}%dyn0 = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>")
     emit(f"{I}%dyn = memref.memory_space_cast %dyn0 : memref<?xi8, #gpu.address_space<workgroup>> to memref<?xi8, 3>")
@@ -546,10 +500,8 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
             emit(f"{I}  nvgpu.mbarrier.init %empty[{c(s_)}], {c(wgm)} : !bar")
     emit(f"{I}  nvgpu.tma.prefetch.descriptor %tA : !tmA")
     emit(f"{I}  nvgpu.tma.prefetch.descriptor %tB : !tmB")
-    if cluster > 1:  # the peers' barriers must be initialised before our multicasts reach them
-        emit(f"{I}  nvvm.fence.mbarrier.init")
     emit(f"{I}}}")
-    sync(I)
+    emit(f"{I}gpu.barrier")
     J = I + "  "
     if ws:
         # Producer: one thread of the extra warpgroup streams every k-block, waiting for the
@@ -612,7 +564,7 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
         emit(f"{J}  %tok = nvgpu.mbarrier.arrive %empty[%sj] : !bar -> !nvgpu.mbarrier.token")
         emit(f"{J}}}")
     else:
-        sync(J)  # with a cluster: the peers have also finished stage j, which our multicast refills
+        emit(f"{J}gpu.barrier")
         emit(f"{J}%nx = arith.addi {j}, {c(depth)} : index")
         emit(f"{J}%more = arith.cmpi ult, %nx, {c(kt)} : index")
         emit(f"{J}%go = arith.andi %more, %is0 : i1")
@@ -641,11 +593,8 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     if ws:
         I = I[:-2]
         emit(f"{I}}}")
-    if cluster > 1:  # no block leaves while a peer may still reach its shared memory
-        sync(I)
     emit(f"{I}gpu.terminator")
     cdecl = [f"{I}%c{x} = arith.constant {x} : index" for x in sorted(consts)]
-    launch_clusters = (f"clusters(%kx, %ky, %kz) in (%ksx = %hcl, %ksy = %h1, %ksz = %h1) " if cluster > 1 else "")
     tm = "swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none"
     return f"""!bar = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = {depth}>
 !tmA = !nvgpu.tensormap.descriptor<tensor = {vA}, {tm}>
@@ -657,17 +606,16 @@ module {{
   func.func @{func_name}({_signature(p)}) attributes {{llvm.emit_c_interface}} {{
     %h1 = arith.constant 1 : index
     %h64 = arith.constant 64 : index
-    %hbm = arith.constant {ha} : index
+    %hbm = arith.constant {bm} : index
     %hgx = arith.constant {gx} : index
     %hgy = arith.constant {gy} : index
     %hthreads = arith.constant {128 * (wgm + ws)} : index
-    %hcl = arith.constant {cluster} : index
     %smem = arith.constant {max(depth * stage, staged_tile_bytes(bm, bn) if staged else 0)} : i32
     %uA = memref.cast %A : memref<{M}x{K}x{et}> to memref<*x{et}>
     %uB = memref.cast %B : memref<{K}x{N}x{et}> to memref<*x{et}>
     %tA = nvgpu.tma.create.descriptor %uA box[%hbm, %h64] : memref<*x{et}> -> !tmA
     %tB = nvgpu.tma.create.descriptor %uB box[%h64, %h64] : memref<*x{et}> -> !tmB
-    gpu.launch {launch_clusters}blocks(%bx, %by, %bz) in (%gx = %hgx, %gy = %hgy, %gz = %h1) threads(%tx, %ty, %tz) in (%sx = %hthreads, %sy = %h1, %sz = %h1) dynamic_shared_memory_size %smem {{
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %hgx, %gy = %hgy, %gz = %h1) threads(%tx, %ty, %tz) in (%sx = %hthreads, %sy = %h1, %sz = %h1) dynamic_shared_memory_size %smem {{
 {chr(10).join(cdecl)}
 {chr(10).join(lines)}
     }}
