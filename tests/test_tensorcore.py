@@ -317,3 +317,54 @@ def test_staged_store_matches_the_reference(name: str, kw: dict[str, int]) -> No
     inputs, refs, _ = reference_outputs(task)
     out = kernel.run(inputs, poisoned(task.outputs))
     assert check_task_outputs(task, out, refs) is None
+
+
+# ----------------------------------------------------------------------------------------------
+# Persistent kernels: min(tiles, SMs) blocks loop over the tiles; the producer runs ahead
+
+
+def test_persistent_validation_and_old_records(mm16: SearchTask) -> None:
+    sk = generate_sketches(mm16)[0]
+    assert sk.validate(_values(ws=1, persist=1)) is None
+    assert "producer warpgroup" in sk.validate(_values(persist=1))
+    gelu = generate_sketches(_task("mmgelu-256x512x1024-f16"))[0]
+    assert "staged tile" in gelu.validate(_values(ws=1, persist=1))
+    old = {k: v for k, v in _values().items() if k != "tc.persist"}  # a record from before the knob
+    assert sk.validate(old) is None and 'knob<"tc.persist"> = 0 ' in sk.script(old)
+
+
+def test_persistent_kernel_loops_over_its_tiles(mm16: SearchTask) -> None:
+    from ansor.targets.cuda.tensorcore import kernel_text
+
+    sk = generate_sketches(mm16)[0]
+    v = {k: x for k, x in {**DEFAULT, "ws": 1, "persist": 1, "wait": 1, "stages": 4}.items()}
+    text = kernel_text(sk.problem, v, "f", sm_count=3)  # 2 x 4 tiles of 128 x 128 over 3 blocks
+    assert "%hgx = arith.constant 3 : index" in text and "%hgy = arith.constant 1 : index" in text
+    assert text.count("scf.for %t = %bx to %c8 step %c3") == 2  # the producer's and the consumers'
+    # stages and phases count k-blocks across tiles; the last stage of a tile is released after it
+    assert text.count("%g = arith.addi %g0, %i : index") == 2 and "%glast" in text
+    from ansor.targets.cuda.lowering import emit_ptx
+
+    ptx = emit_ptx(mm16, sk.script(_values(ws=1, persist=1, wait=1, stages=4)))
+    assert "wgmma.mma_async" in ptx and ".local" not in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, kw", [
+    ("matmul-2048x2048x512-f16", {"ws": 1, "persist": 1}),
+    ("matmul-4096x2048x512-f16", {"bm": 128, "bn": 256, "wgm": 2, "stages": 4, "wait": 1, "group": 8, "ws": 1,
+                                  "persist": 1}),
+    ("matmul-1024x3072x256-bf16", {"bm": 128, "bn": 128, "wgm": 2, "stages": 2, "ws": 1, "persist": 1,
+                                   "group": 4}),
+], ids=["128x128", "128x256-wait1-grouped", "bf16-2wg"])
+def test_persistent_gemm_matches_the_reference(name: str, kw: dict[str, int]) -> None:
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+    from ansor.targets.cuda.lowering import compile_task_cuda
+
+    task = _task(name)
+    sk = generate_sketches(task)[0]
+    kernel = compile_task_cuda(task, sk.script(_values(**kw)))
+    inputs, refs, _ = reference_outputs(task)
+    out = kernel.run(inputs, poisoned(task.outputs))
+    assert check_task_outputs(task, out, refs) is None

@@ -32,8 +32,8 @@ from ansor.core.task import SearchTask
 from ansor.targets.cuda.params import DEFAULT_ARCH
 from ansor.targets.cuda.rewrites import MAX_PRIVATE_BYTES, infer_access_alignment
 from ansor.targets.cuda.tensorcore import ATTR as TC_ATTR
-from ansor.targets.cuda.tensorcore import annotation_of, kernel_text, tc_problem_for, validate_tc
-from ansor.targets.cuda.runtime import CudaKernel, load_cuda_runtime, cuda_runtime_libs, device_arch
+from ansor.targets.cuda.tensorcore import DEFAULT_SM_COUNT, annotation_of, kernel_text, tc_problem_for, validate_tc
+from ansor.targets.cuda.runtime import CudaKernel, load_cuda_runtime, cuda_runtime_libs, device_arch, device_sm_count
 from ansor.core.mlir import run_passes
 from ansor import config
 
@@ -96,7 +96,8 @@ def tensor_core_module(task: SearchTask, script: str) -> ir.Module | None:
     if err:
         raise LoweringError("apply", f"tensor-core sketch on {task.name}: {err}")
     try:
-        return ir.Module.parse(kernel_text(problem, values, task.func_name))
+        sm_count = device_sm_count(DEFAULT_SM_COUNT) if values.get("persist") else DEFAULT_SM_COUNT
+        return ir.Module.parse(kernel_text(problem, values, task.func_name, sm_count=sm_count))
     except ir.MLIRError as exc:  # a generator bug, not a user error: name it
         raise LoweringError("lower", f"wgmma kernel of {task.name}: {diag_text(exc)}") from None
 

@@ -226,6 +226,20 @@ def device_arch() -> str:
         return DEFAULT_ARCH
 
 
+def device_sm_count(default: int) -> int:
+    """Multiprocessors of GPU 0 via the CUDA driver; `default` without a driver or device."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        dev, n = ctypes.c_int(), ctypes.c_int()
+        if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+            return default
+        if cuda.cuDeviceGetAttribute(ctypes.byref(n), 16, dev) != 0 or n.value <= 0:  # MULTIPROCESSOR_COUNT
+            return default
+        return n.value
+    except OSError:
+        return default
+
+
 def has_cuda_device() -> bool:
     try:
         cuda = ctypes.CDLL("libcuda.so.1")

@@ -52,7 +52,7 @@ REGISTERS_PER_SM = 65536
 REGS_BESIDES_ACC = 40
 #: The attribute prefix the sketch's script puts on the matmul.
 ATTR = "ansor.tc"
-KNOBS = ("bm", "bn", "wgm", "stages", "wait", "group", "ws")
+KNOBS = ("bm", "bn", "wgm", "stages", "wait", "group", "ws", "persist")
 OPTIONS: dict[str, tuple[int, ...]] = {
     "bm": (64, 128, 256),
     "bn": (64, 128, 256),
@@ -61,9 +61,14 @@ OPTIONS: dict[str, tuple[int, ...]] = {
     "wait": (0, 1),
     "group": (1, 4, 8, 16),
     "ws": (0, 1),
+    "persist": (0, 1),
 }
 #: The untuned tensor-core program (the shape the probe measured first).
-DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1, "ws": 0}
+DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1, "ws": 0, "persist": 0}
+#: Knobs added after records were first written, with the value those records meant.
+LATER_KNOBS = {"persist": 0}
+#: SMs of the card a persistent kernel is sized for when no GPU is present (H100/H200 SXM).
+DEFAULT_SM_COUNT = 132
 
 
 #: The default `linalg.matmul` indexing maps (A[m,k], B[k,n], C[m,n]); transposed variants are refused.
@@ -294,12 +299,18 @@ def _epilogue(problem: TcProblem, gen, acc_value) -> tuple[TcProblem | None, str
 
 def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
     """Why the annotation `v` cannot run (None when it can)."""
+    v = {**LATER_KNOBS, **v}
     for name in KNOBS:
         if name not in v:
             return f"missing knob tc.{name}"
         if int(v[name]) not in OPTIONS[name]:
             return f"knob tc.{name}={v[name]} not in its options"
-    bm, bn, wgm, stages, wait, _group, ws = (int(v[k]) for k in KNOBS)
+    bm, bn, wgm, stages, wait, _group, ws, persist = (int(v[k]) for k in KNOBS)
+    if persist and not ws:
+        return "a persistent kernel needs the producer warpgroup (it runs ahead into the next tile)"
+    if persist and p.staged(bm, bn):
+        return ("a persistent kernel stores from registers: a staged tile would share shared memory with "
+                "the next tile's stages")
     if bm > _ceil(p.m, 64) * 64 or bn > _ceil(p.n, 64) * 64:
         return f"block tile {bm}x{bn} is larger than the {p.m}x{p.n} result needs"
     wm = bm // wgm
@@ -373,8 +384,10 @@ class TcSketch(Sketch):
         """Annotates the function with the knobs (what the lowering reads) and tiles the matmul the
         way the kernel does -- blocks of bm x bn, warpgroups of bm/wgm rows, k-blocks of 64 -- so
         the loop features the cost model reads differ between annotations as the kernels do."""
-        sb = ScriptBuilder(values)
         p = self.problem
+        if values is not None:  # records written before a knob existed meant its old behaviour
+            values = {**{p.knob(k): v for k, v in LATER_KNOBS.items()}, **values}
+        sb = ScriptBuilder(values)
         for k in self.knobs:
             sb.emit(sb.knob_line(k))
         bm, bn = sb.value(p.knob("bm")), sb.value(p.knob("bn"))
@@ -426,13 +439,16 @@ def annotation_of(module) -> dict[str, int] | None:
 
     for op in walk(module.operation, "func.func"):
         if f"{ATTR}.bm" in op.attributes:
-            return {k: ir.IntegerAttr(op.attributes[f"{ATTR}.{k}"]).value for k in KNOBS}
+            return {k: ir.IntegerAttr(op.attributes[f"{ATTR}.{k}"]).value if f"{ATTR}.{k}" in op.attributes
+                    else LATER_KNOBS[k] for k in KNOBS}
     return None
 
 
-def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
-    """The whole module (host function + gpu.launch in nvgpu IR) of the annotated GEMM."""
-    bm, bn, wgm, depth, wait, group, ws = (int(v[k]) for k in KNOBS)
+def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count: int = DEFAULT_SM_COUNT) -> str:
+    """The whole module (host function + gpu.launch in nvgpu IR) of the annotated GEMM; a
+    persistent kernel launches min(tiles, `sm_count`) blocks."""
+    v = {**LATER_KNOBS, **v}
+    bm, bn, wgm, depth, wait, group, ws, persist = (int(v[k]) for k in KNOBS)
     et, M, N, K = p.et, p.m, p.n, p.k
     wm, wn = bm // wgm, bn
     kt = _ceil(K, BK)
@@ -468,24 +484,47 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     emit(f"{I}%tid = gpu.thread_id x")
     emit(f"{I}%wg = arith.divui %tid, {c(128)} : index")
     gx, gy = _ceil(N, bn), _ceil(M, bm)
-    if group > 1 and gy > 1:
-        # Grouped raster: consecutive blocks sweep `group` block rows column by column, so the
-        # B tiles they share are still in L2 (the launch grid stays gx x gy).
-        emit(f"{I}%pid0 = arith.muli %by, {c(gx)} : index")
-        emit(f"{I}%pid = arith.addi %pid0, %bx : index")
-        emit(f"{I}%gid = arith.divui %pid, {c(group * gx)} : index")
-        emit(f"{I}%gin = arith.remui %pid, {c(group * gx)} : index")
-        emit(f"{I}%first = arith.muli %gid, {c(group)} : index")
-        emit(f"{I}%left = arith.subi {c(gy)}, %first : index")
-        emit(f"{I}%gm = arith.minui %left, {c(group)} : index")
-        emit(f"{I}%rin = arith.remui %gin, %gm : index")
-        emit(f"{I}%brow = arith.addi %first, %rin : index")
-        emit(f"{I}%bcol = arith.divui %gin, %gm : index")
-        emit(f"{I}%m0 = arith.muli %brow, {c(bm)} : index")
-        emit(f"{I}%n0 = arith.muli %bcol, {c(bn)} : index")
-    else:
-        emit(f"{I}%m0 = arith.muli %by, {c(bm)} : index")
-        emit(f"{I}%n0 = arith.muli %bx, {c(bn)} : index")
+    tiles = gx * gy
+    blocks = min(tiles, sm_count) if persist else tiles
+
+    def raster(ind: str, pid: str | None) -> None:
+        """%m0, %n0 of tile `pid` (None: the launch grid's block)."""
+        if group > 1 and gy > 1:
+            # Grouped raster: consecutive tiles sweep `group` block rows column by column, so the
+            # B tiles they share are still in L2.
+            if pid is None:
+                emit(f"{ind}%pid0 = arith.muli %by, {c(gx)} : index")
+                emit(f"{ind}%pid = arith.addi %pid0, %bx : index")
+                pid = "%pid"
+            emit(f"{ind}%gid = arith.divui {pid}, {c(group * gx)} : index")
+            emit(f"{ind}%gin = arith.remui {pid}, {c(group * gx)} : index")
+            emit(f"{ind}%first = arith.muli %gid, {c(group)} : index")
+            emit(f"{ind}%left = arith.subi {c(gy)}, %first : index")
+            emit(f"{ind}%gm = arith.minui %left, {c(group)} : index")
+            emit(f"{ind}%rin = arith.remui %gin, %gm : index")
+            emit(f"{ind}%brow = arith.addi %first, %rin : index")
+            emit(f"{ind}%bcol = arith.divui %gin, %gm : index")
+        elif pid is None:
+            emit(f"{ind}%brow = arith.addi %by, {c(0)} : index")
+            emit(f"{ind}%bcol = arith.addi %bx, {c(0)} : index")
+        else:
+            emit(f"{ind}%brow = arith.divui {pid}, {c(gx)} : index")
+            emit(f"{ind}%bcol = arith.remui {pid}, {c(gx)} : index")
+        emit(f"{ind}%m0 = arith.muli %brow, {c(bm)} : index")
+        emit(f"{ind}%n0 = arith.muli %bcol, {c(bn)} : index")
+
+    def tile_loop(ind: str) -> None:
+        """A persistent block's loop over its tiles; %g0 counts the k-blocks streamed before."""
+        emit(f"{ind}%gend = scf.for %t = %bx to {c(tiles)} step {c(blocks)} iter_args(%g0 = {c(0)}) -> (index) {{")
+        raster(ind + "  ", "%t")
+
+    def tile_loop_end(ind: str) -> None:
+        emit(f"{ind}  %gnext = arith.addi %g0, {c(kt)} : index")
+        emit(f"{ind}  scf.yield %gnext : index")
+        emit(f"{ind}}}")
+
+    if not persist:
+        raster(I, None)
     emit(f"{I}%wgoff = arith.muli %wg, {c(wm * BK * 2)} : index")
     emit(f"{I}%dyn0 = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>")
     emit(f"{I}%dyn = memref.memory_space_cast %dyn0 : memref<?xi8, #gpu.address_space<workgroup>> to memref<?xi8, 3>")
@@ -508,23 +547,36 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
         # consumers to release a stage (the `empty` barriers) before refilling it.
         emit(f"{I}%isp = arith.cmpi eq, %tid, {c(wgm * 128)} : index")
         emit(f"{I}scf.if %isp {{")
-        emit(f"{J}scf.for %i = {c(0)} to {c(kt)} step {c(1)} {{")
-        K2 = J + "  "
-        emit(f"{K2}%s = arith.remui %i, {c(depth)} : index")
-        emit(f"{K2}%again = arith.cmpi uge, %i, {c(depth)} : index")
+        P = J
+        if persist:
+            tile_loop(J)
+            P = J + "  "
+        emit(f"{P}scf.for %i = {c(0)} to {c(kt)} step {c(1)} {{")
+        K2 = P + "  "
+        gq = "%i"
+        if persist:  # stages and phases run on across tiles
+            emit(f"{K2}%g = arith.addi %g0, %i : index")
+            gq = "%g"
+        emit(f"{K2}%s = arith.remui {gq}, {c(depth)} : index")
+        emit(f"{K2}%again = arith.cmpi uge, {gq}, {c(depth)} : index")
         emit(f"{K2}scf.if %again {{")
-        emit(f"{K2}  %u = arith.divui %i, {c(depth)} : index")
+        emit(f"{K2}  %u = arith.divui {gq}, {c(depth)} : index")
         emit(f"{K2}  %u1 = arith.subi %u, {c(1)} : index")
         emit(f"{K2}  %pu = arith.remui %u1, {c(2)} : index")
         emit(f"{K2}  %ph = arith.cmpi ne, %pu, {c(0)} : index")
         emit(f"{K2}  nvgpu.mbarrier.try_wait.parity %empty[%s], %ph, {c(10000000)} : !bar")
         emit(f"{K2}}}")
         load("%s", "%i", "q", K2)
-        emit(f"{J}}}")
+        emit(f"{P}}}")
+        if persist:
+            tile_loop_end(J)
         emit(f"{I}}}")
         emit(f"{I}%iscons = arith.cmpi ult, %tid, {c(wgm * 128)} : index")
         emit(f"{I}scf.if %iscons {{")
         I, J = I + "  ", J + "  "
+        if persist:
+            tile_loop(I)
+            I, J = I + "  ", J + "  "
     else:
         emit(f"{I}scf.if %is0 {{")
         for s_ in range(depth):
@@ -532,8 +584,12 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
         emit(f"{I}}}")
     emit(f"{I}%acc0 = nvgpu.warpgroup.mma.init.accumulator -> !acc")
     emit(f"{I}%res = scf.for %i = {c(0)} to {c(kt)} step {c(1)} iter_args(%acc = %acc0) -> (!acc) {{")
-    emit(f"{J}%s = arith.remui %i, {c(depth)} : index")
-    emit(f"{J}%u = arith.divui %i, {c(depth)} : index")
+    gi = "%i"
+    if persist:
+        emit(f"{J}%g = arith.addi %g0, %i : index")
+        gi = "%g"
+    emit(f"{J}%s = arith.remui {gi}, {c(depth)} : index")
+    emit(f"{J}%u = arith.divui {gi}, {c(depth)} : index")
     emit(f"{J}%pu = arith.remui %u, {c(2)} : index")
     emit(f"{J}%ph = arith.cmpi ne, %pu, {c(0)} : index")
     emit(f"{J}nvgpu.mbarrier.try_wait.parity %bar[%s], %ph, {c(10000000)} : !bar")
@@ -546,10 +602,10 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     emit(f"{J}%db = nvgpu.warpgroup.generate.descriptor %sb, %tB : memref<{BK}x{wn}x{et}, 3>, !tmB -> !dB")
     emit(f"{J}%acc2 = nvgpu.warpgroup.mma %da, %db, %acc {{transposeB}} : !dA, !dB, !acc -> !acc")
     emit(f"{J}nvvm.wgmma.wait.group.sync.aligned {wait}")
-    j = "%i"
+    j = gi
     if wait:  # the MMA of the previous k-block is done: its stage is free
         j = "%j"
-        emit(f"{J}%j = arith.subi %i, {c(1)} : index")
+        emit(f"{J}%j = arith.subi {gi}, {c(1)} : index")
     if ws:
         # one thread per consumer warpgroup releases the stage (no block-wide barrier)
         emit(f"{J}%lane = arith.remui %tid, {c(128)} : index")
@@ -579,6 +635,14 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
     emit(f"{I}}}")
     if wait:
         emit(f"{I}nvvm.wgmma.wait.group.sync.aligned 0")
+        if persist:  # the tile's last stage, held by the MMA left in flight, is free now
+            emit(f"{I}%lane_e = arith.remui %tid, {c(128)} : index")
+            emit(f"{I}%leader_e = arith.cmpi eq, %lane_e, {c(0)} : index")
+            emit(f"{I}scf.if %leader_e {{")
+            emit(f"{I}  %glast = arith.addi %g0, {c(kt - 1)} : index")
+            emit(f"{I}  %slast = arith.remui %glast, {c(depth)} : index")
+            emit(f"{I}  %tok_e = nvgpu.mbarrier.arrive %empty[%slast] : !bar -> !nvgpu.mbarrier.token")
+            emit(f"{I}}}")
     # Upstream `nvgpu.warpgroup.mma.store` (MLIR 22) places rows by the *block's* warp index
     # (thread id / 32), not the warp's index within its warpgroup: warpgroup g's fragment already
     # lands g*64 rows down. Its view starts g*(wm - 64) rows down so the rows come out at g*wm.
@@ -590,6 +654,9 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str) -> str:
         emit(f"{I}%mst = arith.addi %m0, %wgfix : index")
         emit(f"{I}%Cs = memref.subview %C[%mst, %n0] [{wm}, {wn}] [1, 1] : memref<{M}x{N}xf32> to {cview}")
         emit(f"{I}nvgpu.warpgroup.mma.store %res, %Cs : !acc to {cview}")
+    if persist:
+        I = I[:-2]
+        tile_loop_end(I)
     if ws:
         I = I[:-2]
         emit(f"{I}}}")
@@ -607,8 +674,8 @@ module {{
     %h1 = arith.constant 1 : index
     %h64 = arith.constant 64 : index
     %hbm = arith.constant {bm} : index
-    %hgx = arith.constant {gx} : index
-    %hgy = arith.constant {gy} : index
+    %hgx = arith.constant {blocks if persist else gx} : index
+    %hgy = arith.constant {1 if persist else gy} : index
     %hthreads = arith.constant {128 * (wgm + ws)} : index
     %smem = arith.constant {max(depth * stage, staged_tile_bytes(bm, bn) if staged else 0)} : i32
     %uA = memref.cast %A : memref<{M}x{K}x{et}> to memref<*x{et}>
