@@ -368,3 +368,49 @@ def test_persistent_gemm_matches_the_reference(name: str, kw: dict[str, int]) ->
     inputs, refs, _ = reference_outputs(task)
     out = kernel.run(inputs, poisoned(task.outputs))
     assert check_task_outputs(task, out, refs) is None
+
+
+# ----------------------------------------------------------------------------------------------
+# Split-K: blockIdx.z takes a share of the k-blocks and adds its partial tile into a zeroed C
+
+
+def test_split_k_validation() -> None:
+    dec = generate_sketches(_task("matmul-16x4096x4096-f16"))[0]
+    assert dec.validate(_values(bm=64, bn=64, stages=4, splitk=8)) is None
+    few = generate_sketches(_task("matmul-64x64x512-f16"))[0]  # 8 k-blocks: 2 per block at split 4
+    assert "stages exceed the 2 k-blocks of a block" in few.validate(_values(bm=64, bn=64, stages=3, splitk=4))
+    small = generate_sketches(_task("matmul-64x64x192-f16"))[0]  # 3 k-blocks
+    assert "do not split 2 ways" in small.validate(_values(bm=64, bn=64, stages=2, splitk=2))
+    gelu = generate_sketches(_task("mmgelu-256x512x1024-f16"))[0]
+    assert "f32 matmul itself" in gelu.validate(_values(splitk=2))
+
+
+def test_split_k_ptx_zeroes_then_adds() -> None:
+    from ansor.targets.cuda.lowering import emit_ptx
+
+    task = _task("matmul-16x4096x4096-f16")
+    sk = generate_sketches(task)[0]
+    ptx = emit_ptx(task, sk.script(_values(bm=64, bn=64, stages=4, wait=1, splitk=4)))
+    assert ptx.count(".entry") == 2  # the zeroing kernel, then the GEMM
+    assert "atom.global.add.f32" in ptx or "red.global.add.f32" in ptx
+    assert "wgmma.mma_async" in ptx and ".local" not in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, kw", [
+    ("matmul-16x4096x4096-f16", {"bm": 64, "bn": 64, "stages": 4, "wait": 1, "splitk": 4}),
+    ("matmul-197x768x768-f16", {"bm": 64, "bn": 128, "stages": 3, "splitk": 2}),
+    ("matmul-200x136x1024-bf16", {"bm": 128, "bn": 128, "wgm": 2, "stages": 2, "ws": 1, "splitk": 8}),
+], ids=["decode", "vit-rows", "bf16-ws"])
+def test_split_k_matches_the_reference(name: str, kw: dict[str, int]) -> None:
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+    from ansor.targets.cuda.lowering import compile_task_cuda
+
+    task = _task(name)
+    sk = generate_sketches(task)[0]
+    kernel = compile_task_cuda(task, sk.script(_values(**kw)))
+    inputs, refs, _ = reference_outputs(task)
+    for _ in range(2):  # a second call must not add onto the first's result
+        out = kernel.run(inputs, poisoned(task.outputs))
+        assert check_task_outputs(task, out, refs) is None

@@ -179,10 +179,10 @@ def emit_ptx(task: SearchTask, script: str, *, arch: str = DEFAULT_ARCH) -> str:
     with ir.Context(), ir.Location.unknown():
         module = _lower_module(task, script, arch, "isa", bench=False)
         text = str(module)
-    m = re.search(r'assembly = "((?:[^"\\]|\\.)*)"', text) or re.search(r'bin = "((?:[^"\\]|\\.)*)"', text)
-    if m is None:
+    found = re.findall(r'assembly = "((?:[^"\\]|\\.)*)"', text) or re.findall(r'bin = "((?:[^"\\]|\\.)*)"', text)
+    if not found:
         raise LoweringError("lower", "no gpu.binary in the lowered module")
-    raw = m.group(1)
+    raw = "\n".join(found)  # one binary per outlined kernel module
     # MLIR escapes non-printable bytes as \XX (hex).
     return re.sub(r"\\([0-9A-Fa-f]{2})", lambda g: chr(int(g.group(1), 16)), raw)
 
