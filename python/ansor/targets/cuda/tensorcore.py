@@ -52,7 +52,7 @@ REGISTERS_PER_SM = 65536
 REGS_BESIDES_ACC = 40
 #: The attribute prefix the sketch's script puts on the matmul.
 ATTR = "ansor.tc"
-KNOBS = ("bm", "bn", "wgm", "stages", "wait", "group", "ws", "persist", "splitk")
+KNOBS = ("bm", "bn", "wgm", "stages", "wait", "group", "ws", "persist")
 OPTIONS: dict[str, tuple[int, ...]] = {
     "bm": (64, 128, 256),
     "bn": (64, 128, 256),
@@ -62,12 +62,11 @@ OPTIONS: dict[str, tuple[int, ...]] = {
     "group": (1, 4, 8, 16),
     "ws": (0, 1),
     "persist": (0, 1),
-    "splitk": (1, 2, 4, 8),
 }
 #: The untuned tensor-core program (the shape the probe measured first).
-DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1, "ws": 0, "persist": 0, "splitk": 1}
+DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1, "ws": 0, "persist": 0}
 #: Knobs added after records were first written, with the value those records meant.
-LATER_KNOBS = {"persist": 0, "splitk": 1}
+LATER_KNOBS = {"persist": 0}
 #: SMs of the card a persistent kernel is sized for when no GPU is present (H100/H200 SXM).
 DEFAULT_SM_COUNT = 132
 
@@ -306,18 +305,10 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
             return f"missing knob tc.{name}"
         if int(v[name]) not in OPTIONS[name]:
             return f"knob tc.{name}={v[name]} not in its options"
-    bm, bn, wgm, stages, wait, _group, ws, persist, splitk = (int(v[k]) for k in KNOBS)
-    staged = p.staged(bm, bn) or splitk > 1
-    if splitk > 1:
-        if p.fused:
-            return "split-K adds partial sums into C: the result must be the f32 matmul itself"
-        if persist:
-            return "split-K and a persistent kernel do not combine"
-        if _ceil(p.k, BK) % splitk:
-            return f"{_ceil(p.k, BK)} k-blocks do not split {splitk} ways"
+    bm, bn, wgm, stages, wait, _group, ws, persist = (int(v[k]) for k in KNOBS)
     if persist and not ws:
         return "a persistent kernel needs the producer warpgroup (it runs ahead into the next tile)"
-    if persist and staged:
+    if persist and p.staged(bm, bn):
         return ("a persistent kernel stores from registers: a staged tile would share shared memory with "
                 "the next tile's stages")
     if bm > _ceil(p.m, 64) * 64 or bn > _ceil(p.n, 64) * 64:
@@ -338,11 +329,11 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
     if ws and wgm == 1 and wm * bn <= 64 * 64:
         # Measured on an H200: kernel faults or a hang (5 of 6 annotations); cause not found yet.
         return "a producer warpgroup with a single 64x64 consumer faults on the GPU"
-    if _ceil(p.k, BK) // splitk < stages:
-        return f"{stages} stages exceed the {_ceil(p.k, BK) // splitk} k-blocks of a block"
+    if _ceil(p.k, BK) < stages:
+        return f"{stages} stages exceed the {_ceil(p.k, BK)} k-blocks"
     if stages * stage_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
         return f"{stages} stages of {stage_bytes(bm, bn)} bytes exceed {MAX_DYNAMIC_SHARED} bytes of shared memory"
-    if staged and staged_tile_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
+    if p.staged(bm, bn) and staged_tile_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
         return (f"the {bm}x{bn} f32 tile the epilogue stages ({staged_tile_bytes(bm, bn)} bytes) exceeds "
                 f"{MAX_DYNAMIC_SHARED} bytes of shared memory")
     if wait and stages < 3:
@@ -457,11 +448,11 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     """The whole module (host function + gpu.launch in nvgpu IR) of the annotated GEMM; a
     persistent kernel launches min(tiles, `sm_count`) blocks."""
     v = {**LATER_KNOBS, **v}
-    bm, bn, wgm, depth, wait, group, ws, persist, splitk = (int(v[k]) for k in KNOBS)
+    bm, bn, wgm, depth, wait, group, ws, persist = (int(v[k]) for k in KNOBS)
     et, M, N, K = p.et, p.m, p.n, p.k
     wm, wn = bm // wgm, bn
-    kt = _ceil(K, BK) // splitk  # k-blocks of one block (split-K: blockIdx.z picks its share)
-    staged = p.staged(bm, bn) or splitk > 1
+    kt = _ceil(K, BK)
+    staged = p.staged(bm, bn)
     stage = stage_bytes(bm, bn)
     a_bytes = bm * BK * 2
     chunk = BK * 64 * 2  # one 64x64 B chunk
@@ -478,9 +469,6 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     def load(stage_idx: str, kblock: str, pre: str, indent: str) -> None:
         """TMA loads of k-block `kblock` into stage `stage_idx` (SSA names), issued by one thread."""
         emit(f"{indent}%{pre}base = arith.muli {stage_idx}, {c(stage)} : index")
-        if splitk > 1:
-            emit(f"{indent}%{pre}kb = arith.addi {kblock}, %kz : index")
-            kblock = f"%{pre}kb"
         emit(f"{indent}%{pre}k = arith.muli {kblock}, {c(BK)} : index")
         emit(f"{indent}%{pre}a = memref.view %dyn[%{pre}base][] : memref<?xi8, 3> to {vA}")
         emit(f"{indent}nvgpu.mbarrier.arrive.expect_tx %bar[{stage_idx}], {c(stage)} : !bar")
@@ -537,8 +525,6 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
 
     if not persist:
         raster(I, None)
-    if splitk > 1:
-        emit(f"{I}%kz = arith.muli %bz, {c(kt)} : index")
     emit(f"{I}%wgoff = arith.muli %wg, {c(wm * BK * 2)} : index")
     emit(f"{I}%dyn0 = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>")
     emit(f"{I}%dyn = memref.memory_space_cast %dyn0 : memref<?xi8, #gpu.address_space<workgroup>> to memref<?xi8, 3>")
@@ -662,7 +648,7 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     # lands g*64 rows down. Its view starts g*(wm - 64) rows down so the rows come out at g*wm.
     emit(f"{I}%wgfix = arith.muli %wg, {c(wm - 64)} : index")
     if staged:
-        _staged_store(p, emit, c, I, bm=bm, bn=bn, wm=wm, consumers=128 * wgm, ws=bool(ws), add=splitk > 1)
+        _staged_store(p, emit, c, I, bm=bm, bn=bn, wm=wm, consumers=128 * wgm, ws=bool(ws))
     else:
         cview = f"memref<{wm}x{wn}xf32, strided<[{N}, 1], offset: ?>>"
         emit(f"{I}%mst = arith.addi %m0, %wgfix : index")
@@ -677,25 +663,6 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     emit(f"{I}gpu.terminator")
     cdecl = [f"{I}%c{x} = arith.constant {x} : index" for x in sorted(consts)]
     tm = "swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none"
-    # Split-K adds into C: a small kernel zeroes it first (`gpu.memset` without an async token is
-    # left unlowered by MLIR 22's gpu-to-llvm, so the zeroing is a kernel of its own).
-    zero_c = f"""    %zgrid = arith.constant {_ceil(M * N, 256)} : index
-    %z256 = arith.constant 256 : index
-    gpu.launch blocks(%zbx, %zby, %zbz) in (%zgx = %zgrid, %zgy = %h1, %zgz = %h1) threads(%ztx, %zty, %ztz) in (%zsx = %z256, %zsy = %h1, %zsz = %h1) {{
-      %zf = arith.constant 0.0 : f32
-      %zb = arith.muli %zbx, %z256 : index
-      %zi = arith.addi %zb, %ztx : index
-      %zn = arith.constant {N} : index
-      %zmn = arith.constant {M * N} : index
-      %zin = arith.cmpi ult, %zi, %zmn : index
-      scf.if %zin {{
-        %zr = arith.divui %zi, %zn : index
-        %zc = arith.remui %zi, %zn : index
-        memref.store %zf, %C[%zr, %zc] : memref<{M}x{N}xf32>
-      }}
-      gpu.terminator
-    }}
-""" if splitk > 1 else ""
     return f"""!bar = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = {depth}>
 !tmA = !nvgpu.tensormap.descriptor<tensor = {vA}, {tm}>
 !tmB = !nvgpu.tensormap.descriptor<tensor = {vB}, {tm}>
@@ -709,14 +676,13 @@ module {{
     %hbm = arith.constant {bm} : index
     %hgx = arith.constant {blocks if persist else gx} : index
     %hgy = arith.constant {1 if persist else gy} : index
-    %hsplit = arith.constant {splitk} : index
     %hthreads = arith.constant {128 * (wgm + ws)} : index
     %smem = arith.constant {max(depth * stage, staged_tile_bytes(bm, bn) if staged else 0)} : i32
     %uA = memref.cast %A : memref<{M}x{K}x{et}> to memref<*x{et}>
     %uB = memref.cast %B : memref<{K}x{N}x{et}> to memref<*x{et}>
     %tA = nvgpu.tma.create.descriptor %uA box[%hbm, %h64] : memref<*x{et}> -> !tmA
     %tB = nvgpu.tma.create.descriptor %uB box[%h64, %h64] : memref<*x{et}> -> !tmB
-{zero_c}    gpu.launch blocks(%bx, %by, %bz) in (%gx = %hgx, %gy = %hgy, %gz = %hsplit) threads(%tx, %ty, %tz) in (%sx = %hthreads, %sy = %h1, %sz = %h1) dynamic_shared_memory_size %smem {{
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %hgx, %gy = %hgy, %gz = %h1) threads(%tx, %ty, %tz) in (%sx = %hthreads, %sy = %h1, %sz = %h1) dynamic_shared_memory_size %smem {{
 {chr(10).join(cdecl)}
 {chr(10).join(lines)}
     }}
@@ -743,8 +709,7 @@ def _signature(p: TcProblem) -> str:
     return ", ".join(f"{name}: {t}" for name, t in (_arg(p, i) for i in range(p.n_args + 1)))
 
 
-def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, consumers: int, ws: bool,
-                  add: bool = False) -> None:
+def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, consumers: int, ws: bool) -> None:
     """Accumulators -> a padded f32 tile in shared memory (over the drained pipeline stages) ->
     each consumer thread walks the tile along rows (a warp covers 32 consecutive columns: the
     shared reads are conflict-free, the global stores coalesced), rounds to the matmul's type,
@@ -801,10 +766,7 @@ def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, c
             tys.append(x.dtype)
         emit(f"{J}%y = func.call @{EPILOGUE}({', '.join(ins)}) : ({', '.join(tys)}) -> {p.out}")
         val = "%y"
-    if add:  # split-K: this block's partial sum, added atomically into C (zeroed by the host)
-        emit(f"{J}%old = memref.atomic_rmw addf {val}, %C[%om, %on] : ({p.out}, memref<{M}x{N}x{p.out}>) -> {p.out}")
-    else:
-        emit(f"{J}memref.store {val}, %C[%om, %on] : memref<{M}x{N}x{p.out}>")
+    emit(f"{J}memref.store {val}, %C[%om, %on] : memref<{M}x{N}x{p.out}>")
     if guard:
         emit(f"{J[:-2]}}}")
     emit(f"{I}}}")
