@@ -75,3 +75,28 @@ ansorTensorMapEncodeTiledMemrefCached(int64_t rank, void *rankedDescriptor, int6
     c.entries.emplace(std::move(key), device);
   return device;
 }
+
+//===----------------------------------------------------------------------------------------===//
+// One reused stream per thread for JIT-compiled host code.
+//
+// MLIR 22 translates a synchronous `gpu.launch_func` into mgpuStreamCreate, mgpuLaunchKernel,
+// mgpuStreamSynchronize and mgpuStreamDestroy around every launch: creating and destroying a CUDA
+// stream costs more host time than a small kernel runs. `compile_task_cuda` registers these two
+// functions under the upstream names in the JIT (explicit symbols win over the runtime library's),
+// so each thread creates its stream once and every launch of the thread reuses it; the
+// synchronisation after each launch is unchanged, so the function stays synchronous.
+//===----------------------------------------------------------------------------------------===//
+
+namespace {
+using StreamCreateFn = void *(*)();
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) void *ansorStreamCreateReused() {
+  static StreamCreateFn create = reinterpret_cast<StreamCreateFn>(dlsym(RTLD_DEFAULT, "mgpuStreamCreate"));
+  thread_local void *stream = nullptr; // kept for the thread's lifetime
+  if (!stream && create)
+    stream = create();
+  return stream;
+}
+
+extern "C" __attribute__((visibility("default"))) void ansorStreamDestroyReused(void *) {}

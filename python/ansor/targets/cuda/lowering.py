@@ -187,6 +187,28 @@ def emit_ptx(task: SearchTask, script: str, *, arch: str = DEFAULT_ARCH) -> str:
     return re.sub(r"\\([0-9A-Fa-f]{2})", lambda g: chr(int(g.group(1), 16)), raw)
 
 
+#: Upstream's per-launch stream calls and ours (capi/GpuRuntime.cpp: one stream per thread, reused).
+_STREAM_REUSE = {"mgpuStreamCreate": "ansorStreamCreateReused", "mgpuStreamDestroy": "ansorStreamDestroyReused"}
+
+
+def _reuse_streams(engine) -> bool:
+    """Point the JIT's stream create/destroy at our reused per-thread stream (MLIR 22 creates and
+    destroys a stream around every launch: more host time than a small kernel). Explicit JIT
+    symbols take precedence over the runtime library's. False when our library lacks them."""
+    import ctypes
+
+    from ansor.core import native as _native
+
+    try:
+        lib = ctypes.CDLL(str(_native.find_library()))
+        addrs = {up: ctypes.cast(getattr(lib, ours), ctypes.c_void_p) for up, ours in _STREAM_REUSE.items()}
+    except (OSError, AttributeError):
+        return False
+    for up, addr in addrs.items():
+        engine.raw_register_runtime(up, addr)
+    return True
+
+
 def compile_task_cuda(task: SearchTask, script: str | None, *, arch: str | None = None) -> CudaKernel:
     """Apply `script` (None: the default GPU schedule, see `gpu_rules.default_script`), lower to
     PTX and JIT the host side. Raises `LoweringError`."""
@@ -206,6 +228,7 @@ def compile_task_cuda(task: SearchTask, script: str | None, *, arch: str | None 
             if _uses_symbol(module, _TMA_ENCODE_CACHED):
                 libs.append(str(_native.find_library()))  # the cached TMA-descriptor builder
             engine = ExecutionEngine(module, opt_level=3, shared_libs=libs)
+            _reuse_streams(engine)
             engine.initialize()  # runs the global constructors that load the GPU module
         except RuntimeError as exc:
             raise LoweringError("jit", str(exc).splitlines()[0]) from None
