@@ -368,3 +368,73 @@ def test_persistent_gemm_matches_the_reference(name: str, kw: dict[str, int]) ->
     inputs, refs, _ = reference_outputs(task)
     out = kernel.run(inputs, poisoned(task.outputs))
     assert check_task_outputs(task, out, refs) is None
+
+
+# ----------------------------------------------------------------------------------------------
+# Batch matmul: the batches as one tall A, B and C, blockIdx.z picking the batch
+
+_BATCH_SCALED = """
+#id = affine_map<(b, i, j) -> (b, i, j)>
+#s = affine_map<(b, i, j) -> (b)>
+func.func @f(%A: tensor<12x197x64xf16>, %B: tensor<12x64x200xf16>, %s: tensor<12xf32>) -> tensor<12x197x200xf16> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<12x197x200xf32>
+  %eh = tensor.empty() : tensor<12x197x200xf16>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<12x197x200xf32>) -> tensor<12x197x200xf32>
+  %C = linalg.batch_matmul ins(%A, %B : tensor<12x197x64xf16>, tensor<12x64x200xf16>) outs(%init : tensor<12x197x200xf32>) -> tensor<12x197x200xf32>
+  %y = linalg.generic {indexing_maps = [#id, #s, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%C, %s : tensor<12x197x200xf32>, tensor<12xf32>) outs(%eh : tensor<12x197x200xf16>) {
+  ^bb0(%a: f32, %sc: f32, %o: f16):
+    %m = arith.mulf %a, %sc : f32
+    %h = arith.truncf %m : f32 to f16
+    linalg.yield %h : f16
+  } -> tensor<12x197x200xf16>
+  return %y : tensor<12x197x200xf16>
+}
+"""
+
+
+def test_batch_matmul_gets_the_sketch() -> None:
+    p, why = tc_problem_for(_task("gmm-4x256x512x256-f16"))
+    assert p is not None and (p.batch, p.m, p.n, p.k) == (4, 256, 512, 256)
+    scaled = ansor.create_task(_BATCH_SCALED, name="bscaled", target="cuda")
+    p, why = tc_problem_for(scaled)
+    assert p is not None and "epilogue" in why and p.batch == 12 and p.out == "f16"
+    assert [(x.arg, x.dims) for x in p.extras] == [(2, (0,))]  # read by the batch index
+    p, why = tc_problem_for(_task("gmm-2x128x128x100-f16"))
+    assert p is None and "multiple of 64" in why
+    sk = generate_sketches(_task("gmm-4x256x512x256-f16"))[0]
+    assert "persistent batch matmul" in sk.validate(_values(ws=1, persist=1))
+
+
+@pytest.mark.parametrize("name, kw", [("gmm-4x256x512x256-f16", {}), ("gmm-12x197x200x64-f16", {"bm": 64, "bn": 64,
+                                                                                                "stages": 2})],
+                         ids=["plain", "one-k-block-ragged"])
+def test_batch_matmul_ptx(name: str, kw: dict[str, int]) -> None:
+    from ansor.targets.cuda.lowering import emit_ptx
+
+    task = _task(name)
+    sk = generate_sketches(task)[0]
+    assert sk.validate(_values(**kw)) is None
+    ptx = emit_ptx(task, sk.script(_values(**kw)))
+    assert "wgmma.mma_async" in ptx and "%ctaid.z" in ptx and ".local" not in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, kw", [
+    ("gmm-4x256x512x256-f16", {}),
+    ("gmm-4x256x512x256-bf16", {"bm": 128, "bn": 256, "wgm": 2, "stages": 3, "wait": 1, "ws": 1}),
+    ("gmm-12x197x200x64-f16", {"bm": 64, "bn": 64, "stages": 2}),
+    ("bscaled", {"bm": 128, "bn": 128, "wgm": 2, "stages": 2, "group": 4}),
+], ids=["f16", "bf16-ws", "ragged-one-k-block", "scaled-epilogue"])
+def test_batch_matmul_matches_the_reference(name: str, kw: dict[str, int]) -> None:
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+    from ansor.targets.cuda.lowering import compile_task_cuda
+
+    task = ansor.create_task(_BATCH_SCALED, name=name, target="cuda") if name == "bscaled" else _task(name)
+    sk = generate_sketches(task)[0]
+    kernel = compile_task_cuda(task, sk.script(_values(**kw)))
+    inputs, refs, _ = reference_outputs(task)
+    out = kernel.run(inputs, poisoned(task.outputs))
+    assert check_task_outputs(task, out, refs) is None

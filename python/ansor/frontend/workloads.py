@@ -154,14 +154,16 @@ func.func @matmul_bias_gelu(%A: tensor<{m}x{k}x{dtype}>, %B: tensor<{k}x{n}x{dty
 """
 
 
-def batch_matmul(b: int, n: int, m: int, k: int, dtype: str = "f32") -> str:
-    """Ansor's GMM: C[b,n,m] = A[b,n,k] @ B[b,k,m]."""
-    return f"""func.func @batch_matmul(%A: tensor<{b}x{n}x{k}x{dtype}>, %B: tensor<{b}x{k}x{m}x{dtype}>) -> tensor<{b}x{n}x{m}x{dtype}> {{
-  %zero = arith.constant 0.0 : {dtype}
-  %empty = tensor.empty() : tensor<{b}x{n}x{m}x{dtype}>
-  %init = linalg.fill ins(%zero : {dtype}) outs(%empty : tensor<{b}x{n}x{m}x{dtype}>) -> tensor<{b}x{n}x{m}x{dtype}>
-  %C = linalg.batch_matmul ins(%A, %B : tensor<{b}x{n}x{k}x{dtype}>, tensor<{b}x{k}x{m}x{dtype}>) outs(%init : tensor<{b}x{n}x{m}x{dtype}>) -> tensor<{b}x{n}x{m}x{dtype}>
-  return %C : tensor<{b}x{n}x{m}x{dtype}>
+def batch_matmul(b: int, n: int, m: int, k: int, dtype: str = "f32", out_dtype: str | None = None) -> str:
+    """Ansor's GMM: C[b,n,m] = A[b,n,k] @ B[b,k,m]; A and B in `dtype`, C (and the accumulation)
+    in `out_dtype` (default: `dtype`)."""
+    o = out_dtype or dtype
+    return f"""func.func @batch_matmul(%A: tensor<{b}x{n}x{k}x{dtype}>, %B: tensor<{b}x{k}x{m}x{dtype}>) -> tensor<{b}x{n}x{m}x{o}> {{
+  %zero = arith.constant 0.0 : {o}
+  %empty = tensor.empty() : tensor<{b}x{n}x{m}x{o}>
+  %init = linalg.fill ins(%zero : {o}) outs(%empty : tensor<{b}x{n}x{m}x{o}>) -> tensor<{b}x{n}x{m}x{o}>
+  %C = linalg.batch_matmul ins(%A, %B : tensor<{b}x{n}x{k}x{dtype}>, tensor<{b}x{k}x{m}x{dtype}>) outs(%init : tensor<{b}x{n}x{m}x{o}>) -> tensor<{b}x{n}x{m}x{o}>
+  return %C : tensor<{b}x{n}x{m}x{o}>
 }}
 """
 
@@ -755,7 +757,8 @@ _FAMILIES: dict[str, tuple[Callable[[str, str], str], str]] = {
     ),
     "mmgelu": (lambda s, n, *t: matmul_bias_gelu(*_dims(s, 3, n), *t),
                "mmgelu-MxNxK[-f16|-bf16]: GELU(A @ B + bias), exact GELU, f32 accumulation"),
-    "gmm": (lambda s, n: batch_matmul(*_dims(s, 4, n)), "gmm-BxNxMxK: batch_matmul (Ansor GMM)"),
+    "gmm": (lambda s, n, t="f32": batch_matmul(*_dims(s, 4, n), t, "f32"),
+            "gmm-BxNxMxK[-f16|-bf16]: batch_matmul (Ansor GMM; -f16/-bf16: half inputs, fp32 accumulation and C)"),
     "c1d": (lambda s, n: conv1d_nlc(*_conv_dims(s, 7, n)), "c1d-NxLxCIxCOxKxSxP: conv1d NLC"),
     "c2d": (lambda s, n: conv2d_nhwc(*_conv_dims(s, 8, n)), "c2d-NxHxWxCIxCOxKxSxP: conv2d NHWC"),
     "c3d": (
@@ -888,7 +891,7 @@ BUILTIN: dict[str, str] = {
 
 
 #: Families that take an element-type suffix (`matmul-4096-f16`) and the suffixes they take.
-_TYPED: dict[str, tuple[str, ...]] = {"matmul": ("f16", "bf16"), "mmgelu": ("f16", "bf16")}
+_TYPED: dict[str, tuple[str, ...]] = {"matmul": ("f16", "bf16"), "mmgelu": ("f16", "bf16"), "gmm": ("f16", "bf16")}
 
 
 def suite() -> list[str]:

@@ -74,6 +74,11 @@ DEFAULT_SM_COUNT = 132
 #: The default `linalg.matmul` indexing maps (A[m,k], B[k,n], C[m,n]); transposed variants are refused.
 _MATMUL_MAPS = ("[affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, "
                 "affine_map<(d0, d1, d2) -> (d0, d1)>]")
+#: The same for `linalg.batch_matmul` (A[b,m,k], B[b,k,n], C[b,m,n]).
+_BATCH_MATMUL_MAPS = ("[affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>, "
+                      "affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>]")
+#: The contractions the sketch takes, by op name: (default indexing maps, batched).
+_CONTRACTIONS = {"linalg.matmul": (_MATMUL_MAPS, False), "linalg.batch_matmul": (_BATCH_MATMUL_MAPS, True)}
 #: The name of the generated element-wise epilogue function (inlined into the kernel).
 EPILOGUE = "__ansor_epilogue"
 #: TMA: a global row stride must be a multiple of 16 bytes (8 elements of f16/bf16).
@@ -110,6 +115,7 @@ class TcProblem:
     out: str = "f32"
     extras: tuple[EpilogueInput, ...] = ()
     epilogue: str = ""
+    batch: int = 0  # a linalg.batch_matmul's batch extent (0: a plain matmul)
 
     def knob(self, name: str) -> str:
         return f"tc.{name}"
@@ -155,15 +161,17 @@ def _match(func) -> tuple[TcProblem | None, str]:
         return None, "not a one-result function"
     body = list(func.regions[0].blocks[0].operations)
     names = [op.name for op in body]
-    if names.count("linalg.matmul") != 1:
-        return None, f"body is {', '.join(dict.fromkeys(names))}: not one linalg.matmul"
-    extra = set(names) - {"arith.constant", "tensor.empty", "linalg.fill", "linalg.matmul", "linalg.generic",
+    found = [n for n in names if n in _CONTRACTIONS]
+    if len(found) != 1:
+        return None, f"body is {', '.join(dict.fromkeys(names))}: not one linalg.matmul or linalg.batch_matmul"
+    extra = set(names) - {"arith.constant", "tensor.empty", "linalg.fill", found[0], "linalg.generic",
                           "func.return"}
     if extra or names.count("linalg.generic") > 1:
         return None, f"body is {', '.join(dict.fromkeys(names))}: not a matmul with one element-wise consumer"
-    mm = body[names.index("linalg.matmul")]
-    if str(mm.attributes["indexing_maps"]) != _MATMUL_MAPS:
-        return None, "a transposed linalg.matmul"
+    mm = body[names.index(found[0])]
+    maps, batched = _CONTRACTIONS[found[0]]
+    if str(mm.attributes["indexing_maps"]) != maps:
+        return None, f"a transposed {found[0]}"
     a, b, init = mm.operands
     args = []
     for v in (a, b):
@@ -180,14 +188,25 @@ def _match(func) -> tuple[TcProblem | None, str]:
     fill = _defining_op(init)
     if fill is None or fill.name != "linalg.fill" or not _is_zero(fill.operands[0]):
         return None, "the matmul's init is not a zero fill"
-    (m, k), (k2, n) = at.shape, bt.shape
-    if k2 != k or list(ct.shape) != [m, n]:
+    batch = 0
+    if batched:
+        (batch, m, k), (b2, k2, n) = at.shape, bt.shape
+        if b2 != batch or list(ct.shape) != [batch, m, n]:
+            return None, f"shapes {at.shape} x {bt.shape} -> {ct.shape} are not a batch matmul"
+        if k % BK:
+            # The kernel views the batches as one tall A (b*m rows) and one tall B (b*k rows): a
+            # k-block must not run into the next batch's rows.
+            return None, f"a batch matmul needs K a multiple of {BK} (K = {k})"
+    else:
+        (m, k), (k2, n) = at.shape, bt.shape
+    if k2 != k or list(ct.shape)[-2:] != [m, n]:
         return None, f"shapes {at.shape} x {bt.shape} -> {ct.shape} are not a matmul"
     if k % TMA_STRIDE_ELEMS or n % TMA_STRIDE_ELEMS:
         return None, (f"{m}x{n}x{k}: K and N must be multiples of {TMA_STRIDE_ELEMS} "
                       "(TMA needs 16-byte row strides)")
     ret = body[-1]
-    problem = TcProblem(m, n, k, et, a_arg=args[0], b_arg=args[1], n_args=len(ftype.inputs), acc=acc, out=acc)
+    problem = TcProblem(m, n, k, et, a_arg=args[0], b_arg=args[1], n_args=len(ftype.inputs), acc=acc, out=acc,
+                        batch=batch)
     if "linalg.generic" not in names:
         if ret.operands[0] != mm.results[0]:
             return None, "the function does not return the matmul"
@@ -230,10 +249,13 @@ def _epilogue(problem: TcProblem, gen, acc_value) -> tuple[TcProblem | None, str
     iters = [str(x) for x in ir.ArrayAttr(gen.attributes["iterator_types"])]
     maps = [ir.AffineMapAttr(x).value for x in ir.ArrayAttr(gen.attributes["indexing_maps"])]
     n_in = len(gen.operands) - 1
-    if len(iters) != 2 or any("parallel" not in it for it in iters):
-        return None, "the matmul's consumer is not a 2-D element-wise op"
+    rank = 3 if problem.batch else 2
+    if len(iters) != rank or any("parallel" not in it for it in iters):
+        return None, f"the matmul's consumer is not a {rank}-D element-wise op"
     out_t = ir.RankedTensorType(gen.results[0].type)
-    if str(maps[-1]) != "(d0, d1) -> (d0, d1)" or list(out_t.shape) != [problem.m, problem.n]:
+    ident = "(d0, d1) -> (d0, d1)" if rank == 2 else "(d0, d1, d2) -> (d0, d1, d2)"
+    shape = [problem.m, problem.n] if rank == 2 else [problem.batch, problem.m, problem.n]
+    if str(maps[-1]) != ident or list(out_t.shape) != shape:
         return None, "the consumer's result is not indexed like the matmul's"
     block = gen.regions[0].blocks[0]
     if len(list(block.arguments[n_in].uses)):
@@ -242,7 +264,7 @@ def _epilogue(problem: TcProblem, gen, acc_value) -> tuple[TcProblem | None, str
     seen_acc = False
     for i, v in enumerate(list(gen.operands)[:n_in]):
         if v == acc_value:
-            if seen_acc or str(maps[i]) != "(d0, d1) -> (d0, d1)":
+            if seen_acc or str(maps[i]) != ident:
                 return None, "the consumer reads the matmul's result other than element-wise"
             seen_acc = True
             continue
@@ -306,6 +328,8 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
         if int(v[name]) not in OPTIONS[name]:
             return f"knob tc.{name}={v[name]} not in its options"
     bm, bn, wgm, stages, wait, _group, ws, persist = (int(v[k]) for k in KNOBS)
+    if persist and p.batch:
+        return "a persistent batch matmul is not built (its tile loop would have to walk the batches)"
     if persist and not ws:
         return "a persistent kernel needs the producer warpgroup (it runs ahead into the next tile)"
     if persist and p.staged(bm, bn):
@@ -329,7 +353,9 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
     if ws and wgm == 1 and wm * bn <= 64 * 64:
         # Measured on an H200: kernel faults or a hang (5 of 6 annotations); cause not found yet.
         return "a producer warpgroup with a single 64x64 consumer faults on the GPU"
-    if _ceil(p.k, BK) < stages:
+    if _ceil(p.k, BK) < stages and stages > 2:
+        # (a 2-stage ring over a single k-block -- attention scores with a 64-wide head -- fills
+        # the one stage there is; deeper rings would only repeat that annotation)
         return f"{stages} stages exceed the {_ceil(p.k, BK)} k-blocks"
     if stages * stage_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
         return f"{stages} stages of {stage_bytes(bm, bn)} bytes exceed {MAX_DYNAMIC_SHARED} bytes of shared memory"
@@ -398,12 +424,14 @@ class TcSketch(Sketch):
         sb.emit(f'%f = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
         for k in KNOBS:
             sb.emit(f'transform.annotate %f "{ATTR}.{k}" = {ssa(p.knob(k))} : {ANY}, {PARAM}')
-        sb.emit(f'%mm = transform.structured.match ops{{["linalg.matmul"]}} in %root : ({ANY}) -> {ANY}')
-        sb.emit(f"%t1, %blocks = transform.structured.tile_using_forall %mm tile_sizes [{bm}, {bn}] "
-                f"(mapping = [#gpu.block<y>, #gpu.block<x>]) : ({ANY}) -> ({ANY}, {ANY})")
-        sb.emit(f"%t2, %warpgroups = transform.structured.tile_using_forall %t1 tile_sizes [{wm}, 0] "
+        op, lead, z = ("linalg.batch_matmul", "1, ", "#gpu.block<z>, ") if p.batch else ("linalg.matmul", "", "")
+        zero = "0, " if p.batch else ""
+        sb.emit(f'%mm = transform.structured.match ops{{["{op}"]}} in %root : ({ANY}) -> {ANY}')
+        sb.emit(f"%t1, %blocks = transform.structured.tile_using_forall %mm tile_sizes [{lead}{bm}, {bn}] "
+                f"(mapping = [{z}#gpu.block<y>, #gpu.block<x>]) : ({ANY}) -> ({ANY}, {ANY})")
+        sb.emit(f"%t2, %warpgroups = transform.structured.tile_using_forall %t1 tile_sizes [{zero}{wm}, 0] "
                 f"(mapping = [#gpu.warpgroup<x>]) : ({ANY}) -> ({ANY}, {ANY})")
-        sb.emit(f"%t3, %kloop = transform.structured.tile_using_for %t2 tile_sizes [0, 0, {BK}] "
+        sb.emit(f"%t3, %kloop = transform.structured.tile_using_for %t2 tile_sizes [{zero}0, 0, {BK}] "
                 f": ({ANY}) -> ({ANY}, {ANY})")
         sb.emit("transform.yield")
         head = [
@@ -450,9 +478,11 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     v = {**LATER_KNOBS, **v}
     bm, bn, wgm, depth, wait, group, ws, persist = (int(v[k]) for k in KNOBS)
     et, M, N, K = p.et, p.m, p.n, p.k
+    cname, rows = ("%C2", p.batch * M) if p.batch else ("%C", M)  # C as the kernel indexes it
     wm, wn = bm // wgm, bn
     kt = _ceil(K, BK)
     staged = p.staged(bm, bn)
+    cname, rows = ("%C2", p.batch * M) if p.batch else ("%C", M)  # C as the kernel indexes it
     stage = stage_bytes(bm, bn)
     a_bytes = bm * BK * 2
     chunk = BK * 64 * 2  # one 64x64 B chunk
@@ -470,14 +500,18 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
         """TMA loads of k-block `kblock` into stage `stage_idx` (SSA names), issued by one thread."""
         emit(f"{indent}%{pre}base = arith.muli {stage_idx}, {c(stage)} : index")
         emit(f"{indent}%{pre}k = arith.muli {kblock}, {c(BK)} : index")
+        bk = f"%{pre}k"
+        if p.batch:  # this batch's rows of the tall B
+            emit(f"{indent}%{pre}kb = arith.addi %{pre}k, %kboff : index")
+            bk = f"%{pre}kb"
         emit(f"{indent}%{pre}a = memref.view %dyn[%{pre}base][] : memref<?xi8, 3> to {vA}")
         emit(f"{indent}nvgpu.mbarrier.arrive.expect_tx %bar[{stage_idx}], {c(stage)} : !bar")
-        emit(f"{indent}nvgpu.tma.async.load %tA[%{pre}k, %m0], %bar[{stage_idx}] to %{pre}a : !tmA, !bar -> {vA}")
+        emit(f"{indent}nvgpu.tma.async.load %tA[%{pre}k, {arow}], %bar[{stage_idx}] to %{pre}a : !tmA, !bar -> {vA}")
         for j in range(bn // 64):
             emit(f"{indent}%{pre}ob{j} = arith.addi %{pre}base, {c(a_bytes + j * chunk)} : index")
             emit(f"{indent}%{pre}b{j} = memref.view %dyn[%{pre}ob{j}][] : memref<?xi8, 3> to {vB}")
             emit(f"{indent}%{pre}n{j} = arith.addi %n0, {c(64 * j)} : index")
-            emit(f"{indent}nvgpu.tma.async.load %tB[%{pre}n{j}, %{pre}k], %bar[{stage_idx}] to %{pre}b{j} "
+            emit(f"{indent}nvgpu.tma.async.load %tB[%{pre}n{j}, {bk}], %bar[{stage_idx}] to %{pre}b{j} "
                  f": !tmB, !bar -> {vB}")
 
     I = "      "
@@ -525,6 +559,14 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
 
     if not persist:
         raster(I, None)
+    # A batch matmul runs as one tall A (batch*M rows), one tall B (batch*K rows) and one tall C,
+    # blockIdx.z picking the batch: `arow` is the tile's first row of the tall A and C.
+    arow = "%m0"
+    if p.batch:
+        emit(f"{I}%boff = arith.muli %bz, {c(M)} : index")
+        emit(f"{I}%kboff = arith.muli %bz, {c(K)} : index")
+        emit(f"{I}%arow = arith.addi %m0, %boff : index")
+        arow = "%arow"
     emit(f"{I}%wgoff = arith.muli %wg, {c(wm * BK * 2)} : index")
     emit(f"{I}%dyn0 = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>")
     emit(f"{I}%dyn = memref.memory_space_cast %dyn0 : memref<?xi8, #gpu.address_space<workgroup>> to memref<?xi8, 3>")
@@ -579,7 +621,7 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
             I, J = I + "  ", J + "  "
     else:
         emit(f"{I}scf.if %is0 {{")
-        for s_ in range(depth):
+        for s_ in range(min(depth, kt)):
             load(c(s_), c(s_), f"p{s_}", I + "  ")
         emit(f"{I}}}")
     emit(f"{I}%acc0 = nvgpu.warpgroup.mma.init.accumulator -> !acc")
@@ -651,8 +693,8 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
         _staged_store(p, emit, c, I, bm=bm, bn=bn, wm=wm, consumers=128 * wgm, ws=bool(ws))
     else:
         cview = f"memref<{wm}x{wn}xf32, strided<[{N}, 1], offset: ?>>"
-        emit(f"{I}%mst = arith.addi %m0, %wgfix : index")
-        emit(f"{I}%Cs = memref.subview %C[%mst, %n0] [{wm}, {wn}] [1, 1] : memref<{M}x{N}xf32> to {cview}")
+        emit(f"{I}%mst = arith.addi {arow}, %wgfix : index")
+        emit(f"{I}%Cs = memref.subview {cname}[%mst, %n0] [{wm}, {wn}] [1, 1] : memref<{rows}x{N}xf32> to {cview}")
         emit(f"{I}nvgpu.warpgroup.mma.store %res, %Cs : !acc to {cview}")
     if persist:
         I = I[:-2]
@@ -663,6 +705,14 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     emit(f"{I}gpu.terminator")
     cdecl = [f"{I}%c{x} = arith.constant {x} : index" for x in sorted(consts)]
     tm = "swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none"
+    a2, b2, collapse = "%A", "%B", ""
+    if p.batch:
+        B_ = p.batch
+        a2, b2 = "%A2", "%B2"
+        collapse = "".join(
+            f"    {dst} = memref.collapse_shape {src} [[0, 1], [2]] : memref<{B_}x{r}x{cols}x{t}> into "
+            f"memref<{B_ * r}x{cols}x{t}>\n"
+            for dst, src, r, cols, t in (("%A2", "%A", M, K, et), ("%B2", "%B", K, N, et), ("%C2", "%C", M, N, p.out)))
     return f"""!bar = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = {depth}>
 !tmA = !nvgpu.tensormap.descriptor<tensor = {vA}, {tm}>
 !tmB = !nvgpu.tensormap.descriptor<tensor = {vB}, {tm}>
@@ -677,12 +727,13 @@ module {{
     %hgx = arith.constant {blocks if persist else gx} : index
     %hgy = arith.constant {1 if persist else gy} : index
     %hthreads = arith.constant {128 * (wgm + ws)} : index
+    %hbatch = arith.constant {p.batch or 1} : index
     %smem = arith.constant {max(depth * stage, staged_tile_bytes(bm, bn) if staged else 0)} : i32
-    %uA = memref.cast %A : memref<{M}x{K}x{et}> to memref<*x{et}>
-    %uB = memref.cast %B : memref<{K}x{N}x{et}> to memref<*x{et}>
+{collapse}    %uA = memref.cast {a2} : memref<{rows}x{K}x{et}> to memref<*x{et}>
+    %uB = memref.cast {b2} : memref<{(p.batch or 1) * K}x{N}x{et}> to memref<*x{et}>
     %tA = nvgpu.tma.create.descriptor %uA box[%hbm, %h64] : memref<*x{et}> -> !tmA
     %tB = nvgpu.tma.create.descriptor %uB box[%h64, %h64] : memref<*x{et}> -> !tmB
-    gpu.launch blocks(%bx, %by, %bz) in (%gx = %hgx, %gy = %hgy, %gz = %h1) threads(%tx, %ty, %tz) in (%sx = %hthreads, %sy = %h1, %sz = %h1) dynamic_shared_memory_size %smem {{
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %hgx, %gy = %hgy, %gz = %hbatch) threads(%tx, %ty, %tz) in (%sx = %hthreads, %sy = %h1, %sz = %h1) dynamic_shared_memory_size %smem {{
 {chr(10).join(cdecl)}
 {chr(10).join(lines)}
     }}
@@ -695,12 +746,13 @@ module {{
 
 def _arg(p: TcProblem, i: int) -> tuple[str, str]:
     """SSA name and memref type of function argument `i` (inputs, then the result)."""
+    b = f"{p.batch}x" if p.batch else ""
     if i == p.a_arg:
-        return "%A", f"memref<{p.m}x{p.k}x{p.et}>"
+        return "%A", f"memref<{b}{p.m}x{p.k}x{p.et}>"
     if i == p.b_arg:
-        return "%B", f"memref<{p.k}x{p.n}x{p.et}>"
+        return "%B", f"memref<{b}{p.k}x{p.n}x{p.et}>"
     if i == p.n_args:
-        return "%C", f"memref<{p.m}x{p.n}x{p.out}>"
+        return "%C", f"memref<{b}{p.m}x{p.n}x{p.out}>"
     x = next(e for e in p.extras if e.arg == i)
     return f"%x{i}", "memref<" + "".join(f"{d}x" for d in x.shape) + f"{x.dtype}>"
 
@@ -710,6 +762,7 @@ def _signature(p: TcProblem) -> str:
 
 
 def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, consumers: int, ws: bool) -> None:
+    # (a batch matmul stores into the tall C: row %boff + %om)
     """Accumulators -> a padded f32 tile in shared memory (over the drained pipeline stages) ->
     each consumer thread walks the tile along rows (a warp covers 32 consecutive columns: the
     shared reads are conflict-free, the global stores coalesced), rounds to the matmul's type,
@@ -758,15 +811,20 @@ def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, c
         val = "%va"
     if p.epilogue:
         ins, tys = [val], [p.acc]
+        dim_names = ["%bz", "%om", "%on"] if p.batch else ["%om", "%on"]
         for x in p.extras:
             name, t = _arg(p, x.arg)
-            idx = ", ".join("%om" if d == 0 else "%on" for d in x.dims)
+            idx = ", ".join(dim_names[d] for d in x.dims)
             emit(f"{J}%l{x.arg} = memref.load {name}[{idx}] : {t}")
             ins.append(f"%l{x.arg}")
             tys.append(x.dtype)
         emit(f"{J}%y = func.call @{EPILOGUE}({', '.join(ins)}) : ({', '.join(tys)}) -> {p.out}")
         val = "%y"
-    emit(f"{J}memref.store {val}, %C[%om, %on] : memref<{M}x{N}x{p.out}>")
+    if p.batch:
+        emit(f"{J}%ocr = arith.addi %om, %boff : index")
+        emit(f"{J}memref.store {val}, %C2[%ocr, %on] : memref<{p.batch * M}x{N}x{p.out}>")
+    else:
+        emit(f"{J}memref.store {val}, %C[%om, %on] : memref<{M}x{N}x{p.out}>")
     if guard:
         emit(f"{J[:-2]}}}")
     emit(f"{I}}}")
