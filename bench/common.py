@@ -600,6 +600,16 @@ def torch_cuda_fn(name: str, inputs: list, dev: str):
         if etype:  # cuBLAS with f32 output (the task's result type), as tensor cores accumulate
             return (lambda: torch.mm(a, b, out_dtype=torch.float32)), (lambda y: y.cpu().numpy())
         return (lambda: a @ b), (lambda y: y.cpu().numpy())
+    if fam == "gmm" and etype:  # cuBLAS batched GEMM with f32 output (the task's result type)
+        a, b = t
+
+        def bmm():
+            try:
+                return torch.bmm(a, b, out_dtype=torch.float32)
+            except TypeError:  # a PyTorch without out_dtype on bmm: f16 output, then widened
+                return torch.bmm(a, b).float()
+
+        return bmm, (lambda y: y.cpu().numpy())
     if fam == "mmgelu":  # PyTorch eager: cuBLAS addmm (bias in its epilogue) + a GELU kernel
         a, b, bias = t
         like = inputs[0].dtype
