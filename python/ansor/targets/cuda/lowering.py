@@ -199,6 +199,8 @@ def _reuse_streams(engine) -> bool:
 
     from ansor.core import native as _native
 
+    if not config.CUDA_REUSE_STREAM:
+        return False
     try:
         lib = ctypes.CDLL(str(_native.find_library()))
         addrs = {up: ctypes.cast(getattr(lib, ours), ctypes.c_void_p) for up, ours in _STREAM_REUSE.items()}
