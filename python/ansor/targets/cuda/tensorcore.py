@@ -313,8 +313,9 @@ def _epilogue(problem: TcProblem, gen, acc_value) -> tuple[TcProblem | None, str
                 op.operands[idx] = clones[owner].results[0]
             elif owner is None and v.owner != entry:
                 return None, "the consumer captures a function argument"
+    # (`fn` is not erased: erasing a parent leaves the Python objects of the ops moved into it
+    # dangling; the scratch module goes away whole with its context)
     text = str(fn)
-    fn.operation.erase()
     return dataclasses.replace(problem, out=str(out_t.element_type), extras=tuple(extras), epilogue=text), \
         "wgmma GEMM + fused epilogue"
 
