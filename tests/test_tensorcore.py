@@ -23,6 +23,20 @@ def _values(**kw: int) -> dict[str, int]:
     return {f"tc.{k}": v for k, v in {**DEFAULT, **kw}.items()}
 
 
+def _check_on_gpu(task: SearchTask, kw: dict[str, int]) -> None:
+    """Build the tensor-core annotation `kw` of `task`, run it into poisoned outputs and compare
+    with the reference (numpy, the interpreter, or the untransformed CPU program)."""
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+    from ansor.targets.cuda.lowering import compile_task_cuda
+
+    sk = generate_sketches(task)[0]
+    kernel = compile_task_cuda(task, sk.script(_values(**kw)))
+    inputs, refs, _ = reference_outputs(task)
+    out = kernel.run(inputs, poisoned(task.outputs))
+    assert check_task_outputs(task, out, refs) is None
+
+
 @pytest.fixture(scope="module")
 def mm16() -> SearchTask:
     return _task("matmul-256x512x1024-f16")
@@ -307,16 +321,7 @@ def test_staged_tile_reuses_the_pipeline_shared_memory() -> None:
 ], ids=["gelu-f16", "gelu-bf16-ws", "gelu-2wg", "ragged-f16", "ragged-bf16-ws", "decode"])
 def test_staged_store_matches_the_reference(name: str, kw: dict[str, int]) -> None:
     """Fused epilogues and ragged tiles against the CPU reference, outputs poisoned first."""
-    from ansor.measure.measurer import reference_outputs
-    from ansor.measure.verify import check_task_outputs, poisoned
-    from ansor.targets.cuda.lowering import compile_task_cuda
-
-    task = _task(name)
-    sk = generate_sketches(task)[0]
-    kernel = compile_task_cuda(task, sk.script(_values(**kw)))
-    inputs, refs, _ = reference_outputs(task)
-    out = kernel.run(inputs, poisoned(task.outputs))
-    assert check_task_outputs(task, out, refs) is None
+    _check_on_gpu(_task(name), kw)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -358,16 +363,7 @@ def test_persistent_kernel_loops_over_its_tiles(mm16: SearchTask) -> None:
                                    "group": 4}),
 ], ids=["128x128", "128x256-wait1-grouped", "bf16-2wg"])
 def test_persistent_gemm_matches_the_reference(name: str, kw: dict[str, int]) -> None:
-    from ansor.measure.measurer import reference_outputs
-    from ansor.measure.verify import check_task_outputs, poisoned
-    from ansor.targets.cuda.lowering import compile_task_cuda
-
-    task = _task(name)
-    sk = generate_sketches(task)[0]
-    kernel = compile_task_cuda(task, sk.script(_values(**kw)))
-    inputs, refs, _ = reference_outputs(task)
-    out = kernel.run(inputs, poisoned(task.outputs))
-    assert check_task_outputs(task, out, refs) is None
+    _check_on_gpu(_task(name), kw)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -428,13 +424,4 @@ def test_batch_matmul_ptx(name: str, kw: dict[str, int]) -> None:
     ("bscaled", {"bm": 128, "bn": 128, "wgm": 2, "stages": 2, "group": 4}),
 ], ids=["f16", "bf16-ws", "ragged-one-k-block", "scaled-epilogue"])
 def test_batch_matmul_matches_the_reference(name: str, kw: dict[str, int]) -> None:
-    from ansor.measure.measurer import reference_outputs
-    from ansor.measure.verify import check_task_outputs, poisoned
-    from ansor.targets.cuda.lowering import compile_task_cuda
-
-    task = ansor.create_task(_BATCH_SCALED, name=name, target="cuda") if name == "bscaled" else _task(name)
-    sk = generate_sketches(task)[0]
-    kernel = compile_task_cuda(task, sk.script(_values(**kw)))
-    inputs, refs, _ = reference_outputs(task)
-    out = kernel.run(inputs, poisoned(task.outputs))
-    assert check_task_outputs(task, out, refs) is None
+    _check_on_gpu(ansor.create_task(_BATCH_SCALED, name=name, target="cuda") if name == "bscaled" else _task(name), kw)
