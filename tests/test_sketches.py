@@ -403,3 +403,72 @@ def test_chain_sketch_asks_for_a_share_of_untrained_batches() -> None:
     shares = {s.rule: s.untrained_share for s in sks}
     assert any(v == 0.5 for r, v in shares.items() if "reduction_chain" in r)
     assert all(v == 0.0 for r, v in shares.items() if "reduction_chain" not in r)
+
+
+_MATMUL_RESIDUAL_KEEPDIM_SOFTMAX = """
+#id = affine_map<(i, j) -> (i, j)>
+#kd = affine_map<(i, j) -> (i, 0)>
+#row = affine_map<(i, j) -> (j)>
+func.func @f(%a: tensor<32x48xf32>, %b: tensor<48x64xf32>, %bias: tensor<64xf32>) -> tensor<32x64xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x64xf32>
+  %e1 = tensor.empty() : tensor<32x1xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %c = linalg.matmul ins(%a, %b : tensor<32x48xf32>, tensor<48x64xf32>) outs(%z : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %x = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : tensor<32x64xf32>, tensor<64xf32>) outs(%e : tensor<32x64xf32>) {
+  ^bb0(%v: f32, %w: f32, %o: f32):
+    %r = arith.addf %v, %w : f32
+    linalg.yield %r : f32
+  } -> tensor<32x64xf32>
+  %mi = linalg.fill ins(%ninf : f32) outs(%e1 : tensor<32x1xf32>) -> tensor<32x1xf32>
+  %max = linalg.generic {indexing_maps = [#id, #kd], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<32x64xf32>) outs(%mi : tensor<32x1xf32>) {
+  ^bb0(%v: f32, %m: f32):
+    %r = arith.maximumf %v, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<32x1xf32>
+  %ex = linalg.generic {indexing_maps = [#id, #kd, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %max : tensor<32x64xf32>, tensor<32x1xf32>) outs(%e : tensor<32x64xf32>) {
+  ^bb0(%v: f32, %m: f32, %o: f32):
+    %d = arith.subf %v, %m : f32
+    %r = math.exp %d : f32
+    linalg.yield %r : f32
+  } -> tensor<32x64xf32>
+  %si = linalg.fill ins(%zero : f32) outs(%e1 : tensor<32x1xf32>) -> tensor<32x1xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #kd], iterator_types = ["parallel", "reduction"]}
+      ins(%ex : tensor<32x64xf32>) outs(%si : tensor<32x1xf32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<32x1xf32>
+  %y = linalg.generic {indexing_maps = [#id, #kd, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%ex, %sum : tensor<32x64xf32>, tensor<32x1xf32>) outs(%e : tensor<32x64xf32>) {
+  ^bb0(%v: f32, %s: f32, %o: f32):
+    %r = arith.divf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<32x64xf32>
+  return %y : tensor<32x64xf32>
+}
+"""
+
+
+def test_chain_after_a_matmul_stage_with_keepdim_reductions(measurer) -> None:
+    """torch-mlir's layer norms and softmaxes reduce into `tensor<Nx1>` read back at `(i, 0)`, and
+    sit behind a matmul whose bias/residual consumer the matmul's stage takes (BERT's merged
+    tasks): the chain starts after that consumer and accepts the keepdim reads, and its programs
+    are correct."""
+    task = ansor.create_task(_MATMUL_RESIDUAL_KEEPDIM_SOFTMAX, name="mm-softmax")
+    chain = [s for s in generate_sketches(task) if any(r.startswith("reduction_chain") for r in s.rules)]
+    assert chain, [s.rules for s in generate_sketches(task)]
+    st = next(st for st in chain[0].stages if st.kind == "chain")
+    assert len(st.members) == 3  # max, exp, sum: the bias add stays in the matmul's stage
+    rng = random.Random(0)
+    inputs = []
+    for sk in chain:
+        for _ in range(3):
+            values = sample(sk, rng).values()
+            inputs.append(MeasureInput(task, Schedule(sk.name, tuple(sorted(values.items()))), sk.script(values)))
+    results = measurer.measure(inputs)
+    assert all(r.error is None for r in results), [r.error_msg for r in results if r.error]

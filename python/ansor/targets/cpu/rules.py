@@ -118,12 +118,13 @@ def _needs_rfactor(op: OpLoops) -> bool:
     return space < 16 * (os.cpu_count() or 1) and red >= 16 * space
 
 
-def _reduction_chain(out: OpLoops, by_index: dict[int, OpLoops],
-                     pads: dict[int, list[int]]) -> tuple[list[OpLoops], tuple[int, ...]] | None:
+def _reduction_chain(out: OpLoops, by_index: dict[int, OpLoops], pads: dict[int, list[int]],
+                     taken: frozenset[int] | set[int] = frozenset()) -> tuple[list[OpLoops], tuple[int, ...]] | None:
     """The members (consumers first) and row dims of the reduction chain ending at `out`, or None.
 
     A chain (a softmax: max, exp, sum, div; a layer norm) is `out`, an element-wise op, and the
-    ops computing its inputs back to ops with data reuse, initialisers or arguments: reductions
+    ops computing its inputs back to ops with data reuse, initialisers, ops `taken` into another
+    stage (a matmul's fused bias/residual consumer) or arguments: reductions
     and element-wise ops over the same loops as `out` (one loop numbering, so a tile of `out`'s
     rows is a tile of every member's), each used only inside the chain, with at least one
     reduction. The rows are the loops no member reduces. Each `tile` stage alone passes its
@@ -137,9 +138,9 @@ def _reduction_chain(out: OpLoops, by_index: dict[int, OpLoops],
     while frontier:
         p = frontier.pop(0)
         m = by_index.get(p)
-        if p in members or m is None or m.is_init() or (m.has_data_reuse() and not m.is_elementwise()):
+        if p in members or m is None or m.is_init() or p in taken or (m.has_data_reuse() and not m.is_elementwise()):
             continue
-        if m.extents != out.extents or pads.get(p) or not all(m.plain_inputs):
+        if m.extents != out.extents or pads.get(p) or not all(m.pointwise_inputs):
             return None
         members[p] = m
         frontier += [q for q in m.input_producers if q is not None]
@@ -276,7 +277,7 @@ def generate_sketches(task: SearchTask) -> list[Sketch]:
     for o in ops:
         if o.index in taken or o.is_init():
             continue
-        ch = _reduction_chain(o, by_index, pads)
+        ch = _reduction_chain(o, by_index, pads, taken)
         if ch is not None and not any(m.index in taken for m in ch[0]):
             chains[o.index] = ch
     fused_per_op: list[list[tuple[str, list[Stage]]]] = []
