@@ -362,3 +362,19 @@ def test_a_failed_draw_is_skipped_not_fatal(mm, monkeypatch) -> None:
     monkeypatch.setattr(CpuSearchSpace, "sample", flaky(CpuSearchSpace.sample))
     batch = small(sketches, RandomModel(seed=0)).next_batch(16)
     assert len(batch) == 16 and calls["n"] > 48
+
+
+def test_sketches_asking_for_shares_take_half_an_untrained_batch_together() -> None:
+    """Two chain variants asking 0.5 each used to take every untrained batch (BERT's matmul +
+    layer norm: the unfused sketches got 1 trial in 64); together they now take at most half."""
+    from ansor.search.evolution import MAX_RESERVED_SHARE, _reserve_shares
+
+    sketches = ["s0", "s1", "s2", "s3"] * 4
+    order = list(range(len(sketches)))
+    picked = _reserve_shares(order, sketches, {"s2": 0.5, "s3": 0.5}, n=8)[:8]
+    by = [sketches[i] for i in picked]
+    assert by.count("s2") == by.count("s3") == round(8 * MAX_RESERVED_SHARE / 2)
+    assert {"s0", "s1"} <= set(by)
+    # one asker alone keeps its whole share
+    alone = [sketches[i] for i in _reserve_shares(order, sketches, {"s2": 0.5}, n=8)[:8]]
+    assert alone.count("s2") == 4
