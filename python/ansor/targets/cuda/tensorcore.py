@@ -1,12 +1,16 @@
 """Tensor-core GEMM sketch for sm_90 (H100/H200): warpgroup MMA (`wgmma`) fed by TMA through an
 mbarrier ring of shared-memory stages.
 
-    task: C[M,N] (f32) = A[M,K] @ B[K,N], A and B in f16 or bf16 (a `linalg.matmul` on a zero fill)
+    task: C = epilogue(A @ B, extras...): a `linalg.matmul` or `linalg.batch_matmul` of two
+        function arguments in f16/bf16 on a zero fill (f32 sums), optionally followed by
+        element-wise consumers (fused into one generic: bias, activation, rounding to f16/bf16)
+    tc_problem_for(task) --> TcProblem (shapes, argument roles, the epilogue as a function) or why not
     TcSketch.script(values) --> a transform script that annotates the function with its knobs
-        (`ansor.tc.bm`, `.bn`, `.wgm`, `.stages`, `.wait`: replayable, stored in the records) and
-        tiles the matmul as the kernel does (what the cost model's loop features see)
+        (`ansor.tc.bm`, `.bn`, `.wgm`, `.stages`, `.wait`, `.group`, `.ws`, `.persist`:
+        replayable, stored in the records) and tiles the matmul as the kernel does (what the cost
+        model's loop features see)
     lowering: annotated function --kernel_text--> nvgpu IR (TMA descriptors, `nvgpu.tma.async.load`,
-        `nvgpu.mbarrier.*`, `nvgpu.warpgroup.mma`, `nvgpu.warpgroup.mma.store`) --> NVVM --> PTX
+        `nvgpu.mbarrier.*`, `nvgpu.warpgroup.mma`, the store) --> NVVM --> PTX
 
 Why a template and not a chain of transform ops: no upstream transform op produces
 `nvgpu.warpgroup.mma` in MLIR 22 (the nvgpu transform ops are `rewrite_matmul_as_mma_sync`,
@@ -16,14 +20,19 @@ The kernel's structure is fixed; its holes are the block tile (`bm` x `bn`), the
 warpgroups along M (`wgm`: each owns `bm/wgm` rows x `bn` columns), the pipeline depth
 (`stages`, >= 2), how many warpgroup MMAs stay in flight (`wait`: 0 waits for every k-block's
 MMA before refilling its stage; 1 keeps one in flight and refills the stage of the previous one)
-the block raster (`group`: 1 = row-major; G = G block rows swept column by column, for L2) and
+the block raster (`group`: 1 = row-major; G = G block rows swept column by column, for L2),
 warp specialization (`ws`: 0 = thread 0 of the first consumer issues the TMA loads after a
 block-wide barrier per k-block; 1 = an extra producer warpgroup streams the k-blocks and the
-consumers release each stage through an `empty` mbarrier, no block-wide barrier in the loop).
+consumers release each stage through an `empty` mbarrier, no block-wide barrier in the loop) and
+persistence (`persist`: min(tiles, SMs) blocks loop over their tiles, the producer running ahead).
 
 The K step is 64 elements (one 128-byte swizzled row of f16/bf16), the TMA boxes are `bm` x 64
-for A and 64 x 64 chunks for B; the accumulators live in registers (at most 128 f32 per thread)
-and are stored straight to global memory.
+for A and 64 x 64 chunks for B, zero-filled past the tensors' edges; the accumulators live in
+registers (at most 128 f32 per thread). They are stored straight to global memory
+(`nvgpu.warpgroup.mma.store`) when C is the f32 matmul and the tile divides it; otherwise through
+a padded f32 tile in shared memory, from which every consumer thread applies the epilogue and
+stores (guarded) row-contiguous elements. A batch matmul runs as one tall A, B and C with
+blockIdx.z picking the batch.
 """
 
 from __future__ import annotations
