@@ -425,3 +425,18 @@ def test_batch_matmul_ptx(name: str, kw: dict[str, int]) -> None:
 ], ids=["f16", "bf16-ws", "ragged-one-k-block", "scaled-epilogue"])
 def test_batch_matmul_matches_the_reference(name: str, kw: dict[str, int]) -> None:
     _check_on_gpu(ansor.create_task(_BATCH_SCALED, name=name, target="cuda") if name == "bscaled" else _task(name), kw)
+
+
+def test_ir_the_matcher_does_not_foresee_is_declined_not_raised(monkeypatch) -> None:
+    from ansor.targets.cuda import tensorcore
+
+    def boom(func):
+        raise ValueError("unexpected IR")
+
+    monkeypatch.setattr(tensorcore, "_match", boom)
+    tensorcore._analyze.cache_clear()
+    try:
+        p, why = tc_problem_for(_task("matmul-128x128x128-f16"))
+    finally:
+        tensorcore._analyze.cache_clear()
+    assert p is None and "not analysable" in why and "unexpected IR" in why

@@ -158,8 +158,12 @@ def _analyze(text: str) -> tuple[TcProblem | None, str]:
         if len(funcs) != 1:
             return None, "not a single function"
         # A chain of element-wise consumers (bias add, activation, rounding) becomes one generic.
-        run_passes(module, "func.func(linalg-fuse-elementwise-ops,canonicalize,cse)", "apply")
-        return _match(funcs[0].operation)
+        try:
+            run_passes(module, "func.func(linalg-fuse-elementwise-ops,canonicalize,cse)", "apply")
+            return _match(funcs[0].operation)
+        except (ValueError, TypeError, KeyError, IndexError, RuntimeError) as exc:
+            # IR this matcher did not foresee: no tensor-core sketch, never a failed tuning run
+            return None, f"not analysable as a GEMM ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
 
 
 def _match(func) -> tuple[TcProblem | None, str]:
