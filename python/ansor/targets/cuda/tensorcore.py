@@ -76,6 +76,12 @@ OPTIONS: dict[str, tuple[int, ...]] = {
 DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1, "ws": 0, "persist": 0}
 #: Knobs added after records were first written, with the value those records meant.
 LATER_KNOBS = {"persist": 0}
+
+
+def complete(v: Mapping[str, int]) -> dict[str, int]:
+    """The annotation `v` (knob names without the `tc.` prefix) with the knobs added after it was
+    recorded set to what it meant."""
+    return {**LATER_KNOBS, **v}
 #: SMs of the card a persistent kernel is sized for when no GPU is present (H100/H200 SXM).
 DEFAULT_SM_COUNT = 132
 
@@ -335,7 +341,7 @@ def _epilogue(problem: TcProblem, gen, acc_value) -> tuple[TcProblem | None, str
 
 def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
     """Why the annotation `v` cannot run (None when it can)."""
-    v = {**LATER_KNOBS, **v}
+    v = complete(v)
     for name in KNOBS:
         if name not in v:
             return f"missing knob tc.{name}"
@@ -426,7 +432,7 @@ class TcSketch(Sketch):
         the loop features the cost model reads differ between annotations as the kernels do."""
         p = self.problem
         if values is not None:  # records written before a knob existed meant its old behaviour
-            values = {**{p.knob(k): v for k, v in LATER_KNOBS.items()}, **values}
+            values = {p.knob(k): x for k, x in complete(self._values(values)).items()}
         sb = ScriptBuilder(values)
         for k in self.knobs:
             sb.emit(sb.knob_line(k))
@@ -456,8 +462,7 @@ class TcSketch(Sketch):
         return "\n".join(head + sb.lines + ["  }", "}"]) + "\n"
 
     def validate(self, values: Mapping[str, int]) -> str | None:
-        return validate_tc(self.problem, {k: values[self.problem.knob(k)] for k in KNOBS
-                                          if self.problem.knob(k) in values})
+        return validate_tc(self.problem, self._values(values))
 
     def sample(self, rng: random.Random, *, max_tries: int = 4000) -> Schedule:
         return rejection_sample(self, rng, max_tries=max_tries)
@@ -481,15 +486,15 @@ def annotation_of(module) -> dict[str, int] | None:
 
     for op in walk(module.operation, "func.func"):
         if f"{ATTR}.bm" in op.attributes:
-            return {k: ir.IntegerAttr(op.attributes[f"{ATTR}.{k}"]).value if f"{ATTR}.{k}" in op.attributes
-                    else LATER_KNOBS[k] for k in KNOBS}
+            return complete({k: ir.IntegerAttr(op.attributes[f"{ATTR}.{k}"]).value for k in KNOBS
+                             if f"{ATTR}.{k}" in op.attributes})
     return None
 
 
 def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count: int = DEFAULT_SM_COUNT) -> str:
     """The whole module (host function + gpu.launch in nvgpu IR) of the annotated GEMM; a
     persistent kernel launches min(tiles, `sm_count`) blocks."""
-    v = {**LATER_KNOBS, **v}
+    v = complete(v)
     bm, bn, wgm, depth, wait, group, ws, persist = (int(v[k]) for k in KNOBS)
     et, M, N, K = p.et, p.m, p.n, p.k
     cname, rows = ("%C2", p.batch * M) if p.batch else ("%C", M)  # C as the kernel indexes it
@@ -537,6 +542,7 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
 
     def raster(ind: str, pid: str | None) -> None:
         """%m0, %n0 of tile `pid` (None: the launch grid's block)."""
+        brow, bcol = "%brow", "%bcol"
         if group > 1 and gy > 1:
             # Grouped raster: consecutive tiles sweep `group` block rows column by column, so the
             # B tiles they share are still in L2.
@@ -553,13 +559,12 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
             emit(f"{ind}%brow = arith.addi %first, %rin : index")
             emit(f"{ind}%bcol = arith.divui %gin, %gm : index")
         elif pid is None:
-            emit(f"{ind}%brow = arith.addi %by, {c(0)} : index")
-            emit(f"{ind}%bcol = arith.addi %bx, {c(0)} : index")
+            brow, bcol = "%by", "%bx"
         else:
             emit(f"{ind}%brow = arith.divui {pid}, {c(gx)} : index")
             emit(f"{ind}%bcol = arith.remui {pid}, {c(gx)} : index")
-        emit(f"{ind}%m0 = arith.muli %brow, {c(bm)} : index")
-        emit(f"{ind}%n0 = arith.muli %bcol, {c(bn)} : index")
+        emit(f"{ind}%m0 = arith.muli {brow}, {c(bm)} : index")
+        emit(f"{ind}%n0 = arith.muli {bcol}, {c(bn)} : index")
 
     def tile_loop(ind: str) -> None:
         """A persistent block's loop over its tiles; %g0 counts the k-blocks streamed before."""
@@ -704,7 +709,7 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     # lands g*64 rows down. Its view starts g*(wm - 64) rows down so the rows come out at g*wm.
     emit(f"{I}%wgfix = arith.muli %wg, {c(wm - 64)} : index")
     if staged:
-        _staged_store(p, emit, c, I, bm=bm, bn=bn, wm=wm, consumers=128 * wgm, ws=bool(ws))
+        _staged_store(p, emit, c, I, bm=bm, bn=bn, wm=wm, consumers=128 * wgm, ws=bool(ws), cname=cname, rows=rows)
     else:
         cview = f"memref<{wm}x{wn}xf32, strided<[{N}, 1], offset: ?>>"
         emit(f"{I}%mst = arith.addi {arow}, %wgfix : index")
@@ -775,12 +780,13 @@ def _signature(p: TcProblem) -> str:
     return ", ".join(f"{name}: {t}" for name, t in (_arg(p, i) for i in range(p.n_args + 1)))
 
 
-def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, consumers: int, ws: bool) -> None:
-    # (a batch matmul stores into the tall C: row %boff + %om)
+def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, consumers: int, ws: bool,
+                  cname: str, rows: int) -> None:
     """Accumulators -> a padded f32 tile in shared memory (over the drained pipeline stages) ->
     each consumer thread walks the tile along rows (a warp covers 32 consecutive columns: the
     shared reads are conflict-free, the global stores coalesced), rounds to the matmul's type,
-    applies the fused epilogue with the extra inputs it reads, and stores what lands inside C."""
+    applies the fused epilogue with the extra inputs it reads, and stores what lands inside C
+    (`cname`, `rows` rows: a batch matmul's tall C, row %boff + the row within the batch)."""
     M, N = p.m, p.n
     bnp = bn + STAGE_PAD
     tile = f"memref<{bm}x{bnp}xf32, 3>"
@@ -834,11 +840,11 @@ def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, c
             tys.append(x.dtype)
         emit(f"{J}%y = func.call @{EPILOGUE}({', '.join(ins)}) : ({', '.join(tys)}) -> {p.out}")
         val = "%y"
+    row = "%om"
     if p.batch:
         emit(f"{J}%ocr = arith.addi %om, %boff : index")
-        emit(f"{J}memref.store {val}, %C2[%ocr, %on] : memref<{p.batch * M}x{N}x{p.out}>")
-    else:
-        emit(f"{J}memref.store {val}, %C[%om, %on] : memref<{M}x{N}x{p.out}>")
+        row = "%ocr"
+    emit(f"{J}memref.store {val}, {cname}[{row}, %on] : memref<{rows}x{N}x{p.out}>")
     if guard:
         emit(f"{J[:-2]}}}")
     emit(f"{I}}}")
