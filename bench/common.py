@@ -614,6 +614,12 @@ def torch_cuda_fn(name: str, inputs: list, dev: str):
         a, b, bias = t
         like = inputs[0].dtype
         return (lambda: F.gelu(torch.addmm(bias, a, b))), (lambda y: y.float().cpu().numpy().astype(like))
+    if fam == "c2d" and etype:  # cuDNN on channels_last half tensors (the workload's NHWC, no copy)
+        s, p = v[6], v[7]
+        x, w = t
+        xc = x.permute(0, 3, 1, 2)  # NCHW shape, NHWC strides: channels_last
+        wc = w.permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
+        return (lambda: F.conv2d(xc, wc, stride=s, padding=p)), (lambda y: y.permute(0, 2, 3, 1).float().cpu().numpy())
     if fam == "c2d":
         s, p = v[6], v[7]
         x, w = t

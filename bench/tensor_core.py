@@ -31,7 +31,8 @@ DEFAULT = "matmul-4096-f16,matmul-4096x11008x4096-f16,matmul-1024-f16,matmul-204
 #: What `torch_cuda_fn` runs for each workload family (the baseline column).
 BASELINE = {"matmul": "cuBLAS torch.mm(out_dtype=float32), kernel time",
             "mmgelu": "PyTorch eager F.gelu(torch.addmm(bias, a, b)), sum of its kernels",
-            "gmm": "cuBLAS torch.bmm(out_dtype=float32), kernel time"}
+            "gmm": "cuBLAS torch.bmm(out_dtype=float32), kernel time",
+            "c2d": "cuDNN F.conv2d on channels_last half tensors (half result), kernel time"}
 #: Dense f16/bf16 tensor-core peak (TFLOP/s, no sparsity) by card name fragment.
 PEAK_TFLOPS = {"H200": 989.0, "H100 SXM": 989.0, "H100 80GB HBM3": 989.0, "H100 PCIe": 756.0, "H100": 989.0}
 

@@ -51,7 +51,9 @@ def test_half_matmul_gets_the_tensor_core_sketch_first(mm16: SearchTask) -> None
 @pytest.mark.parametrize("name, why", [
     ("matmul-256", "not f16 or bf16"),  # f32 operands
     ("matmul-96x100x128-f16", "multiples of 8"),  # TMA: 16-byte row strides
-    ("c2d-1x14x14x64x64x3x1x1", "not one linalg.matmul"),
+    ("c2d-1x14x14x64x64x3x1x1", "not f16 or bf16"),
+    ("c2d-1x56x56x64x128x3x2x1-f16", "strides [2, 2]"),  # TMA boxes step one pixel
+    ("c2d-1x56x56x32x64x3x1x1-f16", "multiple of 64"),  # a k-block is 64 channels of one tap
     ("mlp-64x256x4", "not one linalg.matmul"),
 ])
 def test_other_tasks_do_not_get_it(name: str, why: str) -> None:
@@ -138,8 +140,11 @@ def test_half_precision_reference_computes_in_f32(mm16: SearchTask) -> None:
 def test_workload_type_suffix() -> None:
     assert "tensor<64x32xf16>" in workloads.get("matmul-64x16x32-f16")
     assert "tensor<64x16xf32>" in workloads.get("matmul-64x16x32-f16")
-    with pytest.raises(KeyError, match="no element-type suffix -f16 for c2d"):
-        workloads.get("c2d-1x14x14x64x64x3x1x1-f16")
+    with pytest.raises(KeyError, match="no element-type suffix -f16 for dep"):
+        workloads.get("dep-1x14x14x64x3x1x1-f16")
+    assert "tensor<1x14x14x64xf16>" in workloads.get("c2d-1x14x14x64x64x3x1x1-f16")
+    with pytest.raises(ValueError, match="one group"):
+        workloads.conv2d_nhwc(1, 8, 8, 16, 16, 3, groups=2, dtype="f16")
 
 
 @pytest.mark.gpu
@@ -440,3 +445,86 @@ def test_ir_the_matcher_does_not_foresee_is_declined_not_raised(monkeypatch) -> 
     finally:
         tensorcore._analyze.cache_clear()
     assert p is None and "not analysable" in why and "unexpected IR" in why
+
+
+# ----------------------------------------------------------------------------------------------
+# Convolutions as implicit GEMMs: 4-D TMA boxes of th x tw pixels, shifted per filter tap
+
+#: Conv + bias + ReLU in bf16, dilation 2, padding 2, a ragged 20x20 image, batch 2, 96 channels out.
+_CONV_BIAS_RELU = """#id4 = affine_map<(a, b, c, d) -> (a, b, c, d)>
+#ch = affine_map<(a, b, c, d) -> (d)>
+func.func @conv_bias_relu(%X: tensor<2x20x20x128xbf16>, %W: tensor<3x3x128x96xbf16>, %b: tensor<96xf32>)
+    -> tensor<2x20x20x96xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %hzero = arith.constant 0.0 : bf16
+  %xp = tensor.pad %X low[0, 2, 2, 0] high[0, 2, 2, 0] {
+  ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
+    tensor.yield %hzero : bf16
+  } : tensor<2x20x20x128xbf16> to tensor<2x24x24x128xbf16>
+  %e = tensor.empty() : tensor<2x20x20x96xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<2x20x20x96xf32>) -> tensor<2x20x20x96xf32>
+  %c = linalg.conv_2d_nhwc_hwcf {dilations = dense<2> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%xp, %W : tensor<2x24x24x128xbf16>, tensor<3x3x128x96xbf16>) outs(%init : tensor<2x20x20x96xf32>)
+      -> tensor<2x20x20x96xf32>
+  %o = tensor.empty() : tensor<2x20x20x96xbf16>
+  %y = linalg.generic {indexing_maps = [#id4, #ch, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%c, %b : tensor<2x20x20x96xf32>, tensor<96xf32>) outs(%o : tensor<2x20x20x96xbf16>) {
+  ^bb0(%v: f32, %bv: f32, %out: bf16):
+    %s = arith.addf %v, %bv : f32
+    %r = arith.maximumf %s, %zero : f32
+    %h = arith.truncf %r : f32 to bf16
+    linalg.yield %h : bf16
+  } -> tensor<2x20x20x96xbf16>
+  return %y : tensor<2x20x20x96xbf16>
+}
+"""
+
+
+def _conv_task(name: str) -> SearchTask:
+    return ansor.create_task(_CONV_BIAS_RELU, name=name, target="cuda") if name == "conv-bias-relu" else _task(name)
+
+
+def test_convolution_gets_the_implicit_gemm_sketch() -> None:
+    task = _task("c2d-1x56x56x64x64x3x1x1-f16")
+    assert [s.name for s in generate_sketches(task)][0] == "tc0"
+    p, why = tc_problem_for(task)
+    assert "implicit-GEMM" in why and (p.m, p.n, p.k, p.kt) == (56 * 56, 64, 576, 9)
+    assert (p.conv.pad_h, p.conv.oh, p.out) == (1, 56, "f16")
+    sk = generate_sketches(task)[0]
+    assert "tc.tw" in sk.free_tile_knobs and 56 in dict((k.name, k.options) for k in sk.knobs)["tc.tw"]
+    assert sk.validate(_values(bm=64, bn=64, tw=8)) is None
+    assert "not in its options" in sk.validate(_values(bm=64, bn=64, tw=64))  # wider than the image
+    small = generate_sketches(_task("c2d-4x7x7x512x512x3x1x1-f16"))[0]  # 7x7 pixels: 49 rows a tile
+    assert "less than half of the 128 rows" in small.validate(_values(bm=128, bn=128, wgm=2, tw=7))
+    assert small.validate(_values(bm=64, bn=128, tw=7)) is None
+    p, why = tc_problem_for(_conv_task("conv-bias-relu"))
+    assert p is not None and "epilogue" in why and (p.conv.dil_h, p.conv.pad_w, p.n) == (2, 2, 96)
+    assert [(x.arg, x.dims) for x in p.extras] == [(2, (3,))]  # the bias, by output channel
+
+
+@pytest.mark.parametrize("name, kw", [
+    ("c2d-1x56x56x64x64x3x1x1-f16", {"bm": 64, "bn": 64, "tw": 8}),
+    ("conv-bias-relu", {"bm": 128, "bn": 128, "wgm": 2, "stages": 4, "wait": 1, "ws": 1, "tw": 16}),
+], ids=["resnet-56", "bias-relu-dilated"])
+def test_convolution_ptx(name: str, kw: dict[str, int]) -> None:
+    from ansor.targets.cuda.lowering import emit_ptx
+
+    task = _conv_task(name)
+    sk = generate_sketches(task)[0]
+    assert sk.validate(_values(**kw)) is None
+    ptx = emit_ptx(task, sk.script(_values(**kw)))
+    assert "cp.async.bulk.tensor.4d" in ptx  # X's boxes: 1 x th x tw x 64, shifted per tap
+    assert "cp.async.bulk.tensor.2d" in ptx  # W as a [KH*KW*C, CO] matrix
+    assert "wgmma.mma_async" in ptx and "st.global.b16" in ptx and ".local" not in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, kw", [
+    ("c2d-1x56x56x64x64x3x1x1-f16", {"bm": 64, "bn": 64, "tw": 8}),
+    ("c2d-1x56x56x64x64x3x1x1-f16", {"bm": 128, "bn": 64, "wgm": 2, "stages": 4, "wait": 1, "tw": 56}),
+    ("c2d-2x28x28x128x128x3x1x1-f16", {"bm": 128, "bn": 128, "wgm": 2, "stages": 4, "ws": 1, "tw": 16}),
+    ("c2d-1x14x14x256x256x1x1x0-bf16", {"bm": 64, "bn": 128, "stages": 3, "tw": 4}),
+    ("conv-bias-relu", {"bm": 128, "bn": 128, "wgm": 2, "stages": 4, "wait": 1, "ws": 1, "tw": 16}),
+], ids=["resnet-56-8x8", "rows-of-56", "batch2-ragged-rows", "1x1-bf16", "bias-relu-dilated"])
+def test_convolution_matches_the_reference(name: str, kw: dict[str, int]) -> None:
+    _check_on_gpu(_conv_task(name), kw)

@@ -220,6 +220,40 @@ def _named_conv(
     return _func(fname, args, out, body, ret)
 
 
+def _half_conv2d(x: list[int], f: list[int], out: list[int], s: int, d: int, p: int, dtype: str) -> str:
+    """Y = round_to_dtype(conv_2d_nhwc_hwcf(pad(X), W)) with X, W in `dtype` and f32 sums."""
+    n, h, w, ci = x
+    xp = [n, h + 2 * p, w + 2 * p, ci]
+    th, tf, to = (lambda sh: _t(sh, dtype)), (lambda sh: _t(sh, "f32")), _t(out, dtype)
+    pad = ""
+    src, src_t = "%X", th(x)
+    if p:
+        pad = (f"  %padded = tensor.pad %X low[0, {p}, {p}, 0] high[0, {p}, {p}, 0] {{\n"
+               f"  ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):\n"
+               f"    tensor.yield %hzero : {dtype}\n"
+               f"  }} : {th(x)} to {th(xp)}\n")
+        src, src_t = "%padded", th(xp)
+    attrs = f"dilations = dense<{d}> : tensor<2xi64>, strides = dense<{s}> : tensor<2xi64>"
+    return f"""#id4 = affine_map<(a, b, c, d) -> (a, b, c, d)>
+func.func @conv2d_nhwc({"%X"}: {th(x)}, %W: {th(f)}) -> {to} {{
+  %zero = arith.constant 0.0 : f32
+  %hzero = arith.constant 0.0 : {dtype}
+{pad}  %init_e = tensor.empty() : {tf(out)}
+  %init = linalg.fill ins(%zero : f32) outs(%init_e : {tf(out)}) -> {tf(out)}
+  %conv = linalg.conv_2d_nhwc_hwcf {{{attrs}}}
+      ins({src}, %W : {src_t}, {th(f)}) outs(%init : {tf(out)}) -> {tf(out)}
+  %e = tensor.empty() : {to}
+  %Y = linalg.generic {{indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+      ins(%conv : {tf(out)}) outs(%e : {to}) {{
+  ^bb0(%a: f32, %o: {dtype}):
+    %r = arith.truncf %a : f32 to {dtype}
+    linalg.yield %r : {dtype}
+  }} -> {to}
+  return %Y : {to}
+}}
+"""
+
+
 def conv1d_nlc(n: int, length: int, ci: int, co: int, k: int, s: int = 1, p: int = 0) -> str:
     """Ansor C1D (`linalg.conv_1d_nwc_wcf`):
     Y[n,l,co] = sum_{rl,ci} pad(X)[n, l*s+rl, ci] * W[rl,ci,co]."""
@@ -240,8 +274,12 @@ def conv2d_nhwc(
     p: int = 0,
     dilation: int = 1,
     groups: int = 1,
+    dtype: str = "f32",
 ) -> str:
     """Ansor C2D / DIL / GRP: NHWC input, [k,k,CI/groups,CO] filter.
+
+    `dtype` f16/bf16 (`c2d-...-f16`): X, W and Y in half precision, the convolution accumulating
+    in f32 and rounded once at the end (what cuDNN computes for a half `channels_last` conv).
 
     groups == 1: `linalg.conv_2d_nhwc_hwcf` (dilation as its attribute). MLIR 22's grouped
     convolutions are NCHW/NGCHW only, so groups > 1 is a `linalg.generic` over an explicit group
@@ -253,6 +291,10 @@ def conv2d_nhwc(
         raise ValueError(f"groups={groups} must divide CI={ci} and CO={co}")
     oh, ow = _out(h, k, s, p, dilation), _out(w, k, s, p, dilation)
     x, f, out = [n, h, w, ci], [k, k, ci // groups, co], [n, oh, ow, co]
+    if dtype != "f32":
+        if groups != 1:
+            raise ValueError(f"a {dtype} convolution has one group (got {groups})")
+        return _half_conv2d(x, f, out, s, dilation, p, dtype)
     if groups == 1:
         return _named_conv("linalg.conv_2d_nhwc_hwcf", "conv2d_nhwc", x, f, out, s, dilation, p)
     text, src, xp = _pad("%X", x, [0, p, p, 0])
@@ -760,7 +802,8 @@ _FAMILIES: dict[str, tuple[Callable[[str, str], str], str]] = {
     "gmm": (lambda s, n, t="f32": batch_matmul(*_dims(s, 4, n), t, "f32"),
             "gmm-BxNxMxK[-f16|-bf16]: batch_matmul (Ansor GMM; -f16/-bf16: half inputs, fp32 accumulation and C)"),
     "c1d": (lambda s, n: conv1d_nlc(*_conv_dims(s, 7, n)), "c1d-NxLxCIxCOxKxSxP: conv1d NLC"),
-    "c2d": (lambda s, n: conv2d_nhwc(*_conv_dims(s, 8, n)), "c2d-NxHxWxCIxCOxKxSxP: conv2d NHWC"),
+    "c2d": (lambda s, n, t="f32": conv2d_nhwc(*_conv_dims(s, 8, n), dtype=t),
+            "c2d-NxHxWxCIxCOxKxSxP[-f16|-bf16]: conv2d NHWC (-f16/-bf16: half X, W and Y, f32 accumulation)"),
     "c3d": (
         lambda s, n: conv3d_ndhwc(*_conv_dims(s, 9, n)),
         "c3d-NxDxHxWxCIxCOxKxSxP: conv3d NDHWC",
@@ -891,7 +934,8 @@ BUILTIN: dict[str, str] = {
 
 
 #: Families that take an element-type suffix (`matmul-4096-f16`) and the suffixes they take.
-_TYPED: dict[str, tuple[str, ...]] = {"matmul": ("f16", "bf16"), "mmgelu": ("f16", "bf16"), "gmm": ("f16", "bf16")}
+_TYPED: dict[str, tuple[str, ...]] = {"matmul": ("f16", "bf16"), "mmgelu": ("f16", "bf16"), "gmm": ("f16", "bf16"),
+                                      "c2d": ("f16", "bf16")}
 
 
 def suite() -> list[str]:

@@ -94,6 +94,8 @@ _BATCH_MATMUL_MAPS = ("[affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map
                       "affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>]")
 #: The contractions the sketch takes, by op name: (default indexing maps, batched).
 _CONTRACTIONS = {"linalg.matmul": (_MATMUL_MAPS, False), "linalg.batch_matmul": (_BATCH_MATMUL_MAPS, True)}
+#: The convolution the sketch runs as an implicit GEMM.
+_CONV = "linalg.conv_2d_nhwc_hwcf"
 #: The name of the generated element-wise epilogue function (inlined into the kernel).
 EPILOGUE = "__ansor_epilogue"
 #: TMA: a global row stride must be a multiple of 16 bytes (8 elements of f16/bf16).
@@ -109,6 +111,30 @@ class EpilogueInput:
     dtype: str
     shape: tuple[int, ...]
     dims: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ConvGeom:
+    """An NHWC convolution run as an implicit GEMM: X[n, h, w, c] (the function argument, padding
+    left to TMA's zero fill past the edges), W[kh, kw, c, co], stride 1, output [n, oh, ow, co]:
+    GEMM rows are output pixels, columns output channels, the k-blocks walk (r, s, 64 channels)."""
+
+    n: int
+    h: int
+    w: int
+    c: int
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    pad_h: int
+    pad_w: int
+    dil_h: int = 1
+    dil_w: int = 1
+
+    def tile(self, bm: int, tw: int) -> tuple[int, int]:
+        """(th, tw): a block's output pixels, th rows of tw; th * tw <= bm rows of the MMA tile."""
+        return max(1, min(bm // tw, self.oh)), tw
 
 
 @dataclass(frozen=True)
@@ -131,9 +157,28 @@ class TcProblem:
     extras: tuple[EpilogueInput, ...] = ()
     epilogue: str = ""
     batch: int = 0  # a linalg.batch_matmul's batch extent (0: a plain matmul)
+    conv: ConvGeom | None = None  # an implicit-GEMM convolution (m = pixels, n = CO, k = KH*KW*C)
 
     def knob(self, name: str) -> str:
         return f"tc.{name}"
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        """The knobs of this problem's sketch: a convolution adds its tile width `tw`."""
+        return KNOBS + ("tw",) if self.conv else KNOBS
+
+    def options(self, name: str) -> tuple[int, ...]:
+        if name == "tw":
+            ow = self.conv.ow
+            return tuple(sorted({t for t in (4, 8, 16, 32, 64) if t < ow} | {min(ow, 256)}))
+        return OPTIONS[name]
+
+    @property
+    def kt(self) -> int:
+        """k-blocks of the main loop."""
+        if self.conv:
+            return self.conv.kh * self.conv.kw * _ceil(self.conv.c, BK)
+        return _ceil(self.k, BK)
 
     @property
     def fused(self) -> bool:
@@ -142,9 +187,9 @@ class TcProblem:
 
     def staged(self, bm: int, bn: int) -> bool:
         """The accumulators go through shared memory to a guarded, element-wise store: a fused
-        epilogue, or a block tile that overhangs the result. Otherwise `nvgpu.warpgroup.mma.store`
-        writes them straight to global memory."""
-        return self.fused or bool(self.m % bm or self.n % bn)
+        epilogue, a block tile that overhangs the result, or a convolution (its tile is a patch
+        of pixels). Otherwise `nvgpu.warpgroup.mma.store` writes them straight to global memory."""
+        return self.fused or self.conv is not None or bool(self.m % bm or self.n % bn)
 
 
 def tc_problem_for(task) -> tuple[TcProblem | None, str]:
@@ -180,6 +225,8 @@ def _match(func) -> tuple[TcProblem | None, str]:
         return None, "not a one-result function"
     body = list(func.regions[0].blocks[0].operations)
     names = [op.name for op in body]
+    if _CONV in names:
+        return _match_conv(func, ftype, body, names)
     found = [n for n in names if n in _CONTRACTIONS]
     if len(found) != 1:
         return None, f"body is {', '.join(dict.fromkeys(names))}: not one linalg.matmul or linalg.batch_matmul"
@@ -238,6 +285,69 @@ def _match(func) -> tuple[TcProblem | None, str]:
     return _epilogue(problem, gen, mm.results[0])
 
 
+def _match_conv(func, ftype, body, names) -> tuple[TcProblem | None, str]:
+    """An NHWC convolution (stride 1, zero padding, f16/bf16 operands, f32 sums) with an optional
+    element-wise consumer, as an implicit GEMM."""
+    from mlir import ir
+
+    extra = set(names) - {"arith.constant", "tensor.empty", "tensor.pad", "linalg.fill", _CONV, "linalg.generic",
+                          "func.return"}
+    if extra or names.count(_CONV) > 1 or names.count("linalg.generic") > 1 or names.count("tensor.pad") > 1:
+        return None, f"body is {', '.join(dict.fromkeys(names))}: not a convolution with one element-wise consumer"
+    conv = body[names.index(_CONV)]
+    strides = [int(x) for x in ir.DenseIntElementsAttr(conv.attributes["strides"])]
+    dil = [int(x) for x in ir.DenseIntElementsAttr(conv.attributes["dilations"])]
+    if strides != [1, 1]:
+        return None, f"a convolution with strides {strides} (the implicit GEMM takes stride 1)"
+    x, w, init = conv.operands
+    pad_h = pad_w = 0
+    pad = _defining_op(x)
+    if pad is not None and pad.name == "tensor.pad":
+        lo = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
+        hi = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
+        yielded = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
+        if lo[0] or lo[3] or hi[0] or hi[3] or not _is_zero(yielded):
+            return None, "the convolution's input is padded other than with zeros around its pixels"
+        pad_h, pad_w = lo[1], lo[2]
+        x = pad.operands[0]
+    args = []
+    for v in (x, w):
+        if not isinstance(v.owner, ir.Block):
+            return None, "the convolution's operands are not function arguments"
+        args.append(ir.BlockArgument(v).arg_number)
+    xt, wt, ct = (ir.RankedTensorType(v.type) for v in (x, w, conv.results[0]))
+    et = str(xt.element_type)
+    if et not in TC_INPUT_TYPES or str(wt.element_type) != et:
+        return None, f"inputs are {xt.element_type}/{wt.element_type}, not f16 or bf16"
+    if str(ct.element_type) != "f32":
+        return None, f"the convolution accumulates in {ct.element_type}"
+    fill = _defining_op(init)
+    if fill is None or fill.name != "linalg.fill" or not _is_zero(fill.operands[0]):
+        return None, "the convolution's init is not a zero fill"
+    (n, h, wd, c), (kh, kw, c2, co), (n2, oh, ow, co2) = xt.shape, wt.shape, ct.shape
+    if c2 != c or n2 != n or co2 != co:
+        return None, f"shapes {xt.shape} x {wt.shape} -> {ct.shape} are not an NHWC convolution"
+    if c % BK:
+        return None, f"{c} input channels: the implicit GEMM needs a multiple of {BK}"
+    if co % TMA_STRIDE_ELEMS:
+        return None, f"{co} output channels: TMA needs a multiple of {TMA_STRIDE_ELEMS}"
+    geom = ConvGeom(n, h, wd, c, kh, kw, oh, ow, pad_h, pad_w, dil[0], dil[1])
+    problem = TcProblem(n * oh * ow, co, kh * kw * c, et, a_arg=args[0], b_arg=args[1], n_args=len(ftype.inputs),
+                        conv=geom)
+    ret = body[-1]
+    if "linalg.generic" not in names:
+        if ret.operands[0] != conv.results[0]:
+            return None, "the function does not return the convolution"
+        return problem, "wgmma implicit-GEMM convolution"
+    gen = body[names.index("linalg.generic")]
+    if ret.operands[0] != gen.results[0] or len(gen.results) != 1:
+        return None, "the function does not return the convolution's element-wise consumer"
+    if len(list(conv.results[0].uses)) != 1:
+        return None, "the convolution's result is used twice"
+    problem, why = _epilogue(problem, gen, conv.results[0])
+    return problem, why.replace("GEMM", "implicit-GEMM convolution")
+
+
 def _defining_op(v):
     """The op that defines `v` (an `ir.Operation`), None for a block argument."""
     from mlir import ir
@@ -268,12 +378,13 @@ def _epilogue(problem: TcProblem, gen, acc_value) -> tuple[TcProblem | None, str
     iters = [str(x) for x in ir.ArrayAttr(gen.attributes["iterator_types"])]
     maps = [ir.AffineMapAttr(x).value for x in ir.ArrayAttr(gen.attributes["indexing_maps"])]
     n_in = len(gen.operands) - 1
-    rank = 3 if problem.batch else 2
+    shape = list(ir.RankedTensorType(acc_value.type).shape)
+    rank = len(shape)
     if len(iters) != rank or any("parallel" not in it for it in iters):
         return None, f"the matmul's consumer is not a {rank}-D element-wise op"
     out_t = ir.RankedTensorType(gen.results[0].type)
-    ident = "(d0, d1) -> (d0, d1)" if rank == 2 else "(d0, d1, d2) -> (d0, d1, d2)"
-    shape = [problem.m, problem.n] if rank == 2 else [problem.batch, problem.m, problem.n]
+    dims = ", ".join(f"d{i}" for i in range(rank))
+    ident = f"({dims}) -> ({dims})"
     if str(maps[-1]) != ident or list(out_t.shape) != shape:
         return None, "the consumer's result is not indexed like the matmul's"
     block = gen.regions[0].blocks[0]
@@ -342,10 +453,10 @@ def _epilogue(problem: TcProblem, gen, acc_value) -> tuple[TcProblem | None, str
 def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
     """Why the annotation `v` cannot run (None when it can)."""
     v = complete(v)
-    for name in KNOBS:
+    for name in p.knobs:
         if name not in v:
             return f"missing knob tc.{name}"
-        if int(v[name]) not in OPTIONS[name]:
+        if int(v[name]) not in p.options(name):
             return f"knob tc.{name}={v[name]} not in its options"
     bm, bn, wgm, stages, wait, _group, ws, persist = (int(v[k]) for k in KNOBS)
     if persist and p.batch:
@@ -373,10 +484,17 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
     if ws and wgm == 1 and wm * bn <= 64 * 64:
         # Measured on an H200: kernel faults or a hang (5 of 6 annotations); cause not found yet.
         return "a producer warpgroup with a single 64x64 consumer faults on the GPU"
-    if _ceil(p.k, BK) < stages and stages > 2:
+    if p.kt < stages and stages > 2:
         # (a 2-stage ring over a single k-block -- attention scores with a 64-wide head -- fills
         # the one stage there is; deeper rings would only repeat that annotation)
-        return f"{stages} stages exceed the {_ceil(p.k, BK)} k-blocks"
+        return f"{stages} stages exceed the {p.kt} k-blocks"
+    if p.conv:
+        tw = int(v["tw"])
+        th, _ = p.conv.tile(bm, tw)
+        if tw > bm:
+            return f"a {tw}-pixel-wide tile does not fit {bm} rows"
+        if th * tw * 2 <= bm and bm > 64:
+            return f"a {th}x{tw} pixel tile fills less than half of the {bm} rows"
     if stages * stage_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
         return f"{stages} stages of {stage_bytes(bm, bn)} bytes exceed {MAX_DYNAMIC_SHARED} bytes of shared memory"
     if p.staged(bm, bn) and staged_tile_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
@@ -411,7 +529,7 @@ class TcSketch(Sketch):
         self.name = name
         self.rules = ("tensor-core-wgmma",)
         self.problem = problem
-        self.knobs = tuple(Knob(problem.knob(k), OPTIONS[k]) for k in KNOBS)
+        self.knobs = tuple(Knob(problem.knob(k), problem.options(k)) for k in problem.knobs)
 
     @property
     def free_tile_knobs(self) -> tuple[str, ...]:
@@ -424,7 +542,7 @@ class TcSketch(Sketch):
         return 0.5
 
     def _values(self, values: Mapping[str, int]) -> dict[str, int]:
-        return {k: int(values[self.problem.knob(k)]) for k in KNOBS if self.problem.knob(k) in values}
+        return {k: int(values[self.problem.knob(k)]) for k in self.problem.knobs if self.problem.knob(k) in values}
 
     def script(self, values: Mapping[str, int] | None = None, *, lower_vectors: bool = True) -> str:
         """Annotates the function with the knobs (what the lowering reads) and tiles the matmul the
@@ -442,8 +560,16 @@ class TcSketch(Sketch):
         else:
             wm = str(int(values[p.knob("bm")]) // int(values[p.knob("wgm")]))
         sb.emit(f'%f = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
-        for k in KNOBS:
+        for k in p.knobs:
             sb.emit(f'transform.annotate %f "{ATTR}.{k}" = {ssa(p.knob(k))} : {ANY}, {PARAM}')
+        if p.conv:  # blocks of tw pixels x bn channels, k-blocks of one filter tap x 64 channels
+            tw = sb.value(p.knob("tw"))
+            sb.emit(f'%cv = transform.structured.match ops{{["{_CONV}"]}} in %root : ({ANY}) -> {ANY}')
+            sb.emit(f"%t1, %blocks = transform.structured.tile_using_forall %cv tile_sizes [0, 0, {tw}, {bn}] "
+                    f"(mapping = [#gpu.block<y>, #gpu.block<x>]) : ({ANY}) -> ({ANY}, {ANY})")
+            sb.emit(f"%t3, %kh, %kw, %kc = transform.structured.tile_using_for %t1 tile_sizes [0, 0, 0, 0, 1, 1, {BK}] "
+                    f": ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})")
+            return self._finish(sb)
         op, lead, z = ("linalg.batch_matmul", "1, ", "#gpu.block<z>, ") if p.batch else ("linalg.matmul", "", "")
         zero = "0, " if p.batch else ""
         sb.emit(f'%mm = transform.structured.match ops{{["{op}"]}} in %root : ({ANY}) -> {ANY}')
@@ -453,6 +579,9 @@ class TcSketch(Sketch):
                 f"(mapping = [#gpu.warpgroup<x>]) : ({ANY}) -> ({ANY}, {ANY})")
         sb.emit(f"%t3, %kloop = transform.structured.tile_using_for %t2 tile_sizes [{zero}0, 0, {BK}] "
                 f": ({ANY}) -> ({ANY}, {ANY})")
+        return self._finish(sb)
+
+    def _finish(self, sb: ScriptBuilder) -> str:
         sb.emit("transform.yield")
         head = [
             "module attributes {transform.with_named_sequence} {",
@@ -486,7 +615,7 @@ def annotation_of(module) -> dict[str, int] | None:
 
     for op in walk(module.operation, "func.func"):
         if f"{ATTR}.bm" in op.attributes:
-            return complete({k: ir.IntegerAttr(op.attributes[f"{ATTR}.{k}"]).value for k in KNOBS
+            return complete({k: ir.IntegerAttr(op.attributes[f"{ATTR}.{k}"]).value for k in KNOBS + ("tw",)
                              if f"{ATTR}.{k}" in op.attributes})
     return None
 
@@ -497,14 +626,17 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     v = complete(v)
     bm, bn, wgm, depth, wait, group, ws, persist = (int(v[k]) for k in KNOBS)
     et, M, N, K = p.et, p.m, p.n, p.k
-    cname, rows = ("%C2", p.batch * M) if p.batch else ("%C", M)  # C as the kernel indexes it
     wm, wn = bm // wgm, bn
-    kt = _ceil(K, BK)
+    kt = p.kt
     staged = p.staged(bm, bn)
     cname, rows = ("%C2", p.batch * M) if p.batch else ("%C", M)  # C as the kernel indexes it
     stage = stage_bytes(bm, bn)
     a_bytes = bm * BK * 2
     chunk = BK * 64 * 2  # one 64x64 B chunk
+    cv = p.conv
+    th, tw = cv.tile(bm, int(v["tw"])) if cv else (bm, 0)
+    # bytes one stage's TMA loads deliver (a convolution's th x tw pixels may fill fewer than bm rows)
+    loaded = (th * tw if cv else bm) * BK * 2 + bn * BK * 2
     consts: set[int] = set()
 
     def c(x: int) -> str:
@@ -514,6 +646,8 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     lines: list[str] = []
     emit = lines.append
     vA, vB = f"memref<{bm}x{BK}x{et}, 3>", f"memref<{BK}x64x{et}, 3>"
+    if cv:  # one box of th x tw pixels x 64 channels of X, zero past the image's edges
+        vA = f"memref<1x{th}x{tw}x{BK}x{et}, 3>"
 
     def load(stage_idx: str, kblock: str, pre: str, indent: str) -> None:
         """TMA loads of k-block `kblock` into stage `stage_idx` (SSA names), issued by one thread."""
@@ -524,8 +658,29 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
             emit(f"{indent}%{pre}kb = arith.addi %{pre}k, %kboff : index")
             bk = f"%{pre}kb"
         emit(f"{indent}%{pre}a = memref.view %dyn[%{pre}base][] : memref<?xi8, 3> to {vA}")
-        emit(f"{indent}nvgpu.mbarrier.arrive.expect_tx %bar[{stage_idx}], {c(stage)} : !bar")
-        emit(f"{indent}nvgpu.tma.async.load %tA[%{pre}k, {arow}], %bar[{stage_idx}] to %{pre}a : !tmA, !bar -> {vA}")
+        emit(f"{indent}nvgpu.mbarrier.arrive.expect_tx %bar[{stage_idx}], {c(loaded)} : !bar")
+        if cv:
+            # k-block -> filter tap (r, s) and 64 input channels from c0; the tap shifts the box
+            # (TMA zero-fills what falls outside the image: the padding)
+            cb = _ceil(cv.c, BK)
+            rs, c0 = kblock, c(0)
+            if cb > 1:
+                emit(f"{indent}%{pre}rs = arith.divui {kblock}, {c(cb)} : index")
+                emit(f"{indent}%{pre}cb = arith.remui {kblock}, {c(cb)} : index")
+                emit(f"{indent}%{pre}c0 = arith.muli %{pre}cb, {c(BK)} : index")
+                rs, c0 = f"%{pre}rs", f"%{pre}c0"
+            emit(f"{indent}%{pre}r = arith.divui {rs}, {c(cv.kw)} : index")
+            emit(f"{indent}%{pre}s = arith.remui {rs}, {c(cv.kw)} : index")
+            emit(f"{indent}%{pre}ry = arith.muli %{pre}r, {c(cv.dil_h)} : index")
+            emit(f"{indent}%{pre}sx = arith.muli %{pre}s, {c(cv.dil_w)} : index")
+            emit(f"{indent}%{pre}y1 = arith.addi %h0, %{pre}ry : index")
+            emit(f"{indent}%{pre}x1 = arith.addi %w0, %{pre}sx : index")
+            emit(f"{indent}%{pre}y = arith.subi %{pre}y1, {c(cv.pad_h)} : index")
+            emit(f"{indent}%{pre}x = arith.subi %{pre}x1, {c(cv.pad_w)} : index")
+            emit(f"{indent}nvgpu.tma.async.load %tA[{c0}, %{pre}x, %{pre}y, %img], %bar[{stage_idx}] to %{pre}a "
+                 f": !tmA, !bar -> {vA}")
+        else:
+            emit(f"{indent}nvgpu.tma.async.load %tA[%{pre}k, {arow}], %bar[{stage_idx}] to %{pre}a : !tmA, !bar -> {vA}")
         for j in range(bn // 64):
             emit(f"{indent}%{pre}ob{j} = arith.addi %{pre}base, {c(a_bytes + j * chunk)} : index")
             emit(f"{indent}%{pre}b{j} = memref.view %dyn[%{pre}ob{j}][] : memref<?xi8, 3> to {vB}")
@@ -537,6 +692,9 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     emit(f"{I}%tid = gpu.thread_id x")
     emit(f"{I}%wg = arith.divui %tid, {c(128)} : index")
     gx, gy = _ceil(N, bn), _ceil(M, bm)
+    if cv:  # a block's rows are a th x tw patch of one image's output pixels
+        nhb, nwb = _ceil(cv.oh, th), _ceil(cv.ow, tw)
+        gy = cv.n * nhb * nwb
     tiles = gx * gy
     blocks = min(tiles, sm_count) if persist else tiles
 
@@ -565,6 +723,13 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
             emit(f"{ind}%bcol = arith.remui {pid}, {c(gx)} : index")
         emit(f"{ind}%m0 = arith.muli {brow}, {c(bm)} : index")
         emit(f"{ind}%n0 = arith.muli {bcol}, {c(bn)} : index")
+        if cv:
+            emit(f"{ind}%img = arith.divui {brow}, {c(nhb * nwb)} : index")
+            emit(f"{ind}%pin = arith.remui {brow}, {c(nhb * nwb)} : index")
+            emit(f"{ind}%hb = arith.divui %pin, {c(nwb)} : index")
+            emit(f"{ind}%wb = arith.remui %pin, {c(nwb)} : index")
+            emit(f"{ind}%h0 = arith.muli %hb, {c(th)} : index")
+            emit(f"{ind}%w0 = arith.muli %wb, {c(tw)} : index")
 
     def tile_loop(ind: str) -> None:
         """A persistent block's loop over its tiles; %g0 counts the k-blocks streamed before."""
@@ -709,7 +874,8 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     # lands g*64 rows down. Its view starts g*(wm - 64) rows down so the rows come out at g*wm.
     emit(f"{I}%wgfix = arith.muli %wg, {c(wm - 64)} : index")
     if staged:
-        _staged_store(p, emit, c, I, bm=bm, bn=bn, wm=wm, consumers=128 * wgm, ws=bool(ws), cname=cname, rows=rows)
+        _staged_store(p, emit, c, I, bm=bm, bn=bn, wm=wm, consumers=128 * wgm, ws=bool(ws), cname=cname, rows=rows,
+                      patch=(th, tw) if cv else None)
     else:
         cview = f"memref<{wm}x{wn}xf32, strided<[{N}, 1], offset: ?>>"
         emit(f"{I}%mst = arith.addi {arow}, %wgfix : index")
@@ -725,6 +891,15 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     cdecl = [f"{I}%c{x} = arith.constant {x} : index" for x in sorted(consts)]
     tm = "swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none"
     a2, b2, collapse = "%A", "%B", ""
+    a_box = "%hbm, %h64"
+    a_mem = f"memref<{rows}x{K}x{et}>"
+    if cv:  # X as it is (4-D boxes); W as the [KH*KW*C, CO] matrix it already is in memory
+        a_box = f"%h1, %hth, %htw, %h64"
+        a_mem = f"memref<{cv.n}x{cv.h}x{cv.w}x{cv.c}x{et}>"
+        b2 = "%B2"
+        collapse = (f"    %hth = arith.constant {th} : index\n    %htw = arith.constant {tw} : index\n"
+                    f"    %B2 = memref.collapse_shape %B [[0, 1, 2], [3]] : memref<{cv.kh}x{cv.kw}x{cv.c}x{N}x{et}> "
+                    f"into memref<{K}x{N}x{et}>\n")
     if p.batch:
         B_ = p.batch
         a2, b2 = "%A2", "%B2"
@@ -748,9 +923,9 @@ module {{
     %hthreads = arith.constant {128 * (wgm + ws)} : index
     %hbatch = arith.constant {p.batch or 1} : index
     %smem = arith.constant {max(depth * stage, staged_tile_bytes(bm, bn) if staged else 0)} : i32
-{collapse}    %uA = memref.cast {a2} : memref<{rows}x{K}x{et}> to memref<*x{et}>
+{collapse}    %uA = memref.cast {a2} : {a_mem} to memref<*x{et}>
     %uB = memref.cast {b2} : memref<{(p.batch or 1) * K}x{N}x{et}> to memref<*x{et}>
-    %tA = nvgpu.tma.create.descriptor %uA box[%hbm, %h64] : memref<*x{et}> -> !tmA
+    %tA = nvgpu.tma.create.descriptor %uA box[{a_box}] : memref<*x{et}> -> !tmA
     %tB = nvgpu.tma.create.descriptor %uB box[%h64, %h64] : memref<*x{et}> -> !tmB
     gpu.launch blocks(%bx, %by, %bz) in (%gx = %hgx, %gy = %hgy, %gz = %hbatch) threads(%tx, %ty, %tz) in (%sx = %hthreads, %sy = %h1, %sz = %h1) dynamic_shared_memory_size %smem {{
 {chr(10).join(cdecl)}
@@ -766,6 +941,13 @@ module {{
 def _arg(p: TcProblem, i: int) -> tuple[str, str]:
     """SSA name and memref type of function argument `i` (inputs, then the result)."""
     b = f"{p.batch}x" if p.batch else ""
+    if p.conv:
+        g = p.conv
+        shapes = {p.a_arg: ("%A", (g.n, g.h, g.w, g.c), p.et), p.b_arg: ("%B", (g.kh, g.kw, g.c, p.n), p.et),
+                  p.n_args: ("%C", (g.n, g.oh, g.ow, p.n), p.out)}
+        if i in shapes:
+            name, shape, t = shapes[i]
+            return name, "memref<" + "x".join(map(str, shape)) + f"x{t}>"
     if i == p.a_arg:
         return "%A", f"memref<{b}{p.m}x{p.k}x{p.et}>"
     if i == p.b_arg:
@@ -781,12 +963,13 @@ def _signature(p: TcProblem) -> str:
 
 
 def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, consumers: int, ws: bool,
-                  cname: str, rows: int) -> None:
+                  cname: str, rows: int, patch: tuple[int, int] | None = None) -> None:
     """Accumulators -> a padded f32 tile in shared memory (over the drained pipeline stages) ->
     each consumer thread walks the tile along rows (a warp covers 32 consecutive columns: the
     shared reads are conflict-free, the global stores coalesced), rounds to the matmul's type,
     applies the fused epilogue with the extra inputs it reads, and stores what lands inside C
-    (`cname`, `rows` rows: a batch matmul's tall C, row %boff + the row within the batch)."""
+    (`cname`, `rows` rows: a batch matmul's tall C, row %boff + the row within the batch; a
+    convolution's `patch` of th x tw pixels: row i is pixel (%h0 + i / tw, %w0 + i % tw) of %img)."""
     M, N = p.m, p.n
     bnp = bn + STAGE_PAD
     tile = f"memref<{bm}x{bnp}xf32, 3>"
@@ -806,23 +989,37 @@ def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, c
     emit(f"{I}%Ts = memref.subview %tile[%wgfix, 0] [{wm}, {bn}] [1, 1] : {tile} to {view}")
     emit(f"{I}nvgpu.warpgroup.mma.store %res, %Ts : !acc to {view}")
     barrier()
-    emit(f"{I}scf.for %e = %tid to {c(bm * bn)} step {c(consumers)} {{")
+    used = patch[0] * patch[1] if patch else bm  # the tile's rows that hold results
+    emit(f"{I}scf.for %e = %tid to {c(used * bn)} step {c(consumers)} {{")
     J = I + "  "
     emit(f"{J}%er = arith.divui %e, {c(bn)} : index")
     emit(f"{J}%ec = arith.remui %e, {c(bn)} : index")
-    emit(f"{J}%om = arith.addi %m0, %er : index")
     emit(f"{J}%on = arith.addi %n0, %ec : index")
     guard = []
-    if M % bm:
-        emit(f"{J}%inm = arith.cmpi ult, %om, {c(M)} : index")
-        guard.append("%inm")
+    if patch:
+        g, (th, tw) = p.conv, patch
+        emit(f"{J}%py = arith.divui %er, {c(tw)} : index")
+        emit(f"{J}%px = arith.remui %er, {c(tw)} : index")
+        emit(f"{J}%oy = arith.addi %h0, %py : index")
+        emit(f"{J}%ox = arith.addi %w0, %px : index")
+        for flag, val, ext, step in (("%iny", "%oy", g.oh, th), ("%inx", "%ox", g.ow, tw)):
+            if ext % step:
+                emit(f"{J}{flag} = arith.cmpi ult, {val}, {c(ext)} : index")
+                guard.append(flag)
+    else:
+        emit(f"{J}%om = arith.addi %m0, %er : index")
+        if M % bm:
+            emit(f"{J}%inm = arith.cmpi ult, %om, {c(M)} : index")
+            guard.append("%inm")
     if N % bn:
         emit(f"{J}%inn = arith.cmpi ult, %on, {c(N)} : index")
         guard.append("%inn")
     if guard:
-        if len(guard) == 2:
-            emit(f"{J}%inb = arith.andi %inm, %inn : i1")
-        emit(f"{J}scf.if {'%inb' if len(guard) == 2 else guard[0]} {{")
+        flag = guard[0]
+        for i, other in enumerate(guard[1:]):
+            emit(f"{J}%inb{i} = arith.andi {flag}, {other} : i1")
+            flag = f"%inb{i}"
+        emit(f"{J}scf.if {flag} {{")
         J += "  "
     emit(f"{J}%v = memref.load %tile[%er, %ec] : {tile}")
     val = "%v"
@@ -831,7 +1028,8 @@ def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, c
         val = "%va"
     if p.epilogue:
         ins, tys = [val], [p.acc]
-        dim_names = ["%bz", "%om", "%on"] if p.batch else ["%om", "%on"]
+        dim_names = (["%img", "%oy", "%ox", "%on"] if patch else ["%bz", "%om", "%on"] if p.batch
+                     else ["%om", "%on"])
         for x in p.extras:
             name, t = _arg(p, x.arg)
             idx = ", ".join(dim_names[d] for d in x.dims)
@@ -840,11 +1038,15 @@ def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, c
             tys.append(x.dtype)
         emit(f"{J}%y = func.call @{EPILOGUE}({', '.join(ins)}) : ({', '.join(tys)}) -> {p.out}")
         val = "%y"
-    row = "%om"
-    if p.batch:
-        emit(f"{J}%ocr = arith.addi %om, %boff : index")
-        row = "%ocr"
-    emit(f"{J}memref.store {val}, {cname}[{row}, %on] : memref<{rows}x{N}x{p.out}>")
+    if patch:
+        _, ct = _arg(p, p.n_args)
+        emit(f"{J}memref.store {val}, %C[%img, %oy, %ox, %on] : {ct}")
+    else:
+        row = "%om"
+        if p.batch:
+            emit(f"{J}%ocr = arith.addi %om, %boff : index")
+            row = "%ocr"
+        emit(f"{J}memref.store {val}, {cname}[{row}, %on] : memref<{rows}x{N}x{p.out}>")
     if guard:
         emit(f"{J[:-2]}}}")
     emit(f"{I}}}")
