@@ -59,6 +59,16 @@ struct FeatureCleanup : public ansor::impl::FeatureCleanupBase<FeatureCleanup> {
   }
 
   void runOnOperation() override {
+    // Marks a cached script prefix left on the payload ops it handed to its suffix
+    // (python/ansor/search/features.py): removed, so no op differs from its unmarked twin (CSE).
+    getOperation()->walk([](Operation *op) {
+      SmallVector<StringAttr> marks;
+      for (NamedAttribute attr : op->getDiscardableAttrs())
+        if (attr.getName().getValue().starts_with("ansor.prefix."))
+          marks.push_back(attr.getName());
+      for (StringAttr name : marks)
+        op->removeDiscardableAttr(name);
+    });
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
     // Not converging within the default iteration limit is harmless here: features are read

@@ -104,6 +104,8 @@ def FeatureCleanup : Pass<"ansor-feature-cleanup"> {
     result types) at a fraction of the cost. The feature extractor itself ignores single-iteration
     loops and reads sizes through `tensor.cast`s, so the features of most candidates equal those
     after full canonicalization (tests/test_features.py checks a sample of sketches).
+    It also removes the discardable `ansor.prefix.*` attributes with which a cached script
+    prefix marks the payload ops it hands to the rest of the script (`search/features.py`).
   }];
   let dependentDialects = ["::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect"];

@@ -61,3 +61,17 @@ func.func @real_loops(%x: tensor<2x8xf32>, %init: tensor<2x8xf32>) -> tensor<2x8
   }
   return %r : tensor<2x8xf32>
 }
+
+// -----
+
+// The marks a cached script prefix leaves on the payload ops it hands over (`ansor.prefix.*`)
+// are removed; other discardable attributes stay.
+// CHECK-LABEL: func.func @prefix_marks
+// CHECK: linalg.fill {ansor.op = 0 : i64} ins
+// CHECK-NOT: ansor.prefix
+// CHECK: return
+func.func @prefix_marks(%init: tensor<4xf32>) -> tensor<4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %f = linalg.fill {ansor.op = 0 : i64, ansor.prefix.c12.h0} ins(%zero : f32) outs(%init : tensor<4xf32>) -> tensor<4xf32>
+  return %f : tensor<4xf32>
+}

@@ -6,13 +6,13 @@ import random
 
 import numpy as np
 import pytest
-from ansor.space.schedule import sample
-from ansor.search import features
-from ansor.targets.cpu import rules
-from ansor.frontend import workloads
-from ansor.core.task import SearchTask, create_task
-from mlir import ir
 from ansor.core import mlir as core_mlir
+from ansor.core.task import SearchTask, create_task
+from ansor.frontend import workloads
+from ansor.search import features
+from ansor.space.schedule import sample
+from ansor.targets.cpu import rules
+from mlir import ir
 
 # matmul 8x8x8 with the matmul's rows split over 2 parallel workers; nothing vectorized, so
 # the fill (8x8) and the matmul tile (4x8x8 per forall iteration) stay linalg statements.
@@ -142,34 +142,74 @@ def test_worker_extractor_matches_in_process(matmul64: SearchTask) -> None:
             assert np.array_equal(a, b)
 
 
-def test_script_cache_reuses_parsed_sketch_with_new_knob_values(matmul64: SearchTask) -> None:
-    """Scripts of one sketch parse once (`_ScriptCache`); each later one only sets knob values.
-    Its rows must equal those of the same script featurized alone, and of applying the whole
-    script (its own canonicalization + CSE included) without the cache."""
-    sk = next(s for s in rules.generate_sketches(matmul64) if s.stages)
-    rng = random.Random(3)
-    scripts = []
-    while len(scripts) < 4:
+def _sketch_scripts(task: SearchTask, sketch: int, n: int, seed: int) -> list[str]:
+    """`n` distinct feature scripts (vectors not lowered, as the tuner renders them) of one sketch."""
+    sk = [s for s in rules.generate_sketches(task) if s.stages][sketch]
+    rng = random.Random(seed)
+    scripts: list[str] = []
+    while len(scripts) < n:
         s = sk.script(sample(sk, rng).values(), lower_vectors=False)
         if s not in scripts:
             scripts.append(s)
-    parses = []
-    original = features._ScriptCache._parse
-    features._ScriptCache._parse = staticmethod(lambda s: parses.append(s) or original(s))  # type: ignore[method-assign]
-    try:
-        together = features.featurize(matmul64, scripts)
-    finally:
-        features._ScriptCache._parse = staticmethod(original)  # type: ignore[method-assign]
-    assert len(parses) < len(scripts)  # knob-only differences hit the cache
+    return scripts
+
+
+def _whole_rows(task: SearchTask, scripts: list[str]) -> list[np.ndarray]:
+    """Rows after applying each script whole (its own canonicalization + CSE), without any cache."""
     with ir.Context(), ir.Location.unknown():
-        payload = core_mlir.parse_payload(matmul64)
-        for script, rows in zip(scripts, together, strict=True):
-            assert rows is not None
-            assert np.array_equal(rows, features.featurize(matmul64, [script])[0])
+        payload = core_mlir.parse_payload(task)
+        out = []
+        for script in scripts:
             module = features._clone(payload)
             core_mlir.apply_script(module, script)
-            assert np.array_equal(rows, features.extract_from_module(module))
+            out.append(features.extract_from_module(module))
+        return out
+
+
+@pytest.mark.parametrize("sketch", [0, 1], ids=["tiling", "packed"])
+def test_script_cache_reuses_parsed_sketch_with_new_values(matmul64: SearchTask, sketch: int) -> None:
+    """Scripts of one sketch parse once (`_ScriptCache`); each later one only sets knob values
+    and static tile/pack sizes (the packed sketch's sizes are literals in its text). Rows must
+    equal those of the same script featurized alone, and of applying the whole script (its own
+    canonicalization + CSE included) without the cache."""
+    scripts = _sketch_scripts(matmul64, sketch, 4, seed=3)
+    parses = []
+    original = features._ScriptCache._parse
+    features._ScriptCache._parse = staticmethod(lambda s, b: parses.append(s) or original(s, b))  # type: ignore[method-assign]
+    try:
+        together = features.featurize(matmul64, scripts, split=False)
+    finally:
+        features._ScriptCache._parse = staticmethod(original)  # type: ignore[method-assign]
+    assert len(parses) == 1  # knob and size differences hit the cache
+    for script, rows, whole in zip(scripts, together, _whole_rows(matmul64, scripts), strict=True):
+        assert rows is not None
+        assert np.array_equal(rows, features.featurize(matmul64, [script])[0])
+        assert np.array_equal(rows, whole)
     assert len({r.tobytes() for r in together if r is not None}) == len(scripts)
+
+
+@pytest.mark.parametrize("sketch", [0, 1], ids=["tiling", "packed"])
+def test_shared_prefixes_give_the_rows_of_whole_scripts(matmul64: SearchTask, sketch: int) -> None:
+    """A batch's scripts are cut where prefixes repeat (`_Structure.choose_cuts`); the ops before
+    a cut run once per distinct prefix and hand their handles to the rest by marking payload
+    ops. Rows equal those of each script applied whole, whatever the batch."""
+    scripts = _sketch_scripts(matmul64, sketch, 24, seed=7)
+    with ir.Context(), ir.Location.unknown():
+        cache = features._ScriptCache()
+        blanked = [features._Blanked(s) for s in scripts]
+        st = cache.structure(scripts[0], blanked[0])
+        cuts = st.choose_cuts(blanked)
+        assert cuts  # 24 candidates of a 64^3 matmul share outer tiles: the test runs the cut path
+        assert len({st.prefix_key(b, cuts[0]) for b in blanked}) < len(scripts)
+    split = features.featurize(matmul64, scripts)
+    alone = features.featurize(matmul64, scripts, split=False)
+    assert all(r is not None for r in split)
+    for a, b, whole in zip(split, alone, _whole_rows(matmul64, scripts), strict=True):
+        assert np.array_equal(a, b) and np.array_equal(a, whole)
+    # Order and company do not matter: a reversed batch and a batch of one give the same rows.
+    for a, b in zip(split[::-1], features.featurize(matmul64, scripts[::-1]), strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(split[5], features.featurize(matmul64, [scripts[5]])[0])
 
 
 @pytest.mark.parametrize(
