@@ -619,7 +619,9 @@ def torch_cuda_fn(name: str, inputs: list, dev: str):
         x, w = t
         xc = x.permute(0, 3, 1, 2)  # NCHW shape, NHWC strides: channels_last
         wc = w.permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
-        return (lambda: F.conv2d(xc, wc, stride=s, padding=p)), (lambda y: y.permute(0, 2, 3, 1).float().cpu().numpy())
+        like = inputs[0].dtype  # compared in the result's own type (tolerance by dtype)
+        return (lambda: F.conv2d(xc, wc, stride=s, padding=p)), \
+            (lambda y: y.permute(0, 2, 3, 1).float().cpu().numpy().astype(like))
     if fam == "c2d":
         s, p = v[6], v[7]
         x, w = t

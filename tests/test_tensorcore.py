@@ -284,10 +284,11 @@ def test_epilogues_it_cannot_fuse_are_refused() -> None:
 
 
 @pytest.mark.parametrize("name, kw, store", [
-    ("mmgelu-256x512x1024-f16", {}, "st.global.b16"),
-    ("mmgelu-256x512x1024-bf16", {"bm": 128, "bn": 256, "wgm": 2, "stages": 4, "wait": 1, "ws": 1}, "st.global.b16"),
-    ("matmul-200x136x256-f16", {"bm": 64, "bn": 64, "stages": 2}, "st.global.b32"),
-    ("matmul-16x1024x512-f16", {"bm": 64, "bn": 128, "stages": 4}, "st.global.b32"),
+    # every consumer thread stores 8 consecutive elements at once: 16 bytes (f16) or 2 x 16 (f32)
+    ("mmgelu-256x512x1024-f16", {}, "st.global.v4.b32"),
+    ("mmgelu-256x512x1024-bf16", {"bm": 128, "bn": 256, "wgm": 2, "stages": 4, "wait": 1, "ws": 1}, "st.global.v4.b32"),
+    ("matmul-200x136x256-f16", {"bm": 64, "bn": 64, "stages": 2}, "st.global.v4.b32"),
+    ("matmul-16x1024x512-f16", {"bm": 64, "bn": 128, "stages": 4}, "st.global.v4.b32"),
 ], ids=["gelu-f16", "gelu-bf16-ws", "ragged", "decode"])
 def test_staged_store_ptx(name: str, kw: dict[str, int], store: str) -> None:
     from ansor.targets.cuda.lowering import emit_ptx
@@ -298,6 +299,7 @@ def test_staged_store_ptx(name: str, kw: dict[str, int], store: str) -> None:
     ptx = emit_ptx(task, sk.script(_values(**kw)))
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
     assert store in ptx and ".local" not in ptx
+    assert "st.global.b16" not in ptx and "st.global.f32" not in ptx  # no scalar stores left
     assert "call" not in ptx.split(".entry", 1)[1]  # the epilogue is inlined
     if kw.get("ws"):  # the consumers synchronise among themselves (the producer has left)
         assert f"bar.sync \t1, {128 * kw['wgm']};" in ptx
@@ -515,7 +517,7 @@ def test_convolution_ptx(name: str, kw: dict[str, int]) -> None:
     ptx = emit_ptx(task, sk.script(_values(**kw)))
     assert "cp.async.bulk.tensor.4d" in ptx  # X's boxes: 1 x th x tw x 64, shifted per tap
     assert "cp.async.bulk.tensor.2d" in ptx  # W as a [KH*KW*C, CO] matrix
-    assert "wgmma.mma_async" in ptx and "st.global.b16" in ptx and ".local" not in ptx
+    assert "wgmma.mma_async" in ptx and "st.global.v4.b32" in ptx and ".local" not in ptx
 
 
 @pytest.mark.gpu

@@ -514,6 +514,12 @@ def stage_bytes(bm: int, bn: int) -> int:
 STAGE_PAD = 8
 
 
+#: Columns each consumer thread stores at once from the staged tile (16 bytes of f16/bf16; N is a
+#: multiple of 8 for TMA's row strides, so a vector never straddles the result's edge).
+STORE_VEC = TMA_STRIDE_ELEMS
+_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
+
+
 def staged_tile_bytes(bm: int, bn: int) -> int:
     return bm * (bn + STAGE_PAD) * 4
 
@@ -990,10 +996,12 @@ def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, c
     emit(f"{I}nvgpu.warpgroup.mma.store %res, %Ts : !acc to {view}")
     barrier()
     used = patch[0] * patch[1] if patch else bm  # the tile's rows that hold results
-    emit(f"{I}scf.for %e = %tid to {c(used * bn)} step {c(consumers)} {{")
+    V = STORE_VEC  # consecutive columns per thread: one vector load from the tile, one vector store
+    emit(f"{I}scf.for %e = %tid to {c(used * bn // V)} step {c(consumers)} {{")
     J = I + "  "
-    emit(f"{J}%er = arith.divui %e, {c(bn)} : index")
-    emit(f"{J}%ec = arith.remui %e, {c(bn)} : index")
+    emit(f"{J}%er = arith.divui %e, {c(bn // V)} : index")
+    emit(f"{J}%ecv = arith.remui %e, {c(bn // V)} : index")
+    emit(f"{J}%ec = arith.muli %ecv, {c(V)} : index")
     emit(f"{J}%on = arith.addi %n0, %ec : index")
     guard = []
     if patch:
@@ -1011,7 +1019,7 @@ def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, c
         if M % bm:
             emit(f"{J}%inm = arith.cmpi ult, %om, {c(M)} : index")
             guard.append("%inm")
-    if N % bn:
+    if N % bn:  # N is a multiple of V (TMA's row strides): a vector is wholly inside or outside
         emit(f"{J}%inn = arith.cmpi ult, %on, {c(N)} : index")
         guard.append("%inn")
     if guard:
@@ -1021,32 +1029,48 @@ def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, c
             flag = f"%inb{i}"
         emit(f"{J}scf.if {flag} {{")
         J += "  "
-    emit(f"{J}%v = memref.load %tile[%er, %ec] : {tile}")
+    vf, vo = f"vector<{V}xf32>", f"vector<{V}x{p.out}>"
+    emit(f"{J}%v = vector.load %tile[%er, %ec] : {tile}, {vf}")
     val = "%v"
-    if p.acc != "f32":
-        emit(f"{J}%va = arith.truncf %v : f32 to {p.acc}")
-        val = "%va"
-    if p.epilogue:
-        ins, tys = [val], [p.acc]
+    if p.fused:
         dim_names = (["%img", "%oy", "%ox", "%on"] if patch else ["%bz", "%om", "%on"] if p.batch
                      else ["%om", "%on"])
-        for x in p.extras:
-            name, t = _arg(p, x.arg)
-            idx = ", ".join(dim_names[d] for d in x.dims)
-            emit(f"{J}%l{x.arg} = memref.load {name}[{idx}] : {t}")
-            ins.append(f"%l{x.arg}")
-            tys.append(x.dtype)
-        emit(f"{J}%y = func.call @{EPILOGUE}({', '.join(ins)}) : ({', '.join(tys)}) -> {p.out}")
-        val = "%y"
+        col = len(dim_names) - 1
+        emit(f"{J}%y0 = arith.constant dense<0.0> : {vo}")
+        for j in range(V):
+            emit(f"{J}%v{j} = vector.extract %v[{j}] : f32 from {vf}")
+            x_ = f"%v{j}"
+            if p.acc != "f32":
+                emit(f"{J}%va{j} = arith.truncf %v{j} : f32 to {p.acc}")
+                x_ = f"%va{j}"
+            if p.epilogue:
+                ins, tys = [x_], [p.acc]
+                if any(col in x.dims for x in p.extras):
+                    emit(f"{J}%on{j} = arith.addi %on, {c(j)} : index")
+                names = dim_names[:col] + [f"%on{j}"]
+                for x in p.extras:
+                    name, t = _arg(p, x.arg)
+                    idx = ", ".join(names[d] for d in x.dims)
+                    emit(f"{J}%l{x.arg}_{j} = memref.load {name}[{idx}] : {t}")
+                    ins.append(f"%l{x.arg}_{j}")
+                    tys.append(x.dtype)
+                emit(f"{J}%r{j} = func.call @{EPILOGUE}({', '.join(ins)}) : ({', '.join(tys)}) -> {p.out}")
+                x_ = f"%r{j}"
+            emit(f"{J}%y{j + 1} = vector.insert {x_}, %y{j} [{j}] : {p.out} into {vo}")
+        val = f"%y{V}"
+    # The vector's first column is a multiple of V and C's rows are multiples of 16 bytes long
+    # (N % 8 == 0), so the store is aligned as long as C's base is (numpy, PyTorch and the MLIR
+    # runtime allocate at >= 16 bytes); without the attribute NVPTX splits it into scalar stores.
+    align = f"{{alignment = {min(16, V * _BYTES[p.out])}}}"
     if patch:
         _, ct = _arg(p, p.n_args)
-        emit(f"{J}memref.store {val}, %C[%img, %oy, %ox, %on] : {ct}")
+        emit(f"{J}vector.store {val}, %C[%img, %oy, %ox, %on] {align} : {ct}, {vo}")
     else:
         row = "%om"
         if p.batch:
             emit(f"{J}%ocr = arith.addi %om, %boff : index")
             row = "%ocr"
-        emit(f"{J}memref.store {val}, {cname}[{row}, %on] : memref<{rows}x{N}x{p.out}>")
+        emit(f"{J}vector.store {val}, {cname}[{row}, %on] {align} : memref<{rows}x{N}x{p.out}>, {vo}")
     if guard:
         emit(f"{J[:-2]}}}")
     emit(f"{I}}}")
