@@ -2,14 +2,17 @@
 
     matmul-1024 --rules.generate_sketches--> sketches --Sketch.sample--> N random scripts
       --features.featurize (in-process, one core)--> candidates/s
-      --FeatureExtractor(n_workers) (worker processes)--> candidates/s
+      --FeatureExtractor(n_workers) (worker processes)--> candidates/s, per core
 
-Run: ``.venv/bin/python -m bench.features_throughput [--n 500] [--workers 0]`` (0: all cores).
-Prints one JSON line per mode: all candidates in-process, each sketch's alone (a sketch's
-scripts are parsed once and differ only in knob values, see `ansor.search.features`), the
-parse+apply/extract split of applying each script whole, an A/B of the cleanup before
-extraction (full canonicalization vs `ansor-feature-cleanup`, alternating rounds), and worker
-processes.
+Run: ``.venv/bin/python -m bench.features_throughput [--n 500] [--workers 0] [--baseline REV]
+[--results results/features/throughput.json]`` (workers 0: all cores).
+
+Prints one JSON line per mode: the in-process A/B over `--rounds` alternating rounds on the same
+scripts (`featurize` as it is, the same without shared prefixes (`split=False`), and, with
+`--baseline REV`, `search/features.py` as it was at commit REV, loaded from git), each
+sketch's candidates alone, the parse+apply/extract split of applying each script whole, worker
+processes, and (`--cleanup-ab`) full canonicalization vs `ansor-feature-cleanup` before
+extraction. Rows of every variant are checked equal. Numbers are medians of the rounds.
 """
 
 from __future__ import annotations
@@ -19,8 +22,37 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import ROOT, alternate, host_meta, load_module, write_results
+
+
+def _same(a: list, b: list) -> bool:
+    return all((x is None and y is None) or (x is not None and y is not None and (x == y).all())
+               for x, y in zip(a, b, strict=True))
+
+
+def _baseline_module(rev: str) -> Any:
+    """`python/ansor/search/features.py` as it was at commit `rev`, as a module of its own."""
+    text = subprocess.run(["git", "show", f"{rev}:python/ansor/search/features.py"], cwd=ROOT,
+                          check=True, capture_output=True, text=True).stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(text)
+    try:
+        return load_module(Path(f.name), "features_baseline")
+    finally:
+        os.unlink(f.name)
+
+
+def _per_s(n: int, ts: list[float]) -> dict[str, float]:
+    """Median candidates/s over rounds (and the range) of `n` candidates timed `ts` seconds."""
+    return {"median": round(n / statistics.median(ts), 1), "min": round(n / max(ts), 1),
+            "max": round(n / min(ts), 1)}
 
 
 def main() -> None:
@@ -28,7 +60,11 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=500, help="candidates")
     ap.add_argument("--workers", type=int, default=0, help="worker processes (0: all cores)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of the cleanup A/B")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of each A/B")
+    ap.add_argument("--baseline", metavar="REV", help="also time search/features.py as of this commit")
+    ap.add_argument("--cleanup-ab", action="store_true",
+                    help="also time full canonicalize,cse vs ansor-feature-cleanup before extraction")
+    ap.add_argument("--results", metavar="PATH", help="write every mode's numbers here (JSON)")
     args = ap.parse_args()
 
     from ansor.core import mlir as core_mlir
@@ -46,34 +82,51 @@ def main() -> None:
     for i in range(args.n):
         sk = sketches[i % len(sketches)]
         scripts.append(sk.script(sk.sample(rng).values(), lower_vectors=False))
+    modes: list[dict[str, Any]] = []
 
-    features.featurize(task, scripts[:4])  # warm-up (library load, first context)
-    t0 = time.perf_counter()
-    rows = features.featurize(task, scripts)
-    dt = time.perf_counter() - t0
-    ok = sum(r is not None for r in rows)
-    print(
-        json.dumps(
-            {
-                "mode": "in-process",
-                "candidates": len(scripts),
-                "ok": ok,
-                "seconds": round(dt, 3),
-                "candidates_per_s": round(len(scripts) / dt, 1),
-            }
-        )
-    )
+    def report(row: dict[str, Any]) -> None:
+        modes.append(row)
+        print(json.dumps(row), flush=True)
 
-    # Per sketch: scripts of one sketch that differ only in knob values share one parse.
+    # In-process A/B, alternating rounds on the same scripts.
+    variants = {"featurize": lambda s: features.featurize(task, s),
+                "featurize, no shared prefixes": lambda s: features.featurize(task, s, split=False)}
+    if args.baseline:
+        old = _baseline_module(args.baseline)
+        variants[f"features.py at {args.baseline}"] = lambda s: old.featurize(task, s)
+    rows = {name: fn(scripts[:8]) for name, fn in variants.items()}  # warm-up (library load, first context)
+    rows = {name: fn(scripts) for name, fn in variants.items()}
+    ref = rows["featurize"]
+    same = {name: _same(ref, r) for name, r in rows.items()}
+
+    def timed(fn: Any) -> Any:
+        def run() -> float:
+            t0 = time.perf_counter()
+            fn(scripts)
+            return time.perf_counter() - t0
+        return run
+
+    times = alternate({name: timed(fn) for name, fn in variants.items()}, args.rounds, settle_s=0.0)
+    report({"mode": "in-process A/B (candidates/s, median of rounds)", "candidates": len(scripts),
+            "ok": sum(r is not None for r in ref), "rounds": args.rounds,
+            "candidates_per_s": {name: _per_s(len(scripts), ts) for name, ts in times.items()},
+            "featurize_speedup_over": {name: round(statistics.median(
+                b / a for a, b in zip(times["featurize"], ts, strict=True)), 3)
+                for name, ts in times.items() if name != "featurize"},
+            "rows_equal": same, "seconds": times})
+
+    # Per sketch: a sketch's scripts share a parse, and (split) their common prefixes.
     for i, sk in enumerate(sketches):
         mine = [sc for j, sc in enumerate(scripts) if j % len(sketches) == i]
-        t0 = time.perf_counter()
-        features.featurize(task, mine)
-        dt = time.perf_counter() - t0
-        print(json.dumps({"mode": "in-process, one sketch", "sketch": sk.name, "rules": "+".join(sk.rules),
-                          "candidates": len(mine), "candidates_per_s": round(len(mine) / dt, 1)}))
+        ts = []
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            features.featurize(task, mine)
+            ts.append(time.perf_counter() - t0)
+        report({"mode": "in-process, one sketch", "sketch": sk.name, "rules": "+".join(sk.rules),
+                "candidates": len(mine), "candidates_per_s": _per_s(len(mine), ts)})
 
-    # Where the in-process time goes (first 100 scripts), applying each script whole.
+    # Where the time goes without any cache (first 100 scripts), applying each script whole.
     native.register_everything()
     parts = {"parse+apply": 0.0, "extract": 0.0}
     sample = scripts[:100]
@@ -86,56 +139,51 @@ def main() -> None:
             t = time.perf_counter()
             features.extract_from_module(op)
             parts["extract"] += time.perf_counter() - t
-    print(
-        json.dumps(
-            {
-                "mode": "split_ms_per_candidate (uncached)",
-                **{k: round(1e3 * v / len(sample), 3) for k, v in parts.items()},
-            }
-        )
-    )
+    report({"mode": "split_ms_per_candidate (uncached)",
+            **{k: round(1e3 * v / len(sample), 3) for k, v in parts.items()}})
 
-    # A/B of the cleanup between script and extraction, same scripts, alternating rounds:
-    # full `canonicalize,cse` (what ran before ansor-feature-cleanup) vs `features.CLEANUP`.
-    variants = {"canonicalize,cse": "builtin.module(canonicalize,cse)", "feature-cleanup": features.CLEANUP}
-    times: dict[str, list[float]] = {k: [] for k in variants}
-    default = features.CLEANUP
-    try:
-        for _ in range(args.rounds):
-            for name, pipeline in variants.items():
+    if args.cleanup_ab:
+        # Full `canonicalize,cse` (what ran before ansor-feature-cleanup) vs `features.CLEANUP`.
+        pipelines = {"canonicalize,cse": "builtin.module(canonicalize,cse)", "feature-cleanup": features.CLEANUP}
+        default = features.CLEANUP
+
+        def with_cleanup(pipeline: str) -> Any:
+            def run() -> float:
                 features.CLEANUP = pipeline
-                t0 = time.perf_counter()
-                features.featurize(task, scripts)
-                times[name].append(time.perf_counter() - t0)
-    finally:
-        features.CLEANUP = default
-    med = {k: statistics.median(v) for k, v in times.items()}
-    print(json.dumps({"mode": "cleanup A/B (in-process, median of rounds)", "rounds": args.rounds,
-                      **{f"{k} candidates_per_s": round(len(scripts) / v, 1) for k, v in med.items()},
-                      "speedup": round(med["canonicalize,cse"] / med["feature-cleanup"], 3)}))
+                try:
+                    t0 = time.perf_counter()
+                    features.featurize(task, scripts)
+                    return time.perf_counter() - t0
+                finally:
+                    features.CLEANUP = default
+            return run
+
+        ct = alternate({k: with_cleanup(v) for k, v in pipelines.items()}, args.rounds, settle_s=0.0)
+        report({"mode": "cleanup A/B (in-process, median of rounds)", "rounds": args.rounds,
+                **{f"{k} candidates_per_s": _per_s(len(scripts), v) for k, v in ct.items()},
+                "speedup": round(statistics.median(ct["canonicalize,cse"]) / statistics.median(ct["feature-cleanup"]), 3)})
 
     n_workers = args.workers or os.cpu_count() or 1
     with features.FeatureExtractor(n_workers) as fx:
         fx.extract(task, scripts[: 2 * n_workers])  # start the workers
-        t0 = time.perf_counter()
-        rows_w = fx.extract(task, scripts)
-        dt = time.perf_counter() - t0
-    same = all(
-        (a is None and b is None) or (a is not None and b is not None and (a == b).all())
-        for a, b in zip(rows, rows_w, strict=True)
-    )
-    print(
-        json.dumps(
-            {
-                "mode": "workers",
-                "workers": n_workers,
-                "candidates": len(scripts),
-                "seconds": round(dt, 3),
-                "candidates_per_s": round(len(scripts) / dt, 1),
-                "same_as_in_process": same,
-            }
-        )
-    )
+        ts, rows_w = [], []
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            rows_w = fx.extract(task, scripts)
+            ts.append(time.perf_counter() - t0)
+    per_s = _per_s(len(scripts), ts)
+    report({"mode": "workers", "workers": n_workers, "candidates": len(scripts), "candidates_per_s": per_s,
+            "candidates_per_s_per_worker": round(per_s["median"] / n_workers, 1),
+            "same_as_in_process": _same(ref, rows_w)})
+
+    if args.results:
+        path = write_results(Path(args.results), "features-throughput",
+                             {**host_meta(threads=n_workers), "cpu_count": os.cpu_count()},
+                             {"title": "Feature extraction throughput, matmul-1024 random candidates",
+                              "settings": {"n": args.n, "seed": args.seed, "rounds": args.rounds,
+                                           "workers": n_workers, "baseline": args.baseline},
+                              "modes": modes})
+        print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":
