@@ -95,8 +95,9 @@ def _clone(payload: ir.Module) -> ir.Module:
 CLEANUP = "builtin.module(ansor-feature-cleanup,cse)"
 
 _KNOB = re.compile(r'(transform\.tune\.knob<"([^"]+)"> = )(-?\d+)( : i64 from)')
-#: All-static size lists of tiling and packing ops (`tile_sizes [4, 16, 0]`, `packed_sizes = [0, 32, 0]`).
-_SIZES = re.compile(r"\b((?:tile_sizes|packed_sizes)(?: = | ))\[(\d+(?:, \d+)*)\]")
+#: All-static size lists of tiling and packing ops (`tile_sizes [4, 16, 0]`, `packed_sizes = [0, 32, 0]`);
+#: the word before `_sizes` is checked apart (a pattern starting with a literal is scanned for fast).
+_SIZES = re.compile(r"_sizes( = | )\[(\d+(?:, \d+)*)\]")
 #: The attribute holding each of those lists, by op (checked against the text when a script is parsed).
 _SIZE_ATTR = {
     "transform.structured.tile_using_for": "static_sizes",
@@ -153,9 +154,11 @@ class _Blanked:
             return m.group(1) + "?" + m.group(4)
 
         def sizes(m: re.Match) -> str:
+            if not (m.string.endswith(" tile", 0, m.start()) or m.string.endswith(" packed", 0, m.start())):
+                return m.group(0)
             values = tuple(int(v) for v in m.group(2).split(", "))
             self.sizes.append(values)
-            return m.group(1) + "[" + ", ".join("0" if v == 0 else "?" for v in values) + "]"
+            return "_sizes" + m.group(1) + "[" + ", ".join("0" if v == 0 else "?" for v in values) + "]"
 
         self.plain = _KNOB.sub(knob, script)  # knob values blanked
         self.key = _SIZES.sub(sizes, self.plain)  # static sizes too
