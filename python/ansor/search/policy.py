@@ -21,6 +21,11 @@ from ansor.space.sketch import Sketch
 class SearchPolicy(abc.ABC):
     """Proposes schedules for one task."""
 
+    #: Seconds the last `next_batch` spent on its parts, for the tuner's round times
+    #: (`tuning/progress.RoundTimes`): "features_s" (feature extraction), "predict_s" (cost-model
+    #: prediction). Empty for a policy that does not time them; `EvolutionarySearch` fills it.
+    last_stats: dict[str, float] = {}  # noqa: RUF012 - read-only default, replaced per instance
+
     @abc.abstractmethod
     def next_batch(self, n: int) -> list[Schedule]: ...
 

@@ -40,6 +40,7 @@ from ansor.search.cost_model import create_cost_model
 from ansor.measure.measurer import Measurer, MeasureResult, create_measurer
 from ansor.tuning.records import Record, RecordWriter
 from ansor.core.task import SearchTask
+from ansor.tuning.progress import RoundTimes
 from ansor.tuning.tuner import TaskTuner, TuneResult
 from ansor.tuning.options import TuningOptions
 
@@ -377,8 +378,13 @@ class SchedulerTable(SchedulerCallback):
         tn = tuners[task_index]
         self._p(f"[{trials:>5} trials] {tn.task.name:<24} best {_ms(_cost(tn.best, tn.baseline))} ms"
                 f"  estimate {_ms(objective)} ms")
+        if tn.rounds:
+            self._p(f"        {tn.rounds[-1].describe()}")
         if self.rounds % self.table_every == 0:
             self.table(tuners, objective)
 
     def on_end(self, sched: TaskScheduler, tuners: list[TaskTuner], objective: float) -> None:
         self.table(tuners, objective)
+        rounds = [r for tn in tuners for r in tn.rounds]
+        if rounds:
+            self._p(f"time over {len(rounds)} rounds: {RoundTimes.total(rounds).describe()}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from ansor.space.schedule import Schedule, validate
 from ansor.search.cost_model import CostModel, create_cost_model
 from ansor.search.evolution import EvolutionarySearch
 from ansor.measure.measurer import MeasureInput, Measurer, MeasureResult, create_measurer
-from ansor.tuning.progress import ProgressCallback
+from ansor.tuning.progress import ProgressCallback, RoundTimes
 from ansor.tuning.records import (
     LogError,
     Record,
@@ -57,6 +58,7 @@ class TuneResult:
     baseline: MeasureResult
     trials: int  # measured in this run
     errors: int  # failed in this run
+    rounds: tuple[RoundTimes, ...] = ()  # where each round's time went (search, training, measurement)
 
     @property
     def unrunnable(self) -> bool:
@@ -234,6 +236,7 @@ class TaskTuner:
         self.streak = 0
         self.exhausted = False
         self.baseline: MeasureResult | None = None
+        self.rounds: list[RoundTimes] = []  # this run's rounds
 
     def start(self, trials: int) -> MeasureResult:
         """Measure the untuned program (baseline + reference) and announce a budget of `trials`."""
@@ -269,7 +272,9 @@ class TaskTuner:
     def step(self, n: int) -> list[Record]:
         """Measure one batch of up to `n` new candidates; [] (and `exhausted`) when none are left."""
         task, cb = self.task, self.cb
+        t0 = time.perf_counter()
         schedules: list[Schedule] = self.policy.next_batch(n)
+        t_search = time.perf_counter() - t0
         schedules = [s for s in schedules if s.key() not in self.measured]
         if not schedules:
             log.info("search space of %s exhausted after %d trials", task.name, self.done)
@@ -295,14 +300,24 @@ class TaskTuner:
                 self.streak = 0
             cb.on_result(task, self.done + len(batch), self.best, self.errors)
 
+        t0 = time.perf_counter()
         results = self.measurer.measure(inputs, on_result=log_result)
         for i in range(len(batch), len(results)):  # measurers that report only at the end
             log_result(i, results[i])
+        t_measure = time.perf_counter() - t0
+        t0 = time.perf_counter()
         self.policy.update(inputs, results)
         self.policy.retrain(inputs, results)
+        t_train = time.perf_counter() - t0
         self.done += len(inputs)
         self.run_trials += len(inputs)
+        stats = self.policy.last_stats
+        times = RoundTimes(len(inputs), t_search, stats.get("features_s", 0.0), stats.get("predict_s", 0.0),
+                           t_train, t_measure)
+        self.rounds.append(times)
+        log.info("%s round %d: %s", task.name, len(self.rounds), times.describe())
         cb.on_batch(task, self.done, self.best, self.errors, batch)
+        cb.on_round(task, times)
         if self.streak >= config.VERBOSE_AFTER_ERRORS:
             cb.on_errors(task, batch)
         return batch
@@ -315,7 +330,7 @@ class TaskTuner:
 
     def result(self) -> TuneResult:
         assert self.baseline is not None, "start() was not called"
-        return TuneResult(self.task, self.best, self.baseline, self.run_trials, self.errors)
+        return TuneResult(self.task, self.best, self.baseline, self.run_trials, self.errors, tuple(self.rounds))
 
     def close(self) -> None:
         if self.writer is not None and self._own_writer:
