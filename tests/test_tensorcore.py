@@ -530,3 +530,49 @@ def test_convolution_ptx(name: str, kw: dict[str, int]) -> None:
 ], ids=["resnet-56-8x8", "rows-of-56", "batch2-ragged-rows", "1x1-bf16", "bias-relu-dilated"])
 def test_convolution_matches_the_reference(name: str, kw: dict[str, int]) -> None:
     _check_on_gpu(_conv_task(name), kw)
+
+
+# ----------------------------------------------------------------------------------------------
+# Split-K clusters: `splitk` blocks along z share a tile, each summing 1/splitk of the k-blocks;
+# the partial tiles are reduced through distributed shared memory, no second kernel
+
+
+def test_split_k_validation(mm16: SearchTask) -> None:
+    sk = generate_sketches(mm16)[0]  # 1024 deep: 16 k-blocks
+    assert sk.validate(_values(splitk=4, stages=4)) is None
+    assert "stages exceed the 4 k-blocks of a block" in sk.validate(_values(splitk=4, stages=5))
+    assert "persistent kernel does not split K" in sk.validate(_values(splitk=2, ws=1, persist=1))
+    gmm = generate_sketches(_task("gmm-4x256x512x256-f16"))[0]
+    assert "no split-K cluster" in gmm.validate(_values(splitk=2))
+    conv = generate_sketches(_task("c2d-1x28x28x128x128x3x1x1-f16"))[0]  # 9 taps x 2 = 18 k-blocks
+    assert "do not split into 4" in conv.validate(_values(bm=128, bn=64, wgm=2, tw=4, splitk=4))
+    old = {f"tc.{k}": x for k, x in DEFAULT.items() if k != "splitk"}  # a record from before the knob
+    assert sk.validate(old) is None and 'knob<"tc.splitk"> = 1 ' in sk.script(old)
+
+
+@pytest.mark.parametrize("name, kw", [
+    ("matmul-16x4096x4096-f16", {"bm": 64, "bn": 64, "stages": 4, "splitk": 4}),
+    ("c2d-1x28x28x128x128x3x1x1-f16", {"bm": 128, "bn": 64, "wgm": 2, "tw": 4, "splitk": 2, "ws": 1}),
+], ids=["decode", "conv-ws"])
+def test_split_k_ptx(name: str, kw: dict[str, int]) -> None:
+    from ansor.targets.cuda.lowering import emit_ptx
+
+    task = _task(name)
+    sk = generate_sketches(task)[0]
+    assert sk.validate(_values(**kw)) is None
+    ptx = emit_ptx(task, sk.script(_values(**kw)))
+    assert "mapa.shared::cluster" in ptx and "ld.shared::cluster.v4" in ptx  # peers' partial tiles
+    assert ptx.count("barrier.cluster.arrive") == 2 and ".local" not in ptx
+    assert "%clusterid" not in ptx and "%cluster_ctarank" in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, kw", [
+    ("matmul-16x4096x4096-f16", {"bm": 64, "bn": 64, "stages": 4, "splitk": 4}),
+    ("matmul-200x136x256-f16", {"bm": 64, "bn": 64, "stages": 2, "splitk": 2}),
+    ("mmgelu-256x512x1024-f16", {"bm": 128, "bn": 128, "wgm": 2, "stages": 4, "wait": 1, "ws": 1, "splitk": 2}),
+    ("c2d-1x28x28x128x128x3x1x1-f16", {"bm": 128, "bn": 64, "wgm": 2, "tw": 4, "splitk": 2, "ws": 1}),
+    ("c2d-1x56x56x64x64x3x1x1-f16", {"bm": 64, "bn": 64, "tw": 8, "stages": 3, "splitk": 3}),
+], ids=["decode-4", "ragged-2", "gelu-ws-2", "conv-ws-2", "conv-taps-3"])
+def test_split_k_matches_the_reference(name: str, kw: dict[str, int]) -> None:
+    _check_on_gpu(_task(name), kw)

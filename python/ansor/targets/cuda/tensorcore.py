@@ -6,7 +6,8 @@ mbarrier ring of shared-memory stages.
         element-wise consumers (fused into one generic: bias, activation, rounding to f16/bf16)
     tc_problem_for(task) --> TcProblem (shapes, argument roles, the epilogue as a function) or why not
     TcSketch.script(values) --> a transform script that annotates the function with its knobs
-        (`ansor.tc.bm`, `.bn`, `.wgm`, `.stages`, `.wait`, `.group`, `.ws`, `.persist`:
+        (`ansor.tc.bm`, `.bn`, `.wgm`, `.stages`, `.wait`, `.group`, `.ws`, `.persist`, `.splitk`,
+        and `.tw` for a convolution:
         replayable, stored in the records) and tiles the matmul as the kernel does (what the cost
         model's loop features see)
     lowering: annotated function --kernel_text--> nvgpu IR (TMA descriptors, `nvgpu.tma.async.load`,
@@ -24,7 +25,17 @@ the block raster (`group`: 1 = row-major; G = G block rows swept column by colum
 warp specialization (`ws`: 0 = thread 0 of the first consumer issues the TMA loads after a
 block-wide barrier per k-block; 1 = an extra producer warpgroup streams the k-blocks and the
 consumers release each stage through an `empty` mbarrier, no block-wide barrier in the loop) and
-persistence (`persist`: min(tiles, SMs) blocks loop over their tiles, the producer running ahead).
+persistence (`persist`: min(tiles, SMs) blocks loop over their tiles, the producer running ahead)
+and split-K clusters (`splitk`: a cluster of that many blocks along z shares one tile, each summing
+an equal share of the k-blocks; after a cluster barrier every thread of the cluster sums the
+partial tiles of all its blocks through distributed shared memory (`mapa`, `ld.shared::cluster`)
+and stores its share of the tile: more blocks for small grids, and no second kernel).
+
+A convolution (`linalg.conv_2d_nhwc_hwcf`, stride 1, f16/bf16, C a multiple of 64) runs as an
+implicit GEMM: a block's rows are a th x tw patch of output pixels (`tw` knob, th = bm // tw capped
+at the image height), each k-block is one filter tap x 64 input channels, loaded as a 4-D TMA box
+of X shifted by the tap (TMA's zero fill past the image's edges is the padding); W is read as the
+[KH*KW*C, CO] matrix it already is.
 
 The K step is 64 elements (one 128-byte swizzled row of f16/bf16), the TMA boxes are `bm` x 64
 for A and 64 x 64 chunks for B, zero-filled past the tensors' edges; the accumulators live in
@@ -61,7 +72,7 @@ REGISTERS_PER_SM = 65536
 REGS_BESIDES_ACC = 40
 #: The attribute prefix the sketch's script puts on the matmul.
 ATTR = "ansor.tc"
-KNOBS = ("bm", "bn", "wgm", "stages", "wait", "group", "ws", "persist")
+KNOBS = ("bm", "bn", "wgm", "stages", "wait", "group", "ws", "persist", "splitk")
 OPTIONS: dict[str, tuple[int, ...]] = {
     "bm": (64, 128, 256),
     "bn": (64, 128, 256),
@@ -71,11 +82,12 @@ OPTIONS: dict[str, tuple[int, ...]] = {
     "group": (1, 4, 8, 16),
     "ws": (0, 1),
     "persist": (0, 1),
+    "splitk": (1, 2, 3, 4),
 }
 #: The untuned tensor-core program (the shape the probe measured first).
-DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1, "ws": 0, "persist": 0}
+DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1, "ws": 0, "persist": 0, "splitk": 1}
 #: Knobs added after records were first written, with the value those records meant.
-LATER_KNOBS = {"persist": 0}
+LATER_KNOBS = {"persist": 0, "splitk": 1}
 
 
 def complete(v: Mapping[str, int]) -> dict[str, int]:
@@ -458,7 +470,14 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
             return f"missing knob tc.{name}"
         if int(v[name]) not in p.options(name):
             return f"knob tc.{name}={v[name]} not in its options"
-    bm, bn, wgm, stages, wait, _group, ws, persist = (int(v[k]) for k in KNOBS)
+    bm, bn, wgm, stages, wait, _group, ws, persist, splitk = (int(v[k]) for k in KNOBS)
+    if splitk > 1:
+        if p.batch:
+            return "a batch matmul runs its batches along z: no split-K cluster"
+        if persist:
+            return "a persistent kernel does not split K"
+        if p.kt % splitk:
+            return f"{p.kt} k-blocks do not split into {splitk} equal parts"
     if persist and p.batch:
         return "a persistent batch matmul is not built (its tile loop would have to walk the batches)"
     if persist and not ws:
@@ -484,10 +503,10 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
     if ws and wgm == 1 and wm * bn <= 64 * 64:
         # Measured on an H200: kernel faults or a hang (5 of 6 annotations); cause not found yet.
         return "a producer warpgroup with a single 64x64 consumer faults on the GPU"
-    if p.kt < stages and stages > 2:
+    if p.kt // splitk < stages and stages > 2:
         # (a 2-stage ring over a single k-block -- attention scores with a 64-wide head -- fills
         # the one stage there is; deeper rings would only repeat that annotation)
-        return f"{stages} stages exceed the {p.kt} k-blocks"
+        return f"{stages} stages exceed the {p.kt // splitk} k-blocks of a block"
     if p.conv:
         tw = int(v["tw"])
         th, _ = p.conv.tile(bm, tw)
@@ -497,7 +516,7 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
             return f"a {th}x{tw} pixel tile fills less than half of the {bm} rows"
     if stages * stage_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
         return f"{stages} stages of {stage_bytes(bm, bn)} bytes exceed {MAX_DYNAMIC_SHARED} bytes of shared memory"
-    if p.staged(bm, bn) and staged_tile_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
+    if (p.staged(bm, bn) or splitk > 1) and staged_tile_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
         return (f"the {bm}x{bn} f32 tile the epilogue stages ({staged_tile_bytes(bm, bn)} bytes) exceeds "
                 f"{MAX_DYNAMIC_SHARED} bytes of shared memory")
     if wait and stages < 3:
@@ -630,11 +649,11 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     """The whole module (host function + gpu.launch in nvgpu IR) of the annotated GEMM; a
     persistent kernel launches min(tiles, `sm_count`) blocks."""
     v = complete(v)
-    bm, bn, wgm, depth, wait, group, ws, persist = (int(v[k]) for k in KNOBS)
+    bm, bn, wgm, depth, wait, group, ws, persist, splitk = (int(v[k]) for k in KNOBS)
     et, M, N, K = p.et, p.m, p.n, p.k
     wm, wn = bm // wgm, bn
-    kt = p.kt
-    staged = p.staged(bm, bn)
+    kt = p.kt // splitk  # k-blocks of one block (of its cluster's share of K)
+    staged = p.staged(bm, bn) or splitk > 1
     cname, rows = ("%C2", p.batch * M) if p.batch else ("%C", M)  # C as the kernel indexes it
     stage = stage_bytes(bm, bn)
     a_bytes = bm * BK * 2
@@ -658,6 +677,9 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     def load(stage_idx: str, kblock: str, pre: str, indent: str) -> None:
         """TMA loads of k-block `kblock` into stage `stage_idx` (SSA names), issued by one thread."""
         emit(f"{indent}%{pre}base = arith.muli {stage_idx}, {c(stage)} : index")
+        if splitk > 1:  # this block's share of K starts at k-block %kbase
+            emit(f"{indent}%{pre}kg = arith.addi {kblock}, %kbase : index")
+            kblock = f"%{pre}kg"
         emit(f"{indent}%{pre}k = arith.muli {kblock}, {c(BK)} : index")
         bk = f"%{pre}k"
         if p.batch:  # this batch's rows of the tall B
@@ -749,6 +771,8 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
 
     if not persist:
         raster(I, None)
+    if splitk > 1:  # a cluster of `splitk` blocks along z shares a tile; block z sums k-blocks [z*kt, (z+1)*kt)
+        emit(f"{I}%kbase = arith.muli %bz, {c(kt)} : index")
     # A batch matmul runs as one tall A (batch*M rows), one tall B (batch*K rows) and one tall C,
     # blockIdx.z picking the batch: `arow` is the tile's first row of the tall A and C.
     arow = "%m0"
@@ -879,9 +903,12 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     # (thread id / 32), not the warp's index within its warpgroup: warpgroup g's fragment already
     # lands g*64 rows down. Its view starts g*(wm - 64) rows down so the rows come out at g*wm.
     emit(f"{I}%wgfix = arith.muli %wg, {c(wm - 64)} : index")
-    if staged:
-        _staged_store(p, emit, c, I, bm=bm, bn=bn, wm=wm, consumers=128 * wgm, ws=bool(ws), cname=cname, rows=rows,
-                      patch=(th, tw) if cv else None)
+    store = functools.partial(_staged_store, p, emit, c, bm=bm, bn=bn, wm=wm, ws=bool(ws), cname=cname, rows=rows,
+                              patch=(th, tw) if cv else None)
+    if splitk > 1:  # the partial sums stay in each block's shared memory for the cluster's reduction
+        store(I, consumers=128 * wgm, phase="stage")
+    elif staged:
+        store(I, consumers=128 * wgm)
     else:
         cview = f"memref<{wm}x{wn}xf32, strided<[{N}, 1], offset: ?>>"
         emit(f"{I}%mst = arith.addi {arow}, %wgfix : index")
@@ -893,6 +920,15 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     if ws:
         I = I[:-2]
         emit(f"{I}}}")
+    if splitk > 1:
+        # Every thread of the cluster (the producer warpgroup too) reduces and stores a share of
+        # the tile, reading the peers' partial sums through distributed shared memory; nobody
+        # leaves before the peers have read its tile.
+        emit(f"{I}nvvm.cluster.arrive {{aligned}}")
+        emit(f"{I}nvvm.cluster.wait {{aligned}}")
+        store(I, consumers=128 * (wgm + ws), phase="reduce", cluster=splitk)
+        emit(f"{I}nvvm.cluster.arrive {{aligned}}")
+        emit(f"{I}nvvm.cluster.wait {{aligned}}")
     emit(f"{I}gpu.terminator")
     cdecl = [f"{I}%c{x} = arith.constant {x} : index" for x in sorted(consts)]
     tm = "swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none"
@@ -927,13 +963,14 @@ module {{
     %hgx = arith.constant {blocks if persist else gx} : index
     %hgy = arith.constant {1 if persist else gy} : index
     %hthreads = arith.constant {128 * (wgm + ws)} : index
-    %hbatch = arith.constant {p.batch or 1} : index
+    %hbatch = arith.constant {p.batch or splitk} : index
+    %hsk = arith.constant {splitk} : index
     %smem = arith.constant {max(depth * stage, staged_tile_bytes(bm, bn) if staged else 0)} : i32
 {collapse}    %uA = memref.cast {a2} : {a_mem} to memref<*x{et}>
     %uB = memref.cast {b2} : memref<{(p.batch or 1) * K}x{N}x{et}> to memref<*x{et}>
     %tA = nvgpu.tma.create.descriptor %uA box[{a_box}] : memref<*x{et}> -> !tmA
     %tB = nvgpu.tma.create.descriptor %uB box[%h64, %h64] : memref<*x{et}> -> !tmB
-    gpu.launch blocks(%bx, %by, %bz) in (%gx = %hgx, %gy = %hgy, %gz = %hbatch) threads(%tx, %ty, %tz) in (%sx = %hthreads, %sy = %h1, %sz = %h1) dynamic_shared_memory_size %smem {{
+    gpu.launch {"clusters(%kx, %ky, %kz) in (%ksx = %h1, %ksy = %h1, %ksz = %hsk) " if splitk > 1 else ""}blocks(%bx, %by, %bz) in (%gx = %hgx, %gy = %hgy, %gz = %hbatch) threads(%tx, %ty, %tz) in (%sx = %hthreads, %sy = %h1, %sz = %h1) dynamic_shared_memory_size %smem {{
 {chr(10).join(cdecl)}
 {chr(10).join(lines)}
     }}
@@ -969,13 +1006,17 @@ def _signature(p: TcProblem) -> str:
 
 
 def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, consumers: int, ws: bool,
-                  cname: str, rows: int, patch: tuple[int, int] | None = None) -> None:
+                  cname: str, rows: int, patch: tuple[int, int] | None = None, phase: str = "both",
+                  cluster: int = 1) -> None:
     """Accumulators -> a padded f32 tile in shared memory (over the drained pipeline stages) ->
     each consumer thread walks the tile along rows (a warp covers 32 consecutive columns: the
     shared reads are conflict-free, the global stores coalesced), rounds to the matmul's type,
     applies the fused epilogue with the extra inputs it reads, and stores what lands inside C
     (`cname`, `rows` rows: a batch matmul's tall C, row %boff + the row within the batch; a
-    convolution's `patch` of th x tw pixels: row i is pixel (%h0 + i / tw, %w0 + i % tw) of %img)."""
+    convolution's `patch` of th x tw pixels: row i is pixel (%h0 + i / tw, %w0 + i % tw) of %img).
+    `phase` "stage" only writes the tile; "reduce" (`cluster` blocks of a split-K cluster, every
+    thread of each) sums the cluster's tiles (`mapa` + `ld.shared::cluster`) and stores, the
+    blocks taking turns over the vectors; "both": stage, then store this block's tile."""
     M, N = p.m, p.n
     bnp = bn + STAGE_PAD
     tile = f"memref<{bm}x{bnp}xf32, 3>"
@@ -987,17 +1028,30 @@ def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, c
         else:
             emit(f"{I}gpu.barrier")
 
-    if ws:
-        emit(f"{I}%nconsumers = arith.constant {consumers} : i32")
-        emit(f"{I}%bid1 = arith.constant 1 : i32")
-    barrier()  # every warpgroup's MMAs have read their last stage before the tile overwrites it
-    emit(f"{I}%tile = memref.view %dyn[{c(0)}][] : memref<?xi8, 3> to {tile}")
-    emit(f"{I}%Ts = memref.subview %tile[%wgfix, 0] [{wm}, {bn}] [1, 1] : {tile} to {view}")
-    emit(f"{I}nvgpu.warpgroup.mma.store %res, %Ts : !acc to {view}")
-    barrier()
+    if phase != "reduce":
+        if ws:
+            emit(f"{I}%nconsumers = arith.constant {consumers} : i32")
+            emit(f"{I}%bid1 = arith.constant 1 : i32")
+        barrier()  # every warpgroup's MMAs have read their last stage before the tile overwrites it
+        emit(f"{I}%tile = memref.view %dyn[{c(0)}][] : memref<?xi8, 3> to {tile}")
+        emit(f"{I}%Ts = memref.subview %tile[%wgfix, 0] [{wm}, {bn}] [1, 1] : {tile} to {view}")
+        emit(f"{I}nvgpu.warpgroup.mma.store %res, %Ts : !acc to {view}")
+        if phase == "stage":
+            return
+        barrier()
+    else:
+        emit(f"{I}%tbase0 = memref.extract_aligned_pointer_as_index %dyn : memref<?xi8, 3> -> index")
+        emit(f"{I}%tbase = arith.index_cast %tbase0 : index to i64")
+        emit(f"{I}%crank = nvvm.read.ptx.sreg.cluster.ctarank : i32")
+        emit(f"{I}%crk = arith.index_cast %crank : i32 to index")
+        emit(f"{I}%cfirst0 = arith.muli %crk, {c(consumers)} : index")
+        emit(f"{I}%cfirst = arith.addi %cfirst0, %tid : index")
     used = patch[0] * patch[1] if patch else bm  # the tile's rows that hold results
     V = STORE_VEC  # consecutive columns per thread: one vector load from the tile, one vector store
-    emit(f"{I}scf.for %e = %tid to {c(used * bn // V)} step {c(consumers)} {{")
+    if phase == "reduce":
+        emit(f"{I}scf.for %e = %cfirst to {c(used * bn // V)} step {c(consumers * cluster)} {{")
+    else:
+        emit(f"{I}scf.for %e = %tid to {c(used * bn // V)} step {c(consumers)} {{")
     J = I + "  "
     emit(f"{J}%er = arith.divui %e, {c(bn // V)} : index")
     emit(f"{J}%ecv = arith.remui %e, {c(bn // V)} : index")
@@ -1030,15 +1084,32 @@ def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, c
         emit(f"{J}scf.if {flag} {{")
         J += "  "
     vf, vo = f"vector<{V}xf32>", f"vector<{V}x{p.out}>"
-    emit(f"{J}%v = vector.load %tile[%er, %ec] : {tile}, {vf}")
-    val = "%v"
+    if phase == "reduce":  # the sum of the cluster's partial tiles at this vector
+        emit(f"{J}%eo0 = arith.muli %er, {c(bn + STAGE_PAD)} : index")
+        emit(f"{J}%eo1 = arith.addi %eo0, %ec : index")
+        emit(f"{J}%eo2 = arith.muli %eo1, {c(4)} : index")
+        emit(f"{J}%eo3 = arith.index_cast %eo2 : index to i64")
+        emit(f"{J}%eoa = arith.addi %tbase, %eo3 : i64")
+        emit(f"{J}%eop = llvm.inttoptr %eoa : i64 to !llvm.ptr<3>")
+        for r in range(cluster):
+            emit(f"{J}%rk{r} = arith.constant {r} : i32")
+            emit(f"{J}%rp{r} = nvvm.mapa %eop, %rk{r} : !llvm.ptr<3> -> !llvm.ptr<7>")
+            emit(f"{J}%rv{r} = llvm.load %rp{r} {{alignment = 16 : i64}} : !llvm.ptr<7> -> {vf}")
+        for r in range(1, cluster):
+            prev = "%rv0" if r == 1 else f"%rs{r - 1}"
+            emit(f"{J}%rs{r} = arith.addf {prev}, %rv{r} : {vf}")
+        v0 = f"%rs{cluster - 1}"
+    else:
+        emit(f"{J}%v = vector.load %tile[%er, %ec] : {tile}, {vf}")
+        v0 = "%v"
+    val = v0
     if p.fused:
         dim_names = (["%img", "%oy", "%ox", "%on"] if patch else ["%bz", "%om", "%on"] if p.batch
                      else ["%om", "%on"])
         col = len(dim_names) - 1
         emit(f"{J}%y0 = arith.constant dense<0.0> : {vo}")
         for j in range(V):
-            emit(f"{J}%v{j} = vector.extract %v[{j}] : f32 from {vf}")
+            emit(f"{J}%v{j} = vector.extract {v0}[{j}] : f32 from {vf}")
             x_ = f"%v{j}"
             if p.acc != "f32":
                 emit(f"{J}%va{j} = arith.truncf %v{j} : f32 to {p.acc}")
