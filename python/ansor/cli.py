@@ -1,6 +1,7 @@
 """The `ansor` command line.
 
     ansor tune FILE.mlir | --workload NAME  --trials N --log LOG.jsonl [--seed S] [--strategy gradient|round-robin] [--split]
+               [--cluster ray|ray://HOST:PORT] [--builders N]
     ansor tasks FILE.mlir | --workload NAME [--split]
     ansor bench FILE.mlir | --workload NAME --log LOG.jsonl [--split]
     ansor workloads [--emit NAME]
@@ -75,7 +76,8 @@ def _tuning_options(args: argparse.Namespace, run_options, *, transfer: bool = T
     from ansor.tuning.options import TuningOptions
 
     return TuningOptions(search=args.search, crossover=args.crossover, batch_size=args.batch_size,
-                         run_options=run_options, cost_model=_cost_model(args), transfer=transfer)
+                         run_options=run_options, cost_model=_cost_model(args), transfer=transfer,
+                         cluster=args.cluster, builders=args.builders)
 
 
 def _tune_network(args: argparse.Namespace, net, opts) -> int:
@@ -375,6 +377,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-transfer", dest="transfer", action="store_false",
                    help="for a model: no transfer of schedules between similar tasks (ablation)")
     t.add_argument("--json", action="store_true", help="JSON progress events instead of a table")
+    t.add_argument("--cluster", metavar="ray|ray://HOST:PORT",
+                   help="measure on a Ray cluster (needs ansor-mlir[ray]): 'ray' = this machine's cluster "
+                        "(RAY_ADDRESS, a running `ray start`, else a local one), ray://HOST:PORT = Ray Client, "
+                        "ray:HOST:PORT = a head node's address")
+    t.add_argument("--builders", type=int, default=0, metavar="N",
+                   help="build-ahead worker processes on this machine (default 0: the runner builds), "
+                        "or with --cluster, builder actors per node")
     t.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",
                    help="for a model: how the trials are spread over its tasks (default gradient, Ansor's)")
     t.add_argument("--one-task", action="store_true",
@@ -425,10 +434,11 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s: %(message)s")
     from ansor.tuning.records import LogError
     from ansor.core.task import TaskError
+    from ansor.measure.cluster import ClusterError
 
     try:
         return int(args.fn(args) or 0)
-    except (TaskError, LogError, ValueError, KeyError) as exc:
+    except (TaskError, LogError, ValueError, KeyError, ClusterError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"ansor: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1,7 +1,11 @@
 """Measurement: build and run candidates in isolated worker processes, verify, time.
 
-    MeasureInput(task, schedule, script) --builder (apply script, lower, JIT)--> compiled kernel
-        --runner (check against the reference, time in a native loop)--> MeasureResult
+    MeasureInput(task, schedule, script) --builder (apply script, lower; builder.py)--> artifact
+        --runner (JIT, check against the reference, time in a native loop; runner.py)--> MeasureResult
+
+This module holds the records (`MeasureInput`, `MeasureResult`, `RunOptions`), the `Measurer`
+interface and the worker process both halves run in; `LocalMeasurer` (local.py) is a builder and
+a runner on this machine, `RayMeasurer` (cluster.py) many of them on a Ray cluster.
 
 Building and running happen in a worker process (`multiprocessing`, spawn) with a per-candidate
 timeout and a memory cap: MLIR aborts the process on internal assertion failures, a bad schedule
@@ -76,6 +80,9 @@ class MeasureResult:
     build_s: float = 0.0
     total_s: float = 0.0
     timestamp: float = field(default_factory=time.time)
+    #: The host that ran it when that is not this process's (a cluster's runner node; see
+    #: `provenance`); "" = here.
+    node: str = ""
 
     @property
     def latency(self) -> float:
@@ -367,8 +374,16 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
                 conn.send({"costs": costs, "error": None, "msg": "", "build_s": 0.0})
                 continue
             t0 = time.perf_counter()
-            kernel = compile_task(task, req["script"])
-            build_s = time.perf_counter() - t0
+            if kind == "artifact":  # the builder's half (`builder.py`): apply + lower, no JIT
+                target = get_target(task.target)
+                art = target.build(task, req["script"]) if target.supports_artifacts else None
+                conn.send({"artifact": art, "error": None, "msg": "", "build_s": time.perf_counter() - t0})
+                continue
+            if kind == "run" and req.get("artifact") is not None:  # the runner's half (`runner.py`)
+                kernel = get_target(task.target).load(task, req["artifact"])
+            else:
+                kernel = compile_task(task, req["script"])
+            build_s = time.perf_counter() - t0 + req.get("build_s", 0.0)
             if kind == "build":
                 conn.send({"costs": (), "error": None, "msg": "", "build_s": build_s})
                 continue
@@ -567,95 +582,20 @@ class SyntheticMeasurer(Measurer):
         return out
 
 
-def create_measurer(options: RunOptions | None = None) -> Measurer:
-    """The measurer a tuning run uses: real workers, or the synthetic one when the test hook is set."""
+def create_measurer(options: RunOptions | None = None, *, builders: int = 0, cluster: str | None = None) -> Measurer:
+    """The measurer a tuning run uses: real workers on this machine (`builders` > 0: that many
+    building ahead of the runner), on a Ray cluster (`cluster`: "ray", "ray://HOST:PORT", see
+    `cluster.parse_cluster`; `builders` per node), or the synthetic one when the test hook is set."""
     from ansor import config
 
     config.announce_test_hooks()
     if config.SYNTHETIC_MEASURE_DELAY >= 0:
         return SyntheticMeasurer(config.SYNTHETIC_MEASURE_DELAY)
-    return LocalMeasurer(options)
+    if cluster is not None:
+        from ansor.measure.cluster import RayMeasurer, parse_cluster
 
-
-class LocalMeasurer(Measurer):
-    """Builds and runs candidates one at a time in a worker process on this machine.
-
-    Candidates run sequentially so timings do not disturb each other; the worker is reused
-    across candidates (start-up costs ~0.5 s) and replaced whenever it dies or hangs.
-    """
-
-    kind = "local"
-
-    def __init__(self, options: RunOptions | None = None, *, memory_mb: int | None = None) -> None:
-        from ansor import config
-
-        self.options = options or RunOptions()
-        self._worker = _Worker(self.options.threads, config.WORKER_MEMORY_MB if memory_mb is None else memory_mb)
-        self._refs: dict[str, tuple[str, MeasureResult]] = {}
-        self._best: dict[str, float] = {}  # fastest latency measured so far, per task hash
-        self._ref_dir = tempfile.mkdtemp(prefix="ansor-ref-")
-
-    def _opts(self) -> dict:
-        return self.options.__dict__.copy()
-
-    def baseline(self, task: SearchTask) -> MeasureResult:
-        """Compute (once) the task's reference outputs and untuned latency."""
-        if task.hash not in self._refs:
-            path = os.path.join(self._ref_dir, f"{task.hash}.npz")
-            t0 = time.perf_counter()
-            # The untuned program can be slow: allow it a generous multiple of the candidate limit.
-            ans = self._worker.request(
-                {"kind": "reference", "task": task.to_json(), "opts": self._opts(), "ref_path": path},
-                self.options.timeout_s * 10,
-            )
-            res = _result(ans, time.perf_counter() - t0)
-            self._refs[task.hash] = (path, res)
-        return self._refs[task.hash][1]
-
-    def measure(self, inputs: list[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
-        out: list[MeasureResult] = []
-
-        def emit(res: MeasureResult) -> None:
-            out.append(res)
-            if on_result is not None:
-                on_result(len(out) - 1, res)
-
-        for inp in inputs:
-            ref_path, ref = self._refs.get(inp.task.hash, ("", None)) if inp.task.hash in self._refs else ("", None)
-            if ref is None:
-                self.baseline(inp.task)
-                ref_path, ref = self._refs[inp.task.hash]
-            if ref.error is not None:
-                emit(MeasureResult(error=MeasureError.RUNTIME, error_msg=f"no reference: {ref.error_msg}"))
-                continue
-            t0 = time.perf_counter()
-            best = self._best.get(inp.task.hash, math.inf)
-            ans = self._worker.request(
-                {"kind": "measure", "task": inp.task.to_json(), "script": inp.script, "opts": self._opts(),
-                 "ref_path": ref_path, "slow_s": max(SLOW_FACTOR * best, 0.01)},
-                self.options.timeout_s,
-            )
-            res = _result(ans, time.perf_counter() - t0)
-            if res.error is None:
-                self._best[inp.task.hash] = min(best, res.latency)
-            emit(res)
-        return out
-
-    def build_only(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
-        """Apply, lower and JIT each candidate in the worker without running it (for fuzzing the
-        builder). A success has no costs and no error."""
-        out = []
-        for inp in inputs:
-            t0 = time.perf_counter()
-            ans = self._worker.request(
-                {"kind": "build", "task": inp.task.to_json(), "script": inp.script, "opts": self._opts()},
-                self.options.timeout_s,
-            )
-            out.append(_result(ans, time.perf_counter() - t0))
-        return out
-
-    def close(self) -> None:
-        self._worker.kill()
+        return RayMeasurer(parse_cluster(cluster), options=options, builders_per_node=max(1, builders))
+    return LocalMeasurer(options, builders=builders)
 
 
 def _result(ans: dict, total_s: float) -> MeasureResult:
@@ -667,3 +607,6 @@ def _result(ans: dict, total_s: float) -> MeasureResult:
         build_s=float(ans.get("build_s", 0.0)),
         total_s=total_s,
     )
+
+
+from ansor.measure.local import LocalMeasurer  # noqa: E402 - it builds on the classes above

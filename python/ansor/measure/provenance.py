@@ -1,6 +1,6 @@
 """Where a measurement came from: host, software and how it was measured.
 
-    measurer kind + RunOptions --provenance()--> {"measurer", "threads", "cache_flush", "host", ...}
+    measurer kind + RunOptions --provenance()--> {"measurer", "threads", "cache_flush", "cpu", "gpu", "node", ...}
         --> every record of a log (records.py), every results/ file (bench/common.py)
 
 A latency is only comparable with latencies of the same host, measurer and options; readers
@@ -73,6 +73,7 @@ def provenance(measurer: str, *, threads: int = 0, cache_flush: bool = False, ta
         "cache_flush": bool(cache_flush),
         "cpu": h["cpu"],
         "gpu": h.get("gpu"),
+        "node": h["node"],  # the machine's name (a cluster's records name each runner's node)
         "ansor": package_version(),
         "commit": git_commit(),
     }

@@ -3,6 +3,8 @@
     SearchTask.target ("cpu" | "cuda") --get_target--> Target
         .generate_sketches(task)      derivation rules          (targets/<name>/rules.py)
         .compile(task, script)        script -> runnable Kernel (targets/<name>/lowering.py)
+        .build(task, script) -> bytes --load(task, artifact)--> Kernel   the same in two halves,
+                                      on two machines (`measure/builder.py`, `measure/runner.py`)
         .reference_task(task)         where the reference outputs are computed
         .mutation_weights             the evolutionary search's mutation mix
         .supports_cache_flush, .worker_memory_mb, .describe(), .host_info()
@@ -80,6 +82,19 @@ class Target(abc.ABC):
 
     def set_threads(self, n: int | None) -> None:
         """Threads the compiled programs of this process use (None: all cores)."""
+
+    #: whether `build`/`load` split `compile` in two (else a runner compiles from the script)
+    supports_artifacts: bool = False
+
+    def build(self, task: SearchTask, script: str | None) -> bytes:
+        """The machine-independent half of `compile`: apply `script` and lower, returning an
+        artifact that `load` turns into a Kernel on another process or machine with the same
+        MLIR. Raises `LoweringError`."""
+        raise NotImplementedError(f"target {self.name!r} has no build artifacts")
+
+    def load(self, task: SearchTask, artifact: bytes) -> Kernel:
+        """The other half: the Kernel of an artifact made by `build`. Raises `LoweringError`."""
+        raise NotImplementedError(f"target {self.name!r} has no build artifacts")
 
     def compile_network(self, task: SearchTask, callees: dict[str, SearchTask],
                         scripts: dict[str, str | None]) -> Kernel:

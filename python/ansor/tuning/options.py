@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ansor.measure.measurer import RunOptions
+    from ansor.measure.measurer import Measurer, RunOptions
     from ansor.search.cost_model import CostModel
     from ansor.search.evolution import FeaturesFn
 
@@ -28,7 +28,8 @@ class TuningOptions:
     `search_options` go to `EvolutionarySearch` (population, generations, mutation_weights, ...;
     the target's mutation weights unless given); `batch_size`: candidates per measured batch
     (Ansor's 64); `run_options`: how candidates are run when the measurer is created here;
-    `transfer` (networks, learned search): hand each task the fastest schedules of similar tasks."""
+    `transfer` (networks, learned search): hand each task the fastest schedules of similar tasks;
+    `cluster`, `builders`: where and with how many builders candidates are measured."""
 
     search: str = "learned"
     crossover: bool = True
@@ -38,12 +39,30 @@ class TuningOptions:
     batch_size: int = 64
     run_options: RunOptions | None = None
     transfer: bool = True
+    #: where candidates are measured when the measurer is created here: None = this machine,
+    #: "ray" / "ray://HOST:PORT" / "ray:HOST:PORT" = a Ray cluster (`measure/cluster.py`)
+    cluster: str | None = None
+    #: build-ahead worker processes on this machine (0: the runner's worker builds), or with
+    #: `cluster`, builder actors per node (0: one)
+    builders: int = 0
 
     def __post_init__(self) -> None:
         if self.search not in ("learned", "random"):
             raise ValueError(f"unknown search {self.search!r} (expected 'learned' or 'random')")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, not {self.batch_size}")
+        if self.builders < 0:
+            raise ValueError(f"builders must be >= 0, not {self.builders}")
+        if self.cluster is not None:
+            from ansor.measure.cluster import parse_cluster  # (does not import Ray)
+
+            parse_cluster(self.cluster)
+
+    def create_measurer(self) -> Measurer:
+        """The measurer these options describe (`measurer.create_measurer`)."""
+        from ansor.measure.measurer import create_measurer
+
+        return create_measurer(self.run_options, builders=self.builders, cluster=self.cluster)
 
     @classmethod
     def of(cls, options: TuningOptions | None = None, **fields: Any) -> TuningOptions:

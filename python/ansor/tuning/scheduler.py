@@ -37,7 +37,7 @@ import numpy as np
 
 from ansor.space.schedule import Schedule
 from ansor.search.cost_model import create_cost_model
-from ansor.measure.measurer import Measurer, MeasureResult, create_measurer
+from ansor.measure.measurer import Measurer, MeasureResult
 from ansor.tuning.records import Record, RecordWriter
 from ansor.core.task import SearchTask
 from ansor.tuning.progress import RoundTimes
@@ -233,7 +233,7 @@ class TaskScheduler:
         cb = callback or SchedulerCallback()
         n = len(self.tasks)
         own_measurer = measurer is None
-        measurer = measurer or create_measurer(opts.run_options)
+        measurer = measurer or opts.create_measurer()
         writer = RecordWriter(Path(log_path)) if log_path is not None else None
         model = create_cost_model(opts.cost_model, seed=self.seed) if search == "learned" else opts.cost_model
         task_opts = dataclasses.replace(opts, cost_model=model)  # one model for every task

@@ -28,7 +28,7 @@ from ansor import config
 from ansor.space.schedule import Schedule, validate
 from ansor.search.cost_model import CostModel, create_cost_model
 from ansor.search.evolution import EvolutionarySearch
-from ansor.measure.measurer import MeasureInput, Measurer, MeasureResult, create_measurer
+from ansor.measure.measurer import MeasureInput, Measurer, MeasureResult
 from ansor.tuning.progress import ProgressCallback, RoundTimes
 from ansor.tuning.records import (
     LogError,
@@ -258,8 +258,9 @@ class TaskTuner:
         sch = Schedule.of(skip.name, {})
         if sch.key() in self.measured:
             return
+        prov = self.measurer.provenance(self.task)
         rec = Record(record_key(self.task, sch), self.task, sch, skip.script({}), self.baseline,
-                     provenance=self.measurer.provenance(self.task))
+                     provenance={**prov, "node": self.baseline.node} if self.baseline.node else prov)
         if self.writer is not None:
             self.writer.append(rec)
         self.measured.add(sch.key())
@@ -286,7 +287,8 @@ class TaskTuner:
 
         def log_result(i: int, res: MeasureResult) -> None:
             inp = inputs[i]
-            rec = Record(record_key(task, inp.schedule), task, inp.schedule, inp.script, res, provenance=prov)
+            rec = Record(record_key(task, inp.schedule), task, inp.schedule, inp.script, res,
+                         provenance={**prov, "node": res.node} if res.node else prov)  # a cluster's runner
             if self.writer is not None:
                 self.writer.append(rec)  # at once: a killed run loses at most the candidate in flight
             batch.append(rec)
@@ -361,7 +363,7 @@ def tune(
     opts = TuningOptions.of(options, **option_fields)
     batch_size = opts.batch_size
     own_measurer = measurer is None
-    measurer = measurer or create_measurer(opts.run_options)
+    measurer = measurer or opts.create_measurer()
     tuner = TaskTuner(task, measurer=measurer, log_path=log_path, seed=seed, policy=policy, callback=callback,
                       options=opts)
     try:

@@ -37,6 +37,18 @@ class CpuTarget(Target):
 
         return compile_task(task, script)
 
+    supports_artifacts = True
+
+    def build(self, task: SearchTask, script: str | None) -> bytes:
+        from ansor.targets.cpu.lowering import build_task
+
+        return build_task(task, script)
+
+    def load(self, task: SearchTask, artifact: bytes) -> Kernel:
+        from ansor.targets.cpu.lowering import load_task
+
+        return load_task(task, artifact)
+
     def set_threads(self, n: int | None) -> None:
         from ansor.targets.cpu.lowering import set_threads
 

@@ -430,9 +430,43 @@ def compile_network(task: SearchTask, callees: dict[str, SearchTask], scripts: d
         return _lower_and_jit(module, task, opt_level, arena=arena)
 
 
+def build_task(task: SearchTask, script: str | None) -> bytes:
+    """The first half of `compile_task`: apply `script` and lower to the LLVM dialect, as MLIR
+    bytecode (the artifact a builder hands a runner; LLVM's code generation happens in `load_task`,
+    on the machine that runs it). Raises `LoweringError`."""
+    import io
+
+    _native.register_everything()
+    with ir.Context(), ir.Location.unknown():
+        module = parse_payload(task)
+        if script is not None:
+            apply_script(module, script)
+        _lower(module, task)
+        buf = io.BytesIO()
+        module.operation.write_bytecode(buf)
+        return buf.getvalue()
+
+
+def load_task(task: SearchTask, artifact: bytes, *, opt_level: int = 3) -> CompiledKernel:
+    """The second half of `compile_task`: JIT an artifact of `build_task`. Raises `LoweringError`."""
+    _native.register_everything()
+    with ir.Context(), ir.Location.unknown():
+        try:
+            module = ir.Module.parse(artifact)
+        except Exception as exc:  # noqa: BLE001 - MLIRError or ValueError: a torn or foreign artifact
+            raise LoweringError("jit", f"unreadable artifact: {str(exc).splitlines()[0]}") from None
+        return _jit(module, task, opt_level)
+
+
 def _lower_and_jit(module: ir.Module, task: SearchTask, opt_level: int, *, arena: bool = False) -> CompiledKernel:
     """Bufferize, add the timing loop, unroll, lower to LLVM and JIT (inside the caller's context).
     `arena`: the entry function's intermediates go to a static arena (`arena.py`; models)."""
+    _lower(module, task, arena=arena)
+    return _jit(module, task, opt_level)
+
+
+def _lower(module: ir.Module, task: SearchTask, *, arena: bool = False) -> None:
+    """Everything of `_lower_and_jit` up to the LLVM dialect, in place."""
     run_passes(module, _BUFFERIZE, "lower")
     if arena:
         from ansor.targets.cpu.arena import arena_intermediates
@@ -446,6 +480,9 @@ def _lower_and_jit(module: ir.Module, task: SearchTask, opt_level: int, *, arena
     add_bench_wrapper(module, task.func_name)
     run_passes(module, "ansor-auto-unroll,canonicalize", "lower")
     run_passes(module, _TO_LLVM_CPU, "lower")
+
+
+def _jit(module: ir.Module, task: SearchTask, opt_level: int) -> CompiledKernel:
     try:
         engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(runtime_libs()))
     except RuntimeError as exc:

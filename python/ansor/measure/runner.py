@@ -1,0 +1,94 @@
+"""Runners: the second half of measuring a candidate, on the hardware it is tuned for.
+
+    (MeasureInput, BuildResult) --Runner.run (load or compile, check against the reference with
+        poisoned outputs, time in a native loop)--> MeasureResult
+
+TVM's `LocalRunner` shape. A runner first computes each task's reference outputs and untuned
+latency (`baseline`); every candidate is verified against them before it is timed. A build that
+failed is passed through as its error without touching the worker.
+
+    LocalRunner   one isolated worker process on this machine, candidates one at a time so
+                  timings do not disturb each other
+    (cluster.py)  one runner actor per GPU or CPU node of a Ray cluster, each a LocalRunner
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import os
+import tempfile
+import time
+
+from ansor.core.task import SearchTask
+from ansor.measure.builder import BuildResult
+from ansor.measure.measurer import SLOW_FACTOR, MeasureError, MeasureInput, MeasureResult, RunOptions, _result, _Worker
+
+
+class Runner(abc.ABC):
+    """Runs built candidates; never raises for a bad candidate."""
+
+    @abc.abstractmethod
+    def baseline(self, task: SearchTask) -> MeasureResult:
+        """The untuned program's result; computes the task's reference outputs on first use."""
+
+    @abc.abstractmethod
+    def run(self, inp: MeasureInput, build: BuildResult, *, best: float = math.inf) -> MeasureResult:
+        """The result of one built candidate. `best`: the fastest latency of the task known to the
+        caller (seconds; a candidate far slower is timed once)."""
+
+    def close(self) -> None:
+        pass
+
+
+class LocalRunner(Runner):
+    """One worker process (threads: `options.threads`), reused across candidates and replaced
+    whenever it dies or hangs."""
+
+    def __init__(self, options: RunOptions | None = None, *, memory_mb: int | None = None) -> None:
+        from ansor import config
+
+        self.options = options or RunOptions()
+        self.worker = _Worker(self.options.threads, config.WORKER_MEMORY_MB if memory_mb is None else memory_mb)
+        self._refs: dict[str, tuple[str, MeasureResult]] = {}
+        self._best: dict[str, float] = {}  # fastest latency measured here, per task hash
+        self._ref_dir = tempfile.mkdtemp(prefix="ansor-ref-")
+
+    def _opts(self) -> dict:
+        return self.options.__dict__.copy()
+
+    def baseline(self, task: SearchTask) -> MeasureResult:
+        if task.hash not in self._refs:
+            path = os.path.join(self._ref_dir, f"{task.hash}.npz")
+            t0 = time.perf_counter()
+            # The untuned program can be slow: allow it a generous multiple of the candidate limit.
+            ans = self.worker.request(
+                {"kind": "reference", "task": task.to_json(), "opts": self._opts(), "ref_path": path},
+                self.options.timeout_s * 10,
+            )
+            self._refs[task.hash] = (path, _result(ans, time.perf_counter() - t0))
+        return self._refs[task.hash][1]
+
+    def run(self, inp: MeasureInput, build: BuildResult, *, best: float = math.inf) -> MeasureResult:
+        if build.error is not None:
+            return MeasureResult(error=build.error, error_msg=build.error_msg, build_s=build.build_s,
+                                 total_s=build.build_s)
+        ref = self.baseline(inp.task)
+        if ref.error is not None:
+            return MeasureResult(error=MeasureError.RUNTIME, error_msg=f"no reference: {ref.error_msg}")
+        ref_path = self._refs[inp.task.hash][0]
+        best = min(best, self._best.get(inp.task.hash, math.inf))
+        t0 = time.perf_counter()
+        ans = self.worker.request(
+            {"kind": "run", "task": inp.task.to_json(), "script": inp.script, "artifact": build.artifact,
+             "build_s": build.build_s, "opts": self._opts(), "ref_path": ref_path,
+             "slow_s": max(SLOW_FACTOR * best, 0.01)},
+            self.options.timeout_s,
+        )
+        res = _result(ans, time.perf_counter() - t0 + build.build_s)
+        if res.error is None:
+            self._best[inp.task.hash] = min(best, res.latency)
+        return res
+
+    def close(self) -> None:
+        self.worker.kill()

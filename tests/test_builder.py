@@ -1,0 +1,86 @@
+"""The builder / runner split (measure/builder.py, runner.py, local.py) on this machine."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import ansor
+import pytest
+from ansor.measure.builder import BuildResult, InlineBuilder, LocalBuilder
+from ansor.measure.measurer import LocalMeasurer, MeasureError, MeasureInput, RunOptions
+from ansor.measure.runner import LocalRunner
+from ansor.search.policy import RandomSearch
+from ansor.targets import generate_sketches
+
+FAST = RunOptions(threads=1, repeat=1, min_repeat_ms=2.0, timeout_s=20.0)
+
+
+def _inputs(task, n: int, seed: int = 0) -> list[MeasureInput]:
+    sketches = generate_sketches(task)
+    by = {s.name: s for s in sketches}
+    return [MeasureInput(task, s, by[s.sketch].script(s.values()))
+            for s in RandomSearch(sketches, seed=seed, measured=set()).next_batch(n)]
+
+
+def test_local_builder_artifacts_run_verified_on_a_runner(matmul64) -> None:
+    inputs = _inputs(matmul64, 4)
+    builder, runner = LocalBuilder(2, FAST), LocalRunner(FAST)
+    try:
+        builds = builder.build(inputs)
+        assert all(b.error is None and b.artifact and b.build_s > 0 for b in builds), builds
+        results = [runner.run(i, b) for i, b in zip(inputs, builds, strict=True)]
+    finally:
+        builder.close()
+        runner.close()
+    assert all(r.error is None and r.costs for r in results), [r.error_msg for r in results]
+    assert all(r.build_s >= b.build_s for r, b in zip(results, builds, strict=True))  # builder's + JIT
+
+
+def test_failures_stay_results_on_both_halves(matmul64) -> None:
+    bad = MeasureInput(matmul64, _inputs(matmul64, 1)[0].schedule, "this is not a transform script")
+    builder, runner = LocalBuilder(1, FAST), LocalRunner(FAST)
+    try:
+        (b,) = builder.build([bad])
+        assert b.error in (MeasureError.APPLY, MeasureError.COMPILE) and b.artifact is None
+        # A failed build is passed through without touching the runner's worker.
+        res = runner.run(bad, b)
+        assert res.error == b.error and runner.worker.proc is None
+        # A torn artifact is a compile error of the runner, not an exception.
+        good = _inputs(matmul64, 1)[0]
+        torn = runner.run(good, BuildResult(artifact=b"\x00torn"))
+        assert torn.error == MeasureError.COMPILE and "artifact" in torn.error_msg
+    finally:
+        builder.close()
+        runner.close()
+    assert InlineBuilder().build([bad]) == [BuildResult()]
+    with pytest.raises(ValueError, match="at least one worker"):
+        LocalBuilder(0)
+
+
+def test_builders_ahead_keep_verification_and_stream_every_result(monkeypatch, matmul64) -> None:
+    """With 2 builders the runner still checks every candidate against the reference (injected
+    wrong answers are caught) and reports each one once, in any order, through on_result."""
+    monkeypatch.setenv("ANSOR_ALLOW_FAULTS", "1")
+    monkeypatch.setenv("ANSOR_INJECT_FAULT", "wrong:3")
+    inputs = _inputs(matmul64, 10, seed=3)
+    seen: list[int] = []
+    with_builders = LocalMeasurer(FAST, builders=2)
+    inline = LocalMeasurer(FAST)
+    try:
+        ahead = with_builders.measure(inputs, on_result=lambda i, r: seen.append(i))
+        plain = inline.measure(inputs)
+    finally:
+        with_builders.close()
+        inline.close()
+    assert sorted(seen) == list(range(10))
+    codes = Counter(r.error for r in ahead)
+    assert codes[MeasureError.WRONG_ANSWER] >= 1 and codes[None] >= 1, codes
+    assert [r.error for r in ahead] == [r.error for r in plain]  # the same verdicts either way
+
+
+def test_tune_with_builders_logs_every_trial(tmp_path, matmul64) -> None:
+    log = tmp_path / "b.jsonl"
+    res = ansor.tune(matmul64, trials=6, batch_size=3, log_path=log, search="random", builders=2, run_options=FAST)
+    recs = ansor.load_records(log)
+    assert res.trials == 6 and len({r.key for r in recs}) == 6 and res.best is not None
+    assert all(r.provenance["measurer"] == "local" and r.provenance["node"] for r in recs)
