@@ -576,3 +576,28 @@ def test_split_k_ptx(name: str, kw: dict[str, int]) -> None:
 ], ids=["decode-4", "ragged-2", "gelu-ws-2", "conv-ws-2", "conv-taps-3"])
 def test_split_k_matches_the_reference(name: str, kw: dict[str, int]) -> None:
     _check_on_gpu(_task(name), kw)
+
+
+def test_resuming_a_log_from_before_a_knob(tmp_path) -> None:
+    """Records written before `splitk` existed seed the search (mutation, crossover) as what they
+    meant then (splitk = 1), instead of failing the resumed run."""
+    import json
+
+    from ansor.measure.measurer import SyntheticMeasurer
+    from ansor.tuning.records import load_records
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k != "tc.splitk"}
+        return [strip(v) for v in x] if isinstance(x, list) else x
+
+    task = _task("matmul-512x512x1024-f16")
+    log = tmp_path / "old.jsonl"
+    ansor.tune(task, trials=16, measurer=SyntheticMeasurer(), search="learned", batch_size=16, log_path=log, seed=1)
+    old = [strip(json.loads(line)) for line in log.read_text().splitlines()]
+    assert '"sketch": "tc0"' in log.read_text() and "tc.splitk" not in json.dumps(old)
+    log.write_text("".join(json.dumps(r) + "\n" for r in old))
+    ansor.tune(task, trials=48, measurer=SyntheticMeasurer(), search="learned", batch_size=16, log_path=log, seed=1)
+    recs = [r for r in load_records(log) if r.schedule.sketch == "tc0"]
+    assert len(load_records(log)) >= 48 and recs
+    assert all("tc.splitk" in r.schedule.values() for r in recs[-8:])  # new ones carry the knob

@@ -292,6 +292,12 @@ class EvolutionarySearch(SearchPolicy):
     # -- internals -------------------------------------------------------------------------
     def _record(self, sch: Schedule, latency: float) -> None:
         self.measured.add(sch.key())
+        if sch.sketch in self.info:  # a resumed record may predate a knob: complete it, or leave it out
+            full = self.info[sch.sketch].complete(sch)
+            if full is None:
+                return
+            self.measured.add(full.key())
+            sch = full
         if sch.sketch in self.info and math.isfinite(latency):
             self.best_measured[sch] = min(latency, self.best_measured.get(sch, math.inf))
 

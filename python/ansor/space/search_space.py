@@ -115,6 +115,14 @@ class SearchSpace:
                            else int(fill.get(name, min(self.options[name]))))
         return self.schedule(new) if self.valid(new) else None
 
+    def complete(self, sch: Schedule) -> Schedule | None:
+        """`sch` (a record, perhaps from before a knob existed) with every knob of this sketch,
+        the missing ones set by `Sketch.complete`; None when that cannot fill them."""
+        if len(sch.knobs) == len(self.names):
+            return sch
+        values = self.sketch.complete(sch.values())
+        return self.schedule(values) if set(values) == set(self.names) else None
+
     def schedule(self, values: Mapping[str, int]) -> Schedule:
         """`Schedule.of(sketch name, values)` for int values of exactly this sketch's knobs."""
         return Schedule(

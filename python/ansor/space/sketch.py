@@ -98,6 +98,11 @@ class Sketch(abc.ABC):
         untrained (0: none; a sketch with a tiny space next to a large one asks for some)."""
         return 0.0
 
+    def complete(self, values: Mapping[str, int]) -> dict[str, int]:
+        """`values` with the knobs added to this sketch after they were recorded set to what
+        those records meant (none by default)."""
+        return dict(values)
+
     def knob(self, name: str) -> Knob:
         for k in self.knobs:
             if k.name == name:

@@ -618,6 +618,9 @@ class TcSketch(Sketch):
     def validate(self, values: Mapping[str, int]) -> str | None:
         return validate_tc(self.problem, self._values(values))
 
+    def complete(self, values: Mapping[str, int]) -> dict[str, int]:
+        return {**{self.problem.knob(k): x for k, x in LATER_KNOBS.items()}, **values}
+
     def sample(self, rng: random.Random, *, max_tries: int = 4000) -> Schedule:
         return rejection_sample(self, rng, max_tries=max_tries)
 
