@@ -195,6 +195,7 @@ class RayMeasurer(Measurer):
         self._identity: dict[str, Any] | None = None
         self._baselines: dict[str, MeasureResult] = {}
         self._best: dict[str, float] = {}
+        self._turn = 0
         self.requeued = 0  # candidates re-dispatched after losing their actor (for tests/reports)
 
     # -- actors ----------------------------------------------------------------------------
@@ -268,6 +269,16 @@ class RayMeasurer(Measurer):
                                + (f" with resources {self.resources}" if self.resources else ""))
         if not self._builders:
             raise ClusterError("no node of the Ray cluster has a CPU to build on")
+
+    def _least_loaded(self, pool: list[_Actor], limit: int) -> _Actor | None:
+        """The actor of `pool` with the fewest calls in flight (below `limit`), taking turns
+        among equals so every node gets work; None when all are full."""
+        if not pool:
+            return None
+        self._turn += 1
+        k = self._turn % len(pool)
+        best = min(pool[k:] + pool[:k], key=lambda a: a.in_flight)
+        return best if best.in_flight < limit else None
 
     def _drop(self, actor: _Actor) -> None:
         import ray
@@ -366,19 +377,22 @@ class RayMeasurer(Measurer):
         while done < n:
             if not self._runners or not self._builders:
                 self._start_actors(inputs[0].task.target)
-            for b in self._builders:  # builds, at most two waiting per runner
-                while (b.in_flight < _PER_BUILDER and to_build
-                       and len(built) + len(building) < 2 * len(self._runners)):
-                    i = to_build.popleft()
-                    status, art = b.handle.build.options(num_returns=2).remote(inputs[i])
-                    building[status] = (i, b, art)
-                    b.in_flight += 1
-            for r in self._runners:
-                while r.in_flight < _PER_RUNNER and built:
-                    i, br, art = built.popleft()
-                    best = self._best.get(inputs[i].task.hash, math.inf)
-                    running[r.handle.run.remote(inputs[i], br, art, best)] = (i, r, time.monotonic())
-                    r.in_flight += 1
+            while to_build and len(built) + len(building) < 2 * len(self._runners):  # builds ahead
+                b = self._least_loaded(self._builders, _PER_BUILDER)
+                if b is None:
+                    break
+                i = to_build.popleft()
+                status, art = b.handle.build.options(num_returns=2).remote(inputs[i])
+                building[status] = (i, b, art)
+                b.in_flight += 1
+            while built:
+                r = self._least_loaded(self._runners, _PER_RUNNER)
+                if r is None:
+                    break
+                i, br, art = built.popleft()
+                best = self._best.get(inputs[i].task.hash, math.inf)
+                running[r.handle.run.remote(inputs[i], br, art, best)] = (i, r, time.monotonic())
+                r.in_flight += 1
             ready, _ = ray.wait([*building, *running], num_returns=1, timeout=1.0)
             if ready:  # everything else that is ready too
                 ready, _ = ray.wait([*building, *running], num_returns=len(building) + len(running), timeout=0)
