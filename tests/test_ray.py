@@ -157,3 +157,28 @@ def test_runners_need_the_named_resources(cluster, matmul64) -> None:
             m.baseline(matmul64)
     finally:
         m.close()
+
+
+def test_cli_on_the_cluster_resumes_after_the_driver_is_killed(cluster, local_keys, tmp_path) -> None:
+    """`ansor tune --cluster ray:ADDRESS`, SIGKILLed once records arrive, then run again: the log
+    (written by the driver alone) ends with every trial once."""
+    log = tmp_path / "cli.jsonl"
+    cmd = [sys.executable, "-m", "ansor.cli", "tune", "--workload", "matmul-64", "--trials", str(TRIALS),
+           "--batch-size", str(BATCH), "--seed", str(SEED), "--search", "random", "--threads", "1",
+           "--repeat", "1", "--min-repeat-ms", "2", "--cluster", f"ray:{cluster.address}", "--log", str(log)]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and p.poll() is None:
+            if log.exists() and len(log.read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.05)
+    finally:
+        p.kill()
+        _, err = p.communicate(timeout=30)
+    first = len(ansor.load_records(log))
+    assert 3 <= first < TRIALS, err[-2000:]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    recs = _check_log(log, local_keys)
+    assert len({r.provenance["node"] for r in recs}) >= 2
