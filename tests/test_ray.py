@@ -61,6 +61,33 @@ def test_cli_rejects_a_bad_cluster_in_one_line(capsys) -> None:
     assert err.startswith("ansor: error: unknown --cluster 'slurm'") and "\n" not in err
 
 
+def test_logs_of_another_host_pretrain_and_say_so(tmp_path) -> None:
+    """Records carry their host; `--pretrain` learns from another host's log as from this
+    host's, and a log mixing two CPU models is reported (its latencies do not compare)."""
+    import json
+
+    from ansor.frontend import workloads
+    from ansor.measure.measurer import SyntheticMeasurer
+    from ansor.search.cost_model import XGBModel
+    from ansor.tuning.records import warn_if_mixed
+    from ansor.tuning.tuner import pretrain
+
+    here = tmp_path / "here.jsonl"
+    task = ansor.create_task(workloads.get("matmul-64"), name="matmul-64")
+    ansor.tune(task, trials=16, log_path=here, search="random", measurer=SyntheticMeasurer(0))
+    lines = [json.loads(x) for x in here.read_text().splitlines()]
+    assert all(d["provenance"]["node"] and d["provenance"]["cpu"] for d in lines)
+    there = tmp_path / "there.jsonl"
+    there.write_text("".join(json.dumps({**d, "provenance": {**d["provenance"], "cpu": "Other CPU 9000",
+                                                             "node": "host-b"}}) + "\n" for d in lines))
+    counts = [pretrain(XGBModel(few_shot_threshold=4, nthread=1), [log], target="cpu") for log in (here, there)]
+    assert counts[0] == counts[1] and counts[0][0] >= 8
+    assert ansor.load_records(there)[0].provenance["node"] == "host-b"
+    both = ansor.load_records(here) + ansor.load_records(there)
+    msg = warn_if_mixed(both, "both")
+    assert msg is not None and "Other CPU 9000" in msg
+
+
 ray = pytest.importorskip("ray")
 
 
@@ -114,6 +141,9 @@ def test_ray_tune_equals_a_local_run(cluster, matmul64, local_keys, tmp_path) ->
     recs = _check_log(tmp_path / "ray.jsonl", local_keys)
     assert res.best is not None and m.requeued == 0
     assert len({r.provenance["node"] for r in recs}) == 2  # both nodes' runners measured
+    from ansor.tuning.records import warn_if_mixed
+
+    assert warn_if_mixed(recs, "ray.jsonl") is None  # two nodes of one hardware: comparable
     assert {r.error for r in recs} <= {None, "wrong_answer", "compile", "apply"}
 
 
