@@ -52,7 +52,7 @@ def test_half_matmul_gets_the_tensor_core_sketch_first(mm16: SearchTask) -> None
     ("matmul-256", "not f16 or bf16"),  # f32 operands
     ("matmul-96x100x128-f16", "multiples of 8"),  # TMA: 16-byte row strides
     ("c2d-1x14x14x64x64x3x1x1", "not f16 or bf16"),
-    ("c2d-1x56x56x64x128x3x2x1-f16", "strides [2, 2]"),  # TMA boxes step one pixel
+    ("c2d-2x56x56x64x128x3x2x1-f16", "batch of 2 images"),  # TMA's 5 dims
     ("c2d-1x56x56x32x64x3x1x1-f16", "multiple of 64"),  # a k-block is 64 channels of one tap
     ("mlp-64x256x4", "not one linalg.matmul"),
 ])
@@ -507,7 +507,8 @@ def test_convolution_gets_the_implicit_gemm_sketch() -> None:
 @pytest.mark.parametrize("name, kw", [
     ("c2d-1x56x56x64x64x3x1x1-f16", {"bm": 64, "bn": 64, "tw": 8}),
     ("conv-bias-relu", {"bm": 128, "bn": 128, "wgm": 2, "stages": 4, "wait": 1, "ws": 1, "tw": 16}),
-], ids=["resnet-56", "bias-relu-dilated"])
+    ("c2d-1x56x56x64x128x3x2x1-f16", {"bm": 128, "bn": 128, "wgm": 2, "stages": 4, "tw": 4}),
+], ids=["resnet-56", "bias-relu-dilated", "stride-2"])
 def test_convolution_ptx(name: str, kw: dict[str, int]) -> None:
     from ansor.targets.cuda.lowering import emit_ptx
 
@@ -515,7 +516,8 @@ def test_convolution_ptx(name: str, kw: dict[str, int]) -> None:
     sk = generate_sketches(task)[0]
     assert sk.validate(_values(**kw)) is None
     ptx = emit_ptx(task, sk.script(_values(**kw)))
-    assert "cp.async.bulk.tensor.4d" in ptx  # X's boxes: 1 x th x tw x 64, shifted per tap
+    # X's boxes: 1 x th x tw x 64 shifted per tap; strided, th x 1 x tw x 1 x 64 of [H/s, s, W/s, s, C]
+    assert f"cp.async.bulk.tensor.{'5d' if 'x2x1-' in name else '4d'}" in ptx
     assert "cp.async.bulk.tensor.2d" in ptx  # W as a [KH*KW*C, CO] matrix
     assert "wgmma.mma_async" in ptx and "st.global.v4.b32" in ptx and ".local" not in ptx
 
@@ -527,7 +529,11 @@ def test_convolution_ptx(name: str, kw: dict[str, int]) -> None:
     ("c2d-2x28x28x128x128x3x1x1-f16", {"bm": 128, "bn": 128, "wgm": 2, "stages": 4, "ws": 1, "tw": 16}),
     ("c2d-1x14x14x256x256x1x1x0-bf16", {"bm": 64, "bn": 128, "stages": 3, "tw": 4}),
     ("conv-bias-relu", {"bm": 128, "bn": 128, "wgm": 2, "stages": 4, "wait": 1, "ws": 1, "tw": 16}),
-], ids=["resnet-56-8x8", "rows-of-56", "batch2-ragged-rows", "1x1-bf16", "bias-relu-dilated"])
+    ("c2d-1x56x56x64x128x3x2x1-f16", {"bm": 128, "bn": 128, "wgm": 2, "stages": 4, "tw": 4}),
+    ("c2d-2x56x56x64x128x1x2x0-f16", {"bm": 64, "bn": 128, "stages": 2, "tw": 8}),
+    ("c2d-1x28x28x128x256x3x2x1-bf16", {"bm": 64, "bn": 128, "stages": 3, "tw": 14, "splitk": 2}),
+], ids=["resnet-56-8x8", "rows-of-56", "batch2-ragged-rows", "1x1-bf16", "bias-relu-dilated", "stride2-3x3",
+        "stride2-1x1-batch2", "stride2-bf16-splitk"])
 def test_convolution_matches_the_reference(name: str, kw: dict[str, int]) -> None:
     _check_on_gpu(_conv_task(name), kw)
 

@@ -31,8 +31,8 @@ an equal share of the k-blocks; after a cluster barrier every thread of the clus
 partial tiles of all its blocks through distributed shared memory (`mapa`, `ld.shared::cluster`)
 and stores its share of the tile: more blocks for small grids, and no second kernel).
 
-A convolution (`linalg.conv_2d_nhwc_hwcf`, stride 1, f16/bf16, C a multiple of 64) runs as an
-implicit GEMM: a block's rows are a th x tw patch of output pixels (`tw` knob, th = bm // tw capped
+A convolution (`linalg.conv_2d_nhwc_hwcf`, f16/bf16, C a multiple of 64) runs as an implicit GEMM
+(a stride s reads X as [N*H/s, s, W/s, s, C], a tap picking coarse shift and phase): a block's rows are a th x tw patch of output pixels (`tw` knob, th = bm // tw capped
 at the image height), each k-block is one filter tap x 64 input channels, loaded as a 4-D TMA box
 of X shifted by the tap (TMA's zero fill past the image's edges is the padding); W is read as the
 [KH*KW*C, CO] matrix it already is.
@@ -143,6 +143,14 @@ class ConvGeom:
     pad_w: int
     dil_h: int = 1
     dil_w: int = 1
+    stride: int = 1
+
+    def shift(self, tap: int, dil: int, pad: int) -> tuple[int, int]:
+        """Input row (or column) of output 0 at filter tap `tap`, as (q, p) with stride*q + p the
+        row: a strided X is read as [.., H/stride, stride, W/stride, stride, C], so a tap moves
+        the box by q pixels of the coarse grid and picks phase p (0 <= p < stride)."""
+        off = tap * dil - pad
+        return off // self.stride, off % self.stride
 
     def tile(self, bm: int, tw: int) -> tuple[int, int]:
         """(th, tw): a block's output pixels, th rows of tw; th * tw <= bm rows of the MMA tile."""
@@ -309,8 +317,8 @@ def _match_conv(func, ftype, body, names) -> tuple[TcProblem | None, str]:
     conv = body[names.index(_CONV)]
     strides = [int(x) for x in ir.DenseIntElementsAttr(conv.attributes["strides"])]
     dil = [int(x) for x in ir.DenseIntElementsAttr(conv.attributes["dilations"])]
-    if strides != [1, 1]:
-        return None, f"a convolution with strides {strides} (the implicit GEMM takes stride 1)"
+    if strides[0] != strides[1]:
+        return None, f"a convolution with strides {strides} (the implicit GEMM takes equal strides)"
     x, w, init = conv.operands
     pad_h = pad_w = 0
     pad = _defining_op(x)
@@ -343,7 +351,16 @@ def _match_conv(func, ftype, body, names) -> tuple[TcProblem | None, str]:
         return None, f"{c} input channels: the implicit GEMM needs a multiple of {BK}"
     if co % TMA_STRIDE_ELEMS:
         return None, f"{co} output channels: TMA needs a multiple of {TMA_STRIDE_ELEMS}"
-    geom = ConvGeom(n, h, wd, c, kh, kw, oh, ow, pad_h, pad_w, dil[0], dil[1])
+    st = strides[0]
+    if st > 1:
+        # TMA steps one element: a strided X is viewed as [N*H/s, s, W/s, s, C] (5 dims, TMA's
+        # most), the tap choosing the phase. Images share the coarse rows, so a padded one must be
+        # alone (otherwise a box at an image's top edge would read the previous image's last rows).
+        if h % st or wd % st:
+            return None, f"a stride-{st} convolution needs H and W multiples of {st} (got {h}x{wd})"
+        if n > 1 and (pad_h or pad_w):
+            return None, f"a padded stride-{st} convolution of a batch of {n} images (TMA takes 5 dims)"
+    geom = ConvGeom(n, h, wd, c, kh, kw, oh, ow, pad_h, pad_w, dil[0], dil[1], st)
     problem = TcProblem(n * oh * ow, co, kh * kw * c, et, a_arg=args[0], b_arg=args[1], n_args=len(ftype.inputs),
                         conv=geom)
     ret = body[-1]
@@ -675,7 +692,8 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     emit = lines.append
     vA, vB = f"memref<{bm}x{BK}x{et}, 3>", f"memref<{BK}x64x{et}, 3>"
     if cv:  # one box of th x tw pixels x 64 channels of X, zero past the image's edges
-        vA = f"memref<1x{th}x{tw}x{BK}x{et}, 3>"
+        vA = (f"memref<1x{th}x{tw}x{BK}x{et}, 3>" if cv.stride == 1 else
+              f"memref<{th}x1x{tw}x1x{BK}x{et}, 3>")
 
     def load(stage_idx: str, kblock: str, pre: str, indent: str) -> None:
         """TMA loads of k-block `kblock` into stage `stage_idx` (SSA names), issued by one thread."""
@@ -702,14 +720,34 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
                 rs, c0 = f"%{pre}rs", f"%{pre}c0"
             emit(f"{indent}%{pre}r = arith.divui {rs}, {c(cv.kw)} : index")
             emit(f"{indent}%{pre}s = arith.remui {rs}, {c(cv.kw)} : index")
-            emit(f"{indent}%{pre}ry = arith.muli %{pre}r, {c(cv.dil_h)} : index")
-            emit(f"{indent}%{pre}sx = arith.muli %{pre}s, {c(cv.dil_w)} : index")
-            emit(f"{indent}%{pre}y1 = arith.addi %h0, %{pre}ry : index")
-            emit(f"{indent}%{pre}x1 = arith.addi %w0, %{pre}sx : index")
-            emit(f"{indent}%{pre}y = arith.subi %{pre}y1, {c(cv.pad_h)} : index")
-            emit(f"{indent}%{pre}x = arith.subi %{pre}x1, {c(cv.pad_w)} : index")
-            emit(f"{indent}nvgpu.tma.async.load %tA[{c0}, %{pre}x, %{pre}y, %img], %bar[{stage_idx}] to %{pre}a "
-                 f": !tmA, !bar -> {vA}")
+            if cv.stride == 1:
+                emit(f"{indent}%{pre}ry = arith.muli %{pre}r, {c(cv.dil_h)} : index")
+                emit(f"{indent}%{pre}sx = arith.muli %{pre}s, {c(cv.dil_w)} : index")
+                emit(f"{indent}%{pre}y1 = arith.addi %h0, %{pre}ry : index")
+                emit(f"{indent}%{pre}x1 = arith.addi %w0, %{pre}sx : index")
+                emit(f"{indent}%{pre}y = arith.subi %{pre}y1, {c(cv.pad_h)} : index")
+                emit(f"{indent}%{pre}x = arith.subi %{pre}x1, {c(cv.pad_w)} : index")
+                emit(f"{indent}nvgpu.tma.async.load %tA[{c0}, %{pre}x, %{pre}y, %img], %bar[{stage_idx}] to %{pre}a "
+                     f": !tmA, !bar -> {vA}")
+            else:
+                # the taps' (coarse shift, phase) pairs are compile-time tables: select by tap
+                coords = []
+                for axis, tap, k, dil, pad, base in (("y", f"%{pre}r", cv.kh, cv.dil_h, cv.pad_h, "%h0s"),
+                                                     ("x", f"%{pre}s", cv.kw, cv.dil_w, cv.pad_w, "%w0")):
+                    q_, p_ = f"%{pre}q{axis}", f"%{pre}p{axis}"
+                    emit(f"{indent}{q_}0 = arith.constant 0 : index")
+                    emit(f"{indent}{p_}0 = arith.constant 0 : index")
+                    for t in range(k):  # q = sum over taps of (tap == t) * q_t (idem p): no signed division
+                        q, ph = cv.shift(t, dil, pad)
+                        emit(f"{indent}{q_}is{t} = arith.cmpi eq, {tap}, {c(t)} : index")
+                        emit(f"{indent}{q_}v{t} = arith.constant {q} : index")
+                        emit(f"{indent}{q_}{t + 1} = arith.select {q_}is{t}, {q_}v{t}, {q_}{t} : index")
+                        emit(f"{indent}{p_}{t + 1} = arith.select {q_}is{t}, {c(ph)}, {p_}{t} : index")
+                    emit(f"{indent}%{pre}c{axis} = arith.addi {base}, {q_}{k} : index")
+                    coords.append((f"%{pre}c{axis}", f"{p_}{k}"))
+                (cy, py), (cx, px) = coords
+                emit(f"{indent}nvgpu.tma.async.load %tA[{c0}, {px}, {cx}, {py}, {cy}], %bar[{stage_idx}] to %{pre}a "
+                     f": !tmA, !bar -> {vA}")
         else:
             emit(f"{indent}nvgpu.tma.async.load %tA[%{pre}k, {arow}], %bar[{stage_idx}] to %{pre}a : !tmA, !bar -> {vA}")
         for j in range(bn // 64):
@@ -761,6 +799,9 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
             emit(f"{ind}%wb = arith.remui %pin, {c(nwb)} : index")
             emit(f"{ind}%h0 = arith.muli %hb, {c(th)} : index")
             emit(f"{ind}%w0 = arith.muli %wb, {c(tw)} : index")
+            if cv.stride > 1:  # the image's first coarse row of the folded [N*H/s, ...] view
+                emit(f"{ind}%imgrow = arith.muli %img, {c(cv.h // cv.stride)} : index")
+                emit(f"{ind}%h0s = arith.addi %imgrow, %h0 : index")
 
     def tile_loop(ind: str) -> None:
         """A persistent block's loop over its tiles; %g0 counts the k-blocks streamed before."""
@@ -945,6 +986,15 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
         collapse = (f"    %hth = arith.constant {th} : index\n    %htw = arith.constant {tw} : index\n"
                     f"    %B2 = memref.collapse_shape %B [[0, 1, 2], [3]] : memref<{cv.kh}x{cv.kw}x{cv.c}x{N}x{et}> "
                     f"into memref<{K}x{N}x{et}>\n")
+        if cv.stride > 1:  # [N*H/s, s, W/s, s, C]: boxes of th coarse rows x tw coarse columns, one phase each
+            st = cv.stride
+            a2, a_box = "%A5", "%hth, %h1, %htw, %h1, %h64"
+            fine = f"memref<{cv.n * cv.h}x{cv.w}x{cv.c}x{et}>"
+            a_mem = f"memref<{cv.n * cv.h // st}x{st}x{cv.w // st}x{st}x{cv.c}x{et}>"
+            collapse += (f"    %A3 = memref.collapse_shape %A [[0, 1], [2], [3]] : memref<{cv.n}x{cv.h}x{cv.w}x{cv.c}x{et}> "
+                         f"into {fine}\n"
+                         f"    %A5 = memref.expand_shape %A3 [[0, 1], [2, 3], [4]] output_shape "
+                         f"[{cv.n * cv.h // st}, {st}, {cv.w // st}, {st}, {cv.c}] : {fine} into {a_mem}\n")
     if p.batch:
         B_ = p.batch
         a2, b2 = "%A2", "%B2"
