@@ -111,6 +111,8 @@ _MARK = "ansor.prefix."
 #: Milliseconds an op of a matmul or convolution sketch takes to apply, roughly (op-by-op timing of
 #: matmul-1024's sketches on the 2-core EPYC host, 2026-11-28); what caching a prefix saves.
 _OP_MS = {
+    "transform.tune.knob": 0.0,
+    "transform.param.constant": 0.0,
     "transform.apply_patterns": 0.3,
     "transform.structured.fuse_into_containing_op": 0.3,
     "transform.structured.tile_using_forall": 0.1,
