@@ -5,14 +5,17 @@
       --FeatureExtractor(n_workers) (worker processes)--> candidates/s, per core
 
 Run: ``.venv/bin/python -m bench.features_throughput [--n 500] [--workers 0] [--baseline REV]
-[--results results/features/throughput.json]`` (workers 0: all cores).
+[--population WORKLOAD ...] [--results results/features/throughput.json]`` (workers 0: all cores).
 
 Prints one JSON line per mode: the in-process A/B over `--rounds` alternating rounds on the same
 scripts (`featurize` as it is, the same without shared prefixes (`split=False`), and, with
 `--baseline REV`, `search/features.py` as it was at commit REV, loaded from git), each
 sketch's candidates alone, the parse+apply/extract split of applying each script whole, worker
 processes, and (`--cleanup-ab`) full canonicalization vs `ansor-feature-cleanup` before
-extraction. Rows of every variant are checked equal. Numbers are medians of the rounds.
+extraction. `--population W` repeats the in-process A/B on the scripts a tuning round of
+workload W asks features for (third round; synthetic latencies, so no compiler: the search's
+population of parents and mutants rather than uniform samples). Rows of every variant are
+checked equal. Numbers are medians of the rounds.
 """
 
 from __future__ import annotations
@@ -55,6 +58,60 @@ def _per_s(n: int, ts: list[float]) -> dict[str, float]:
             "max": round(n / min(ts), 1)}
 
 
+def _timed_once(fn: Any, scripts: list) -> float:
+    t0 = time.perf_counter()
+    fn(scripts)
+    return time.perf_counter() - t0
+
+
+def _population(workload: str, n: int) -> list[str | None]:
+    """The first `n` scripts the evolutionary search asks features for in the third round of a
+    tuning run of `workload` whose measurements are synthetic (latency from the knob values, no
+    compiler; the model trains after 64 programs), in the order asked: a population as the
+    search scores it, with the parents and mutants of its generations, not uniform samples."""
+    import math
+
+    from ansor.core.task import create_task
+    from ansor.frontend import workloads
+    from ansor.measure.measurer import Measurer, MeasureResult
+    from ansor.search.cost_model import XGBModel
+    from ansor.tuning.options import TuningOptions
+    from ansor.tuning.tuner import TaskTuner
+
+    class Synthetic(Measurer):
+        def baseline(self, task: Any) -> MeasureResult:
+            return MeasureResult(costs=(1.0,))
+
+        def measure(self, inputs: list, on_result: Any = None) -> list[MeasureResult]:
+            return [MeasureResult(costs=(1e-3 * (1 + sum(abs(math.log2(max(v, 1)) - 4) for k, v in
+                                                         i.schedule.values().items() if "unroll" not in k)),) * 2)
+                    for i in inputs]
+
+    task = create_task(workloads.get(workload))
+    asked: list[list[str | None]] = []
+
+    def features_fn(schedules: list) -> list:
+        scripts = [by_name[s.sketch].script(s.values(), lower_vectors=False) for s in schedules]
+        asked.append(scripts)
+        return fx.extract(task, scripts)
+
+    from ansor.search.features import FeatureExtractor
+
+    with FeatureExtractor() as fx:
+        opts = TuningOptions(cost_model=XGBModel(few_shot_threshold=64), batch_size=64, features_fn=features_fn)
+        tuner = TaskTuner(task, measurer=Synthetic(), options=opts)
+        by_name = {s.name: s for s in tuner.sketches}
+        try:
+            tuner.start(1000)
+            for _ in range(2):
+                tuner.step(64)
+            asked.clear()
+            tuner.step(64)
+        finally:
+            tuner.close()
+    return max(asked, key=len)[:n]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=500, help="candidates")
@@ -65,6 +122,8 @@ def main() -> None:
     ap.add_argument("--cleanup-ab", action="store_true",
                     help="also time full canonicalize,cse vs ansor-feature-cleanup before extraction")
     ap.add_argument("--results", metavar="PATH", help="write every mode's numbers here (JSON)")
+    ap.add_argument("--population", metavar="WORKLOAD", action="append", default=[],
+                    help="also A/B the scripts a tuning round's evolution asks features for (repeatable)")
     args = ap.parse_args()
 
     from ansor.core import mlir as core_mlir
@@ -162,6 +221,24 @@ def main() -> None:
         report({"mode": "cleanup A/B (in-process, median of rounds)", "rounds": args.rounds,
                 **{f"{k} candidates_per_s": _per_s(len(scripts), v) for k, v in ct.items()},
                 "speedup": round(statistics.median(ct["canonicalize,cse"]) / statistics.median(ct["feature-cleanup"]), 3)})
+
+    for name in args.population:
+        batch = _population(name, args.n)
+        ptask = create_task(workloads.get(name))
+        pvariants = {"featurize": lambda s, t=ptask: features.featurize(t, s),
+                     "featurize, no shared prefixes": lambda s, t=ptask: features.featurize(t, s, split=False)}
+        if args.baseline:
+            pvariants[f"features.py at {args.baseline}"] = lambda s, t=ptask: old.featurize(t, s)
+        prow = {k: fn(batch) for k, fn in pvariants.items()}
+        pt = alternate({k: (lambda fn=fn, b=batch: _timed_once(fn, b)) for k, fn in pvariants.items()},
+                       args.rounds, settle_s=0.0)
+        report({"mode": "tuning-round population A/B (candidates/s, median of rounds)", "workload": name,
+                "candidates": len(batch), "rounds": args.rounds,
+                "candidates_per_s": {k: _per_s(len(batch), ts) for k, ts in pt.items()},
+                "featurize_speedup_over": {k: round(statistics.median(
+                    b / a for a, b in zip(pt["featurize"], ts, strict=True)), 3)
+                    for k, ts in pt.items() if k != "featurize"},
+                "rows_equal": {k: _same(prow["featurize"], r) for k, r in prow.items()}, "seconds": pt})
 
     n_workers = args.workers or os.cpu_count() or 1
     with features.FeatureExtractor(n_workers) as fx:
