@@ -1,6 +1,7 @@
 """Measurement throughput: builders measured on this machine, a cluster's dispatcher simulated.
 
     python -m bench.ray_scaling [--candidates 24] [--rounds 5] [--ray] [--out results/ray/scaling.json]
+    python -m bench.ray_scaling --resimulate results/ray/scaling.json   # part 3 again from parts 1-2
 
 Part 1, MEASURED here: the same random candidates of a CPU matmul measured by `LocalMeasurer`
 with 0 (the runner's worker builds), 1 and 2 builder processes, and with `--ray` by `RayMeasurer`
@@ -246,14 +247,20 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64, help="the tuner's batch in the simulation (Ansor's 64)")
     ap.add_argument("--search-rounds", type=int, default=5, help="learned-search rounds timed for the driver cost")
     ap.add_argument("--out", default=str(RESULTS / "ray" / "scaling.json"))
+    ap.add_argument("--resimulate", metavar="JSON", help="take parts 1 and 2 from this results file; simulate again")
     a = ap.parse_args()
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # Ray on loopback only
-    meta = host_meta(1)
+    if a.resimulate:  # parts 1 and 2 from an earlier results file, part 3 again
+        old = json.loads(Path(a.resimulate).read_text())
+        meta, real, drv = old["host"], old["measured"], old["driver"]
+        real.setdefault("measured_by", old["command"])
+    else:
+        meta = host_meta(1)
+        print("part 1 (measured on this machine): builders")
+        real = measured_throughput(a.workload, a.candidates, a.rounds, a.ray)
+        print("part 2 (measured on this machine): the driver's costs")
+        drv = driver_costs(a.workload, a.batch, a.search_rounds, a.ray)
     print(host_line(meta))
-    print("part 1 (measured on this machine): builders")
-    real = measured_throughput(a.workload, a.candidates, a.rounds, a.ray)
-    print("part 2 (measured on this machine): the driver's costs")
-    drv = driver_costs(a.workload, a.batch, a.search_rounds, a.ray)
     # The first rounds search with an untrained model (fast); a long run's rounds are the trained ones.
     trained = drv["search_round_s"][2:] or drv["search_round_s"]
     search_s = statistics.median(trained)
@@ -271,13 +278,16 @@ def main() -> None:
                        "run_s_mean": statistics.mean(t[1] for t in times),
                        "search_round_s": search_s,
                        "by_nodes": [simulate(times, n, search_s=search_s, **kw) for n in (1, 4, 16, 64)],
-                       "by_nodes_free_search": [simulate(times, n, search_s=0.0, **kw) for n in (1, 4, 16, 64)]}
+                       "by_nodes_free_search": [simulate(times, n, search_s=0.0, **kw) for n in (1, 4, 16, 64)],
+                       "by_nodes_batch_8n": [simulate(times, n, search_s=search_s, **{**kw, "batch": max(a.batch, 8 * n)})
+                                             for n in (1, 4, 16, 64)]}
     path = write_results(Path(a.out), "ray-scaling", meta, {"measured": real, "driver": drv, "simulated": sims})
 
     def med(xs: list[float]) -> str:
         return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
 
-    print(f"\nMEASURED, {a.workload}, {a.candidates} candidates a round, {a.rounds} rounds, runner 1 thread "
+    print(f"\nMEASURED, {real['workload']}, {real['candidates_per_round']} candidates a round, "
+          f"{len(next(iter(real['candidates_per_s'].values())))} rounds, runner 1 thread "
           f"(load average {real['load_average_before'][0]:.2f} before, {real['load_average_after'][0]:.2f} after):")
     print("| configuration | candidates/s, median (min-max) | failed |\n|---|---|---|")
     for k, v in real["candidates_per_s"].items():
@@ -289,16 +299,16 @@ def main() -> None:
     print(f"MEASURED driver costs: search round ({a.batch} candidates, learned, synthetic measurer) "
           f"{' / '.join(f'{x:.2f}' for x in drv['search_round_s'])} s (trained-model rounds: median {search_s:.2f} s); "
           f"log append {drv['log_append_s'] * 1e3:.2f} ms"
-          + (f"; Ray dispatch {dispatch_s * 1e3:.2f} ms per candidate" if a.ray else ""))
+          + (f"; Ray dispatch {dispatch_s * 1e3:.2f} ms per candidate" if "ray_dispatch_s" in drv else ""))
     for label, s in sims.items():
         print(f"\nSIMULATED ({label} compile/run times from {s['records']} records of {s['log_pattern']}: "
               f"mean compile {s['compile_s_mean']:.3f} s (builder share {s['builder_share']:.2f}), "
               f"mean run {s['run_s_mean']:.3f} s; batch {a.batch}; search round {search_s:.2f} s):")
         print("| nodes (runner + builder each) | candidates/s | driver busy | runner utilisation "
-              "| candidates/s if search were free |\n|---|---|---|---|---|")
-        for row, free in zip(s["by_nodes"], s["by_nodes_free_search"], strict=True):
+              "| candidates/s if search were free | candidates/s, batch 8 x nodes (same search time) |\n|---|---|---|---|---|---|")
+        for row, free, big in zip(s["by_nodes"], s["by_nodes_free_search"], s["by_nodes_batch_8n"], strict=True):
             print(f"| {row['nodes']} | {row['candidates_per_s']:.2f} | {row['driver_busy']:.0%} | "
-                  f"{row['runner_utilisation']:.0%} | {free['candidates_per_s']:.2f} |")
+                  f"{row['runner_utilisation']:.0%} | {free['candidates_per_s']:.2f} | {big['candidates_per_s']:.2f} |")
     print(f"\nwrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
 
 

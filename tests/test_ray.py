@@ -47,7 +47,7 @@ def test_cluster_spec_and_hardware_check() -> None:
     for bad in ("slurm", "ray://", "ray:head"):
         with pytest.raises(ValueError, match="unknown --cluster"):
             parse_cluster(bad)
-    a = {"cpu": "AMD EPYC", "cores": 2, "gpu": None, "ansor": "0.1.0", "commit": "abc", "node": "a"}
+    a = {"cpu": "AMD EPYC", "cores": 2, "gpu": None, "ansor": "0.1.0", "mlir": "22.1.8.4", "node": "a"}
     assert hardware_mismatch([a, {**a, "node": "b"}]) is None  # other node, same hardware
     msg = hardware_mismatch([a, {**a, "gpu": "NVIDIA H100", "node": "b"}])
     assert msg is not None and "node a" in msg and "node b" in msg and "H100" in msg

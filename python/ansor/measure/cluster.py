@@ -15,7 +15,7 @@ each runner `_PER_RUNNER`, and at most two built-but-not-run candidates wait per
 Runners are one per node offering a CPU (target "cpu") or one per GPU (target "cuda", Ray's
 `num_gpus`); `resources` restricts them to nodes that declare those Ray resources (how a cluster
 names its hardware). Every runner reports its hardware (CPU model, cores, GPU name) and its
-`ansor` build: runners of different hardware for one task are refused (`ClusterError` at the
+ansor and MLIR versions: runners of different hardware for one task are refused (`ClusterError` at the
 start; a later joiner that differs is left out with a warning), since their latencies do not
 compare. Nodes that join later get actors at the next batch.
 
@@ -67,6 +67,20 @@ def _node_name(node_id: str) -> str:
     return f"{platform.node()}:{node_id[:8]}"
 
 
+def software() -> dict[str, str | None]:
+    """What must agree between the driver, builders and runners for an artifact to mean the same
+    everywhere: the ansor version and the MLIR build (not the commit: a development tree moves)."""
+    import importlib.metadata
+
+    from ansor.measure.provenance import package_version
+
+    try:
+        mlir = importlib.metadata.version("xtc-mlir-python-bindings")
+    except importlib.metadata.PackageNotFoundError:
+        mlir = None  # a runtime unpacked by hand (the GPU host's .gpu/)
+    return {"ansor": package_version(), "mlir": mlir}
+
+
 class BuilderActor:
     """A Ray actor around a one-worker `LocalBuilder`."""
 
@@ -74,9 +88,7 @@ class BuilderActor:
         self._builder = LocalBuilder(1, options, memory_mb=memory_mb)
 
     def identity(self) -> dict[str, Any]:
-        from ansor.measure.provenance import git_commit, package_version
-
-        return {"ansor": package_version(), "commit": git_commit()}
+        return software()
 
     def build(self, inp: MeasureInput) -> tuple[BuildResult, bytes | None]:
         """(the result without its artifact, the artifact): two Ray objects, so the driver reads
@@ -97,11 +109,10 @@ class RunnerActor:
 
     def identity(self) -> dict[str, Any]:
         """The hardware (what must agree between runners) and the node's name."""
-        from ansor.measure.provenance import git_commit, host, package_version
+        from ansor.measure.provenance import host
 
         h = host(self.target)
-        return {"cpu": h["cpu"], "cores": h["cores"], "gpu": h.get("gpu"), "ansor": package_version(),
-                "commit": git_commit(), "node": self.node}
+        return {"cpu": h["cpu"], "cores": h["cores"], "gpu": h.get("gpu"), **software(), "node": self.node}
 
     def baseline(self, task: SearchTask) -> MeasureResult:
         return dataclasses.replace(self._runner.baseline(task), node=self.node)
@@ -111,7 +122,7 @@ class RunnerActor:
         return dataclasses.replace(res, node=self.node)
 
 
-#: What must agree between every runner of a task (and the builders' "ansor"/"commit").
+#: What must agree between every runner of a task (besides `software()`).
 HARDWARE_FIELDS = ("cpu", "cores", "gpu")
 
 
@@ -122,7 +133,7 @@ def hardware_mismatch(identities: list[dict[str, Any]]) -> str | None:
         return None
     first = identities[0]
     for other in identities[1:]:
-        diff = [f for f in (*HARDWARE_FIELDS, "ansor", "commit") if other.get(f) != first.get(f)]
+        diff = [f for f in (*HARDWARE_FIELDS, "ansor", "mlir") if other.get(f) != first.get(f)]
         if diff:
             a = ", ".join(f"{f}={first.get(f)!r}" for f in diff)
             b = ", ".join(f"{f}={other.get(f)!r}" for f in diff)
@@ -234,10 +245,8 @@ class RayMeasurer(Measurer):
                 h = runner_cls.options(scheduling_strategy=pin, **s).remote(self.options, self.memory_mb, target)
                 new_runners.append(_Actor(h, node_id))
         if new_builders:
-            from ansor.measure.provenance import git_commit, package_version
-
             ids = ray.get([a.handle.identity.remote() for a in new_builders], timeout=300)
-            here = {"ansor": package_version(), "commit": git_commit()}
+            here = software()
             for a, i in zip(new_builders, ids, strict=True):
                 if i != here:
                     raise ClusterError(f"a builder on node {a.node_id[:8]} runs ansor {i} but the driver {here}: "

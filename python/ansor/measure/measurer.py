@@ -325,7 +325,12 @@ def reference_outputs(task: SearchTask) -> tuple[list[np.ndarray], list[np.ndarr
 
 def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb: int) -> None:
     """Loop: receive a request, answer it. Runs in a fresh process started by `_Worker`
-    (`python -m ansor.measure.worker`); stderr goes to a file the parent reads after a crash."""
+    (`python -m ansor.measure.worker`); stderr goes to a file the parent reads after a crash.
+
+    Request kinds: "reference" (reference outputs + untuned latency), "artifact" (a builder's
+    half: apply + lower, `Target.build`), "run" (a runner's half: load the artifact, or compile
+    the script when there is none, then verify and time; "measure" is the same), "build"
+    (compile only), "features" (program features, for `search/features.py`)."""
     os.environ["OMP_NUM_THREADS"] = str(threads or os.cpu_count() or 1)
     if memory_mb > 0:
         import resource
