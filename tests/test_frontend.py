@@ -354,3 +354,31 @@ def test_networks_build_deterministically() -> None:
             a, b = factory()(*xs), factory()(*xs)
         assert tuple(a.shape) == expected[name], name
         assert torch.equal(a, b) and torch.isfinite(a).all(), name
+
+
+@needs_torch_mlir
+def test_half_model_keeps_half_operands_and_reaches_tensor_cores() -> None:
+    """torch-mlir widens every f16 operand of a half model's matmuls to f32 first (`arith.extf`
+    generics): folded back into the matmuls (`frontend/precision.py`), each task takes the f16
+    activation and the f16 weight, the CUDA target gives it the tensor-core sketch with the bias,
+    rounding and GELU as its epilogue, and the whole model, untuned on the CPU, still computes
+    PyTorch's numbers."""
+    torch = pytest.importorskip("torch")
+    from ansor.compile import compile_network
+    from ansor.frontend.partition import extract_tasks
+    from ansor.targets.cuda.tensorcore import tc_problem_for
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 32)).half().eval()
+    x = torch.randn(16, 64).half()
+    text = frontend.import_torch(model, (x,))
+    gpu = extract_tasks(text, target="cuda")
+    mms = [t for t in gpu.tasks if "linalg.matmul" in t.ir]
+    assert len(mms) == 2
+    for t in mms:
+        assert [s.dtype for s in t.inputs[:2]] == ["f16", "f16"]  # activation and weight
+        p, why = tc_problem_for(t)
+        assert p is not None and "epilogue" in why and p.out == "f16"
+    out = compile_network(extract_tasks(text))(x.numpy())
+    ref = model(x).detach().float().numpy()
+    np.testing.assert_allclose(out.astype(np.float32), ref, rtol=2e-2, atol=2e-2)

@@ -280,3 +280,34 @@ def test_row_chains_default_follows_the_target() -> None:
     assert len(extract_tasks(src, target="cuda").tasks) == 2
     assert len(extract_tasks(src, target="cuda", split=False).tasks) == 1
     assert len(extract_tasks(src, split=True).tasks) == 2
+
+
+_WIDENED = """
+#id = affine_map<(i, j) -> (i, j)>
+func.func @f(%x: tensor<8x16xbf16>, %w: tensor<16x4xf32>) -> tensor<8x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x16xf32>
+  %xw = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x16xbf16>) outs(%e : tensor<8x16xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %y = arith.extf %a : bf16 to f32
+    linalg.yield %y : f32
+  } -> tensor<8x16xf32>
+  %ce = tensor.empty() : tensor<8x4xf32>
+  %c0 = linalg.fill ins(%zero : f32) outs(%ce : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %c = linalg.matmul ins(%xw, %w : tensor<8x16xf32>, tensor<16x4xf32>) outs(%c0 : tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %c : tensor<8x4xf32>
+}
+"""
+
+
+def test_widened_half_operands_fold_into_the_matmul() -> None:
+    """An `arith.extf` generic feeding a matmul is dropped (the matmul extends its operands
+    itself, exactly); an f32 operand stays as it is."""
+    from ansor.frontend.partition import extract_tasks
+
+    net = extract_tasks(_WIDENED)
+    (task,) = net.tasks
+    assert [s.dtype for s in task.inputs] == ["bf16", "f32"]
+    assert "linalg.generic" not in task.ir  # the widening is gone, not a task of its own
+    assert "linalg.matmul ins(%arg0, %arg1 : tensor<8x16xbf16>, tensor<16x4xf32>)" in task.ir

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from mlir import ir, passmanager
 
+from ansor.frontend.precision import fold_operand_extensions
 from ansor.core import native as _native
 from ansor.core.task import (
     SearchTask,
@@ -132,6 +133,7 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
 
                 if rewrite(module, lambda v: constant_array(v, text, arrays), m=winograd):
                     passmanager.PassManager.parse("builtin.module(inline,symbol-dce)").run(module.operation)
+            fold_operand_extensions(module)  # half models: f16 operands and weights, not f32 copies
             partition = "ansor-partition{row-chains=false}" if split else "ansor-partition"
             passmanager.PassManager.parse(f"builtin.module(canonicalize,{partition},symbol-dce)").run(
                 module.operation)
