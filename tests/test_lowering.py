@@ -346,3 +346,21 @@ def test_runtime_libraries_that_do_not_load_are_left_out(monkeypatch, tmp_path) 
     finally:
         lowering.runtime_libs.cache_clear()
     assert not any("libmlir_c_runner_utils" in lib for lib in libs)
+
+
+def test_horizontal_sums_are_reassociated() -> None:
+    """A row's sum as one vector reduction lowers to LLVM's reduction with `reassoc` (a tree of
+    vector adds), not an in-order chain of scalar adds (`lowering._TO_LLVM_CPU`)."""
+    from ansor.targets.cpu import lowering as cpu_lowering
+
+    text = """
+func.func @rowsum(%v: vector<197xf32>) -> f32 {
+  %s = vector.reduction <add>, %v : vector<197xf32> into f32
+  return %s : f32
+}
+"""
+    with ir.Context(), ir.Location.unknown():
+        m = ir.Module.parse(text)
+        core_mlir.run_passes(m, cpu_lowering._TO_LLVM_CPU, "lower")
+        llvm = str(m)
+    assert "llvm.intr.vector.reduce.fadd" in llvm and "reassoc" in llvm
