@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import logging
 import math
+import os
 import platform
 import time
 from dataclasses import dataclass
@@ -141,7 +142,7 @@ def hardware_mismatch(identities: list[dict[str, Any]]) -> str | None:
     return None
 
 
-@dataclass
+@dataclass(eq=False)
 class _Actor:
     handle: Any
     node_id: str
@@ -222,6 +223,10 @@ class RayMeasurer(Measurer):
                                "(one measurer per target)")
         self._target = target
         builder_cls, runner_cls = _remote_classes()
+        mem = self._memory_mb(target)
+        # The developer knobs (config.py) of the driver hold on every node: the driver renders the
+        # scripts, the nodes lower and run them, and both must see the same settings.
+        env = {"env_vars": {k: v for k, v in os.environ.items() if k.startswith("ANSOR_")}}
         alive = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
         self._builders = [a for a in self._builders if a.node_id in alive]
         self._runners = [a for a in self._runners if a.node_id in alive]
@@ -231,7 +236,7 @@ class RayMeasurer(Measurer):
             pin = NodeAffinitySchedulingStrategy(node_id, soft=False)
             if res.get("CPU", 0) >= 1 and not any(a.node_id == node_id for a in self._builders):
                 for _ in range(self.builders_per_node):
-                    h = builder_cls.options(num_cpus=0, scheduling_strategy=pin).remote(self.options, self.memory_mb)
+                    h = builder_cls.options(num_cpus=0, scheduling_strategy=pin, runtime_env=env).remote(self.options, mem)
                     new_builders.append(_Actor(h, node_id))
             if node_id in self._refused or any(a.node_id == node_id for a in self._runners):
                 continue
@@ -242,7 +247,7 @@ class RayMeasurer(Measurer):
             else:
                 slots = [{"num_cpus": 0}] if res.get("CPU", 0) >= 1 else []
             for s in slots:
-                h = runner_cls.options(scheduling_strategy=pin, **s).remote(self.options, self.memory_mb, target)
+                h = runner_cls.options(scheduling_strategy=pin, runtime_env=env, **s).remote(self.options, mem, target)
                 new_runners.append(_Actor(h, node_id))
         if new_builders:
             ids = ray.get([a.handle.identity.remote() for a in new_builders], timeout=300)
@@ -288,6 +293,17 @@ class RayMeasurer(Measurer):
         k = self._turn % len(pool)
         best = min(pool[k:] + pool[:k], key=lambda a: a.in_flight)
         return best if best.in_flight < limit else None
+
+    def _memory_mb(self, target: str) -> int:
+        """The worker processes' memory cap: as given, else the target's (CUDA: none), else the
+        driver's `config.WORKER_MEMORY_MB` (a node's own config may differ)."""
+        from ansor import config
+        from ansor.targets import get_target
+
+        if self.memory_mb is not None:
+            return self.memory_mb
+        t = get_target(target).worker_memory_mb
+        return t if t is not None else config.WORKER_MEMORY_MB
 
     def _drop(self, actor: _Actor) -> None:
         import ray

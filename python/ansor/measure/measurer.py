@@ -600,6 +600,8 @@ def create_measurer(options: RunOptions | None = None, *, builders: int = 0, clu
         from ansor.measure.cluster import RayMeasurer, parse_cluster
 
         return RayMeasurer(parse_cluster(cluster), options=options, builders_per_node=max(1, builders))
+    from ansor.measure.local import LocalMeasurer
+
     return LocalMeasurer(options, builders=builders)
 
 
@@ -614,4 +616,12 @@ def _result(ans: dict, total_s: float) -> MeasureResult:
     )
 
 
-from ansor.measure.local import LocalMeasurer  # noqa: E402 - it builds on the classes above
+
+def __getattr__(name: str) -> Any:
+    """`LocalMeasurer` lives in local.py (it builds on builder.py and runner.py, which build on
+    this module); it is still importable from here, as it always was."""
+    if name == "LocalMeasurer":
+        from ansor.measure.local import LocalMeasurer
+
+        return LocalMeasurer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
