@@ -104,8 +104,8 @@ _SIZE_ATTR = {
     "transform.structured.tile_using_forall": "static_tile_sizes",
     "transform.structured.pack": "static_packed_sizes",
 }
-#: Discardable attribute prefix of the payload ops a cached prefix hands to its suffix (`_Split`);
-#: `ansor-feature-cleanup` removes them before extraction.
+#: Discardable attribute prefix of the payload ops a cached prefix hands to the rest of its script
+#: (`_part`); `ansor-feature-cleanup` removes them before extraction.
 _MARK = "ansor.prefix."
 
 #: Milliseconds an op of a matmul or convolution sketch takes to apply, roughly (op-by-op timing of
