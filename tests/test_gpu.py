@@ -504,3 +504,47 @@ def test_conv3d_runs_on_the_gpu() -> None:
     want = sum(np.einsum("ndhwc,cf->ndhwf", x[:, a:a + 2, b:b + 4, c:c + 4], w[a, b, c])
                for a in range(3) for b in range(3) for c in range(3))
     _untuned_and_sampled_match(_CONV3D, "c3d", [x, w], want, 1e-4)
+
+
+def test_unit_vector_transfers_leave_no_loops_before_scf_to_cf() -> None:
+    """`convert-vector-to-scf{full-unroll=true}` lowers each transfer of a vector<1x1x1xf32> (a
+    register-tile element of a 3-D convolution) into single-iteration loops; 8320 of them made
+    upstream `convert-scf-to-cf` take 87 s and the kernel 146K lines of LLVM dialect (a c3d
+    candidate: 533 s to PTX). The pipeline folds them (`canonicalize`) before `convert-scf-to-cf`."""
+    from mlir import ir
+
+    from ansor.core.mlir import run_passes
+    from ansor.targets.cuda.lowering import _nvvm_pipeline
+
+    # element i of the tile: a strided 1x1x1 view (innermost stride 3584, as in NDHWC), so the
+    # transfer cannot become a vector.load
+    mt = "memref<4x1x1xf32, strided<[200704, 3584, 3584]>>"
+    reads = "\n".join(
+        f"  %r{i} = vector.transfer_read %m[%c{i % 4}, %c0, %c0], %z {{in_bounds = [true, true, true]}}"
+        f" : {mt}, vector<1x1x1xf32>\n"
+        f"  %s{i} = vector.extract %r{i}[0, 0, 0] : f32 from vector<1x1x1xf32>\n"
+        f"  memref.store %s{i}, %o[%c{i}] : memref<64xf32>" for i in range(64))
+    text = (f"func.func @f(%m: {mt}, %o: memref<64xf32>) {{\n"
+            f"  %z = arith.constant 0.0 : f32\n"
+            + "".join(f"  %c{i} = arith.constant {i} : index\n" for i in range(64))
+            + reads + "\n  return\n}\n")
+    prefix = _nvvm_pipeline("sm_90", "isa").split(",convert-scf-to-cf")[0]
+    with ir.Context(), ir.Location.unknown():
+        m = ir.Module.parse(text)
+        run_passes(m, prefix, "lower")
+        out = str(m)
+    assert "scf.for" not in out and out.count("memref.load") == 64
+
+
+def test_gpu_validate_rejects_more_than_64_threads_along_z() -> None:
+    """A block has at most 64 threads along z: 97 output rows mapped to z threads (a prime
+    extent) passed validation and failed in the transform ("block_dims is too large")."""
+    from ansor.targets.cuda.rules import threads_per_dim
+
+    task = create_task(workloads.get("c2d-1x97x97x32x48x3x1x1"), name="c2d97", target="cuda")
+    sk = next(s for s in generate_sketches(task) if s.name == "s0")
+    bad = {"op1.d1.t1": 97, "op1.d1.t2": 97, "op1.d1.t3": 1, "op1.d1.t4": 1, "op1.d2.t1": 1, "op1.d2.t2": 1, "op1.d2.t3": 1, "op1.d2.t4": 1, "op1.d3.t1": 24, "op1.d3.t2": 4, "op1.d3.t3": 2, "op1.d3.t4": 1, "op1.d4.t1": 3, "op1.d4.t2": 1, "op1.d5.t1": 3, "op1.d5.t2": 1, "op1.d6.t1": 8, "op1.d6.t2": 2, "op1.unroll": 64}
+    assert threads_per_dim(sk.gpu_stage, bad) == [2, 1, 97]
+    assert sk.validate(bad) == "97 threads along z > 64"
+    rng = random.Random(1)
+    assert all(threads_per_dim(sk.gpu_stage, sk.sample(rng).values())[2] <= 64 for _ in range(200))

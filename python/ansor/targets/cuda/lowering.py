@@ -50,9 +50,15 @@ def _nvvm_pipeline(arch: str, fmt: str, *, nvgpu_first: bool = False) -> str:
     outline = ("convert-nvgpu-to-nvvm,gpu-launch-sink-index-computations,gpu-kernel-outlining," if nvgpu_first
                else "gpu-kernel-outlining,convert-nvgpu-to-nvvm,")
     features = " features=+ptx80" if nvgpu_first else ""
+    # `canonicalize` right after `convert-vector-to-scf`: MLIR 22 lowers each transfer of a strided
+    # unit vector (vector<1x1x1xf32>: a register-tile element of an NDHWC convolution) into
+    # single-iteration loops even with full-unroll, and `convert-scf-to-cf` is superlinear in
+    # them: 8320 such loops took 87 s there, then 146K lines of LLVM dialect ~7 minutes in
+    # NVPTX (a c3d candidate: 533 s -> 74 s to PTX on a loaded 2-core VM). Folding them first
+    # leaves scalar loads. Pinned by tests/test_gpu.py.
     return (
         EXPAND_FPOWI + "convert-linalg-to-loops," + outline +
-        "convert-vector-to-scf{full-unroll=true},convert-scf-to-cf,convert-nvvm-to-llvm,convert-func-to-llvm,"
+        "convert-vector-to-scf{full-unroll=true},canonicalize,convert-scf-to-cf,convert-nvvm-to-llvm,convert-func-to-llvm,"
         f"expand-strided-metadata,nvvm-attach-target{{chip={arch} O=3{features}}},lower-affine,convert-arith-to-llvm,"
         "convert-index-to-llvm,canonicalize,cse,"
         "gpu.module(convert-vector-to-llvm,convert-gpu-to-nvvm,convert-ub-to-llvm,canonicalize,cse,reconcile-unrealized-casts),"

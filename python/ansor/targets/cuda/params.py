@@ -9,6 +9,8 @@ GPU_UNROLL_OPTIONS: tuple[int, ...] = (0, 16, 64, 512, 1024)
 
 
 MAX_THREADS_PER_BLOCK = 1024
+#: A block's largest extent along x, y and z (CUDA: 1024, 1024, 64).
+MAX_BLOCK_DIMS = (1024, 1024, 64)
 
 
 MIN_THREADS_PER_BLOCK = 32

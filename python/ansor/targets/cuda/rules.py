@@ -53,6 +53,7 @@ from ansor.space.script import ANY, PARAM, ScriptBuilder
 from ansor.targets.cuda.params import (
     AXES,
     GPU_UNROLL_OPTIONS,
+    MAX_BLOCK_DIMS,
     MAX_INNERMOST,
     MAX_MAPPED,
     MAX_SHARED_BYTES,
@@ -389,9 +390,13 @@ def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, 
             vthreads *= chain[1] // chain[2]
             if chain[4] > MAX_INNERMOST:
                 return f"op{stage.op} loop d{d}: register tile {chain[4]} > {MAX_INNERMOST}"
-    threads = math.prod(threads_per_dim(stage, values))
+    per_dim = threads_per_dim(stage, values)
+    threads = math.prod(per_dim)
     if threads > MAX_THREADS_PER_BLOCK:
         return f"{threads} threads per block > {MAX_THREADS_PER_BLOCK}"
+    for axis, n, most in zip(AXES, per_dim, MAX_BLOCK_DIMS, strict=False):
+        if n > most:  # (the transform's `map_nested_forall_to_threads` refuses: "block_dims is too large")
+            return f"{n} threads along {axis} > {most}"
     space = math.prod(stage.extents[d] for d in stage.mapped)
     if strict_threads and threads < min(MIN_THREADS_PER_BLOCK, space):
         return f"{threads} threads per block < {MIN_THREADS_PER_BLOCK}"
