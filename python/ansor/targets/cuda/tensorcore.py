@@ -259,21 +259,13 @@ def _match(func) -> tuple[TcProblem | None, str]:
     if str(mm.attributes["indexing_maps"]) != maps:
         return None, f"a transposed {found[0]}"
     a, b, init = mm.operands
-    args = []
-    for v in (a, b):
-        if not isinstance(v.owner, ir.Block):
-            return None, "the matmul's operands are not function arguments"
-        args.append(ir.BlockArgument(v).arg_number)
+    args, et, why = _half_operands("matmul", a, b, init)
+    if args is None:
+        return None, why
     at, bt, ct = (ir.RankedTensorType(v.type) for v in (a, b, mm.results[0]))
-    et = str(at.element_type)
-    if et not in TC_INPUT_TYPES or str(bt.element_type) != et:
-        return None, f"inputs are {at.element_type}/{bt.element_type}, not f16 or bf16"
     acc = str(ct.element_type)
     if acc not in ("f32", et):
         return None, f"the matmul accumulates in {acc}"
-    fill = _defining_op(init)
-    if fill is None or fill.name != "linalg.fill" or not _is_zero(fill.operands[0]):
-        return None, "the matmul's init is not a zero fill"
     batch = 0
     if batched:
         (batch, m, k), (b2, k2, n) = at.shape, bt.shape
@@ -330,20 +322,12 @@ def _match_conv(func, ftype, body, names) -> tuple[TcProblem | None, str]:
             return None, "the convolution's input is padded other than with zeros around its pixels"
         pad_h, pad_w = lo[1], lo[2]
         x = pad.operands[0]
-    args = []
-    for v in (x, w):
-        if not isinstance(v.owner, ir.Block):
-            return None, "the convolution's operands are not function arguments"
-        args.append(ir.BlockArgument(v).arg_number)
+    args, et, why = _half_operands("convolution", x, w, init)
+    if args is None:
+        return None, why
     xt, wt, ct = (ir.RankedTensorType(v.type) for v in (x, w, conv.results[0]))
-    et = str(xt.element_type)
-    if et not in TC_INPUT_TYPES or str(wt.element_type) != et:
-        return None, f"inputs are {xt.element_type}/{wt.element_type}, not f16 or bf16"
     if str(ct.element_type) != "f32":
         return None, f"the convolution accumulates in {ct.element_type}"
-    fill = _defining_op(init)
-    if fill is None or fill.name != "linalg.fill" or not _is_zero(fill.operands[0]):
-        return None, "the convolution's init is not a zero fill"
     (n, h, wd, c), (kh, kw, c2, co), (n2, oh, ow, co2) = xt.shape, wt.shape, ct.shape
     if c2 != c or n2 != n or co2 != co:
         return None, f"shapes {xt.shape} x {wt.shape} -> {ct.shape} are not an NHWC convolution"
@@ -375,6 +359,25 @@ def _match_conv(func, ftype, body, names) -> tuple[TcProblem | None, str]:
         return None, "the convolution's result is used twice"
     problem, why = _epilogue(problem, gen, conv.results[0])
     return problem, why.replace("GEMM", "implicit-GEMM convolution")
+
+
+def _half_operands(what: str, a, b, init) -> tuple[list[int] | None, str, str]:
+    """(argument numbers of `a` and `b`, their element type, "") when both are f16/bf16 function
+    arguments of one type and `init` is a zero fill; else (None, "", why not)."""
+    from mlir import ir
+
+    args = []
+    for v in (a, b):
+        if not isinstance(v.owner, ir.Block):
+            return None, "", f"the {what}'s operands are not function arguments"
+        args.append(ir.BlockArgument(v).arg_number)
+    at, bt = (ir.RankedTensorType(v.type).element_type for v in (a, b))
+    if str(at) not in TC_INPUT_TYPES or str(bt) != str(at):
+        return None, "", f"inputs are {at}/{bt}, not f16 or bf16"
+    fill = _defining_op(init)
+    if fill is None or fill.name != "linalg.fill" or not _is_zero(fill.operands[0]):
+        return None, "", f"the {what}'s init is not a zero fill"
+    return args, str(at), ""
 
 
 def _defining_op(v):
