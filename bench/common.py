@@ -239,6 +239,18 @@ def tune_kwargs(args: argparse.Namespace, seed: int = 0) -> dict:
     }
 
 
+def random_inputs(task: Any, n: int, seed: int) -> list:
+    """`n` measure inputs of `task` drawn by the seeded random search (the same in every run)."""
+    from ansor.measure.measurer import MeasureInput
+    from ansor.search.policy import RandomSearch
+    from ansor.targets import generate_sketches
+
+    sketches = generate_sketches(task)
+    by = {s.name: s for s in sketches}
+    return [MeasureInput(task, s, by[s.sketch].script(s.values()))
+            for s in RandomSearch(sketches, seed=seed, measured=set()).next_batch(n)]
+
+
 # --------------------------------------------------------------------------- models, modules by path
 
 

@@ -38,18 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, ROOT, host_line, host_meta, write_results
-
-
-def _candidates(task: Any, n: int, seed: int) -> list:
-    from ansor.measure.measurer import MeasureInput
-    from ansor.search.policy import RandomSearch
-    from ansor.targets import generate_sketches
-
-    sketches = generate_sketches(task)
-    by = {s.name: s for s in sketches}
-    return [MeasureInput(task, s, by[s.sketch].script(s.values()))
-            for s in RandomSearch(sketches, seed=seed, measured=set()).next_batch(n)]
+from bench.common import RESULTS, ROOT, host_line, host_meta, random_inputs, write_results
 
 
 def measured_throughput(workload: str, n: int, rounds: int, use_ray: bool) -> dict[str, Any]:
@@ -61,7 +50,7 @@ def measured_throughput(workload: str, n: int, rounds: int, use_ray: bool) -> di
     load_before = list(os.getloadavg())  # other processes on a shared machine take cores from the builders
     task = ansor.create_task(workloads.get(workload))
     opts = RunOptions(threads=1, repeat=3, min_repeat_ms=20.0)
-    warm = _candidates(task, 2, seed=999)
+    warm = random_inputs(task, 2, seed=999)
     configs: dict[str, Any] = {f"local, {b} builders": (lambda b=b: LocalMeasurer(opts, builders=b)) for b in (0, 1, 2)}
     if use_ray:
         import ray
@@ -79,7 +68,7 @@ def measured_throughput(workload: str, n: int, rounds: int, use_ray: bool) -> di
             m.baseline(task)
             m.measure(warm)
         for r in range(rounds):
-            inputs = _candidates(task, n, seed=r)
+            inputs = random_inputs(task, n, seed=r)
             order = list(measurers)
             order = order[r % len(order):] + order[: r % len(order)]
             for k in order:
@@ -108,7 +97,7 @@ def _split(task: Any, opts: Any, n: int) -> dict[str, float]:
     from ansor.measure.builder import BuildResult, LocalBuilder
     from ansor.measure.runner import LocalRunner
 
-    inputs = _candidates(task, n, seed=0)
+    inputs = random_inputs(task, n, seed=0)
     builder, runner = LocalBuilder(1, opts), LocalRunner(opts)
     try:
         runner.baseline(task)

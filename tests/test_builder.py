@@ -84,3 +84,34 @@ def test_tune_with_builders_logs_every_trial(tmp_path, matmul64) -> None:
     recs = ansor.load_records(log)
     assert res.trials == 6 and len({r.key for r in recs}) == 6 and res.best is not None
     assert all(r.provenance["measurer"] == "local" and r.provenance["node"] for r in recs)
+
+
+def test_cuda_builds_are_ptx_artifacts_made_without_a_gpu() -> None:
+    """A CUDA candidate builds in a builder worker on any machine (script -> PTX + host LLVM
+    dialect, bytecode naming its architecture); a runner on another architecture refuses it with
+    one line, and a torn one is unreadable, not a crash."""
+    from ansor.core.mlir import LoweringError
+    from ansor.core.task import create_task
+    from ansor.frontend import workloads
+    from ansor.targets import get_target
+    from ansor.targets.cuda.lowering import ARCH_ATTR, build_task_cuda, load_task_cuda
+
+    task = create_task(workloads.get("matmul-64"), name="matmul-64", target="cuda")
+    target = get_target("cuda")
+    assert target.supports_artifacts and target.default_builders() >= 1
+    assert get_target("cpu").default_builders() == 0
+    builder = LocalBuilder(2, FAST)
+    try:
+        builds = builder.build(_inputs(task, 2))
+    finally:
+        builder.close()
+    assert all(b.error is None and b.artifact for b in builds), [b.error_msg for b in builds]
+    assert ARCH_ATTR.encode() in builds[0].artifact and b".entry" in builds[0].artifact  # PTX inside
+    foreign = build_task_cuda(task, None, arch="sm_80")
+    from ansor.targets.cuda.runtime import device_arch
+
+    if device_arch() != "sm_80":
+        with pytest.raises(LoweringError, match="artifact built for sm_80"):
+            load_task_cuda(task, foreign)
+    with pytest.raises(LoweringError, match="unreadable artifact"):
+        load_task_cuda(task, foreign[:64])

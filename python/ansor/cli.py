@@ -381,9 +381,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measure on a Ray cluster (needs ansor-mlir[ray]): 'ray' = this machine's cluster "
                         "(RAY_ADDRESS, a running `ray start`, else a local one), ray://HOST:PORT = Ray Client, "
                         "ray:HOST:PORT = a head node's address")
-    t.add_argument("--builders", type=int, default=0, metavar="N",
-                   help="build-ahead worker processes on this machine (default 0: the runner builds), "
-                        "or with --cluster, builder actors per node")
+    t.add_argument("--builders", type=int, default=None, metavar="N",
+                   help="build-ahead worker processes on this machine (0: the runner builds; default: 0 on "
+                        "the CPU, all cores but two for CUDA), or with --cluster, builder actors per node")
     t.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",
                    help="for a model: how the trials are spread over its tasks (default gradient, Ansor's)")
     t.add_argument("--one-task", action="store_true",

@@ -3,9 +3,9 @@
     MeasureInput --Builder.submit/build (apply the script, lower to the LLVM dialect)-->
         BuildResult(artifact: MLIR bytecode | None, error, build_s) --> Runner (`runner.py`)
 
-TVM's `LocalBuilder` shape. A target whose `Target.supports_artifacts` (the CPU) builds an
-artifact here and the runner only JITs it (`Target.load`); for other targets (CUDA) the artifact
-is None and the runner compiles the script itself. A candidate that fails to build ends here as
+TVM's `LocalBuilder` shape. A target whose `Target.supports_artifacts` (the CPU: LLVM-dialect
+bytecode; CUDA: PTX + the host's LLVM dialect) builds an artifact here and the runner only JITs it
+(`Target.load`); for other targets the artifact is None and the runner compiles the script itself. A candidate that fails to build ends here as
 a `BuildResult` with an error code; it never reaches a runner.
 
     InlineBuilder   builds nothing ahead: the runner compiles (one process does both, as
@@ -90,6 +90,13 @@ class LocalBuilder(Builder):
     @property
     def n_parallel(self) -> int:
         return len(self._workers)
+
+    def start(self) -> None:
+        """Start every worker process now (each imports MLIR: ~1 s) instead of on its first build."""
+        for w in self._workers:
+            if w.proc is None or w.proc.poll() is not None:
+                w.kill()
+                w.start()
 
     def _build(self, inp: MeasureInput) -> BuildResult:
         w = self._free.get()

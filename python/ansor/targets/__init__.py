@@ -86,6 +86,11 @@ class Target(abc.ABC):
     #: whether `build`/`load` split `compile` in two (else a runner compiles from the script)
     supports_artifacts: bool = False
 
+    def default_builders(self) -> int:
+        """Build-ahead worker processes a tuning run on this machine uses unless told (`--builders`):
+        none by default, the runner's worker builds each candidate before timing it."""
+        return 0
+
     def build(self, task: SearchTask, script: str | None) -> bytes:
         """The machine-independent half of `compile`: apply `script` and lower, returning an
         artifact that `load` turns into a Kernel on another process or machine with the same

@@ -43,26 +43,29 @@ class TuningOptions:
     #: "ray" / "ray://HOST:PORT" / "ray:HOST:PORT" = a Ray cluster (`measure/cluster.py`)
     cluster: str | None = None
     #: build-ahead worker processes on this machine (0: the runner's worker builds), or with
-    #: `cluster`, builder actors per node (0: one)
-    builders: int = 0
+    #: `cluster`, builder actors per node (0: one); None: the target's `default_builders()`
+    #: (CPU 0: builds beside a CPU timing disturb it; CUDA all cores but two)
+    builders: int | None = None
 
     def __post_init__(self) -> None:
         if self.search not in ("learned", "random"):
             raise ValueError(f"unknown search {self.search!r} (expected 'learned' or 'random')")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, not {self.batch_size}")
-        if self.builders < 0:
+        if self.builders is not None and self.builders < 0:
             raise ValueError(f"builders must be >= 0, not {self.builders}")
         if self.cluster is not None:
             from ansor.measure.cluster import parse_cluster  # (does not import Ray)
 
             parse_cluster(self.cluster)
 
-    def create_measurer(self) -> Measurer:
-        """The measurer these options describe (`measurer.create_measurer`)."""
+    def create_measurer(self, target: str = "cpu") -> Measurer:
+        """The measurer these options describe (`measurer.create_measurer`) for tasks of `target`."""
         from ansor.measure.measurer import create_measurer
+        from ansor.targets import get_target
 
-        return create_measurer(self.run_options, builders=self.builders, cluster=self.cluster)
+        builders = self.builders if self.builders is not None else get_target(target).default_builders()
+        return create_measurer(self.run_options, builders=builders, cluster=self.cluster)
 
     @classmethod
     def of(cls, options: TuningOptions | None = None, **fields: Any) -> TuningOptions:

@@ -233,7 +233,7 @@ class TaskScheduler:
         cb = callback or SchedulerCallback()
         n = len(self.tasks)
         own_measurer = measurer is None
-        measurer = measurer or opts.create_measurer()
+        measurer = measurer or opts.create_measurer(self.tasks[0].target if self.tasks else "cpu")
         writer = RecordWriter(Path(log_path)) if log_path is not None else None
         model = create_cost_model(opts.cost_model, seed=self.seed) if search == "learned" else opts.cost_model
         task_opts = dataclasses.replace(opts, cost_model=model)  # one model for every task

@@ -363,7 +363,7 @@ def tune(
     opts = TuningOptions.of(options, **option_fields)
     batch_size = opts.batch_size
     own_measurer = measurer is None
-    measurer = measurer or opts.create_measurer()
+    measurer = measurer or opts.create_measurer(task.target)
     tuner = TaskTuner(task, measurer=measurer, log_path=log_path, seed=seed, policy=policy, callback=callback,
                       options=opts)
     try:

@@ -3,6 +3,8 @@ the MLIR CUDA runtime.
 
     CudaTarget.generate_sketches --rules.generate_gpu_sketches--> [GpuSketch | RowSketch, skip]
     CudaTarget.compile           --lowering.compile_task_cuda--> CudaKernel (device buffers)
+    CudaTarget.build / .load     --lowering.build_task_cuda (any machine: script -> PTX + host
+                                   LLVM dialect, bytecode) / load_task_cuda (the GPU: JIT)--> CudaKernel
     CudaTarget.reference_task    --> the same task on the CPU (trusted reference outputs)
 """
 
@@ -42,6 +44,27 @@ class CudaTarget(Target):
         from ansor.targets.cuda.lowering import compile_task_cuda
 
         return compile_task_cuda(task, script)
+
+    #: Builders lower to PTX (`lowering.build_task_cuda`), runners only JIT the host code.
+    supports_artifacts = True
+
+    def default_builders(self) -> int:
+        """All cores but two (the runner's and the driver's): builds are CPU work and do not
+        disturb a GPU timing the way they would a CPU one, and a CUDA candidate's build (MLIR
+        lowering + NVPTX, 0.1-30 s) is most of its measurement."""
+        import os
+
+        return max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) - 2)
+
+    def build(self, task: SearchTask, script: str | None) -> bytes:
+        from ansor.targets.cuda.lowering import build_task_cuda
+
+        return build_task_cuda(task, script)
+
+    def load(self, task: SearchTask, artifact: bytes) -> Kernel:
+        from ansor.targets.cuda.lowering import load_task_cuda
+
+        return load_task_cuda(task, artifact)
 
     def reference_task(self, task: SearchTask) -> SearchTask:
         return dataclasses.replace(task, target="cpu")

@@ -18,6 +18,8 @@ descriptors, so nothing here needs PyTorch or CuPy. Timing is a native loop arou
 (`lowering.BENCH_FUNC`); each call launches and synchronizes (the MLIR CUDA runtime makes a stream
 per call), so a measured latency includes one launch + synchronization overhead (a few µs).
 
+A builder (`measure/builder.py`) runs all of the above but the last step (`build_task_cuda`: the
+lowered module as bytecode, on any core of any machine); the runner only JITs it (`load_task_cuda`).
 `emit_ptx` stops at the PTX text and needs no GPU or CUDA driver: CI tests the GPU lowering with it.
 """
 
@@ -220,24 +222,75 @@ def _reuse_streams(engine) -> bool:
 def compile_task_cuda(task: SearchTask, script: str | None, *, arch: str | None = None) -> CudaKernel:
     """Apply `script` (None: the default GPU schedule, see `gpu_rules.default_script`), lower to
     PTX and JIT the host side. Raises `LoweringError`."""
-    from mlir.execution_engine import ExecutionEngine
-
-    from ansor.core import native as _native
     from ansor.targets.cuda.rules import default_script
 
     arch = arch or device_arch()
-    if script is None:
-        script = default_script(task)
     with ir.Context(), ir.Location.unknown():
-        module = _lower_module(task, script, arch, "isa", bench=True)
+        module = _lower_module(task, script if script is not None else default_script(task), arch, "isa",
+                               bench=True)
+        return _jit(module, task)
+
+
+#: The module attribute naming the architecture an artifact's PTX was generated for.
+ARCH_ATTR = "ansor.cuda_arch"
+
+
+def build_task_cuda(task: SearchTask, script: str | None, *, arch: str | None = None) -> bytes:
+    """The builder's half of `compile_task_cuda` (`measure/builder.py`): apply `script`, lower to
+    PTX and the host's LLVM dialect, and return the module as MLIR bytecode with the architecture
+    in `ARCH_ATTR`. All of the MLIR and NVPTX work happens here, on any core of any machine with
+    the same MLIR; `load_task_cuda` only JITs the host code and hands the PTX to the driver.
+    `arch`: `config.CUDA_ARCH`, else GPU 0's, else `DEFAULT_ARCH`. Raises `LoweringError`."""
+    import io
+
+    from ansor.targets.cuda.rules import default_script
+
+    arch = arch or device_arch()
+    with ir.Context(), ir.Location.unknown():
+        module = _lower_module(task, script if script is not None else default_script(task), arch, "isa",
+                               bench=True)
+        module.operation.attributes[ARCH_ATTR] = ir.StringAttr.get(arch)
+        buf = io.BytesIO()
+        module.operation.write_bytecode(buf)
+        return buf.getvalue()
+
+
+def load_task_cuda(task: SearchTask, artifact: bytes) -> CudaKernel:
+    """The runner's half: JIT an artifact of `build_task_cuda` on this machine's GPU. An artifact
+    built for another architecture than GPU 0's is refused (its PTX would JIT for the wrong chip,
+    or not at all). Raises `LoweringError`."""
+    from ansor.core import native as _native
+
+    _native.register_everything()
+    with ir.Context(), ir.Location.unknown():
         try:
-            load_cuda_runtime()
-            libs = list(cuda_runtime_libs())
-            if _uses_symbol(module, _TMA_ENCODE_CACHED):
-                libs.append(str(_native.find_library()))  # the cached TMA-descriptor builder
-            engine = ExecutionEngine(module, opt_level=3, shared_libs=libs)
-            _reuse_streams(engine)
-            engine.initialize()  # runs the global constructors that load the GPU module
-        except RuntimeError as exc:
-            raise LoweringError("jit", str(exc).splitlines()[0]) from None
+            module = ir.Module.parse(artifact)
+        except Exception as exc:  # noqa: BLE001 - MLIRError or ValueError: a torn or foreign artifact
+            raise LoweringError("jit", f"{task.name}: unreadable artifact of {len(artifact)} bytes "
+                                       f"({str(exc).splitlines()[0].rstrip(':')})") from None
+        attrs = module.operation.attributes
+        built = ir.StringAttr(attrs[ARCH_ATTR]).value if ARCH_ATTR in attrs else None
+        here = device_arch()
+        if built != here:
+            raise LoweringError("jit", f"{task.name}: artifact built for {built or 'an unknown architecture'}, "
+                                       f"this GPU is {here}")
+        return _jit(module, task)
+
+
+def _jit(module: ir.Module, task: SearchTask) -> CudaKernel:
+    """JIT a lowered module (host LLVM dialect + embedded PTX) inside the caller's context."""
+    from mlir.execution_engine import ExecutionEngine
+
+    from ansor.core import native as _native
+
+    try:
+        load_cuda_runtime()
+        libs = list(cuda_runtime_libs())
+        if _uses_symbol(module, _TMA_ENCODE_CACHED):
+            libs.append(str(_native.find_library()))  # the cached TMA-descriptor builder
+        engine = ExecutionEngine(module, opt_level=3, shared_libs=libs)
+        _reuse_streams(engine)
+        engine.initialize()  # runs the global constructors that load the GPU module
+    except RuntimeError as exc:
+        raise LoweringError("jit", str(exc).splitlines()[0]) from None
     return CudaKernel(engine, task)

@@ -1,0 +1,119 @@
+"""Candidates per minute with and without a build pool (issue 28): one runner, 0 or N builders.
+
+    python -m bench.build_pool [--target cuda] [--workloads matmul-1024,c2d-1x56x56x64x64x3x1x1,softmax-2048x768]
+                               [--candidates 6] [--rounds 5] [--builders 0,14] [--timeout 30]
+                               [--out results/build-pool/cuda.json]
+
+For each workload, the same seeded random candidates are measured by `LocalMeasurer` with each
+`--builders` count: 0 is the measurer as it was (its one worker builds, then verifies and times,
+each candidate in turn); N > 0 adds N builder processes that lower the batch to artifacts (on the
+GPU: PTX + the host's LLVM dialect, `build_task_cuda`) while the runner JITs, verifies and times
+one candidate at a time. Rounds alternate the configurations and draw fresh candidates; every
+candidate is verified against the reference exactly as in tuning (failures count as measured:
+the tuner pays for them too). Start-up (references, worker processes) is not timed.
+
+Prints candidates per minute, median (min-max) over rounds, and the per-round ratio to 0 builders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.common import RESULTS, host_line, host_meta, random_inputs, write_results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="cuda")
+    ap.add_argument("--workloads", default="matmul-1024,c2d-1x56x56x64x64x3x1x1,softmax-2048x768")
+    ap.add_argument("--candidates", type=int, default=6, help="candidates per workload and round")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--builders", default=None,
+                    help="comma-separated builder counts (default: 0 and the target's default)")
+    ap.add_argument("--timeout", type=float, default=30.0, help="per-candidate limit, seconds")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+
+    import ansor
+    from ansor import config
+    from ansor.frontend import workloads
+    from ansor.measure.local import LocalMeasurer
+    from ansor.measure.measurer import RunOptions
+    from ansor.targets import get_target
+
+    target = get_target(a.target)
+    if target.worker_memory_mb is not None:
+        config.WORKER_MEMORY_MB = target.worker_memory_mb
+    counts = [int(x) for x in a.builders.split(",")] if a.builders else [0, target.default_builders()]
+    meta = host_meta(0, a.target)
+    print(host_line(meta))
+    load_before = list(os.getloadavg())
+    opts = RunOptions(repeat=3, min_repeat_ms=20.0, timeout_s=a.timeout)  # as bench/gpu.py tunes
+    names = a.workloads.split(",")
+    tasks = {w: ansor.create_task(workloads.get(w), name=w, target=a.target) for w in names}
+    measurers = {b: LocalMeasurer(opts, builders=b) for b in counts}
+    per_min: dict[str, dict[int, list[float]]] = {w: {b: [] for b in counts} for w in names}
+    errors: dict[str, dict[int, Counter]] = {w: {b: Counter() for b in counts} for w in names}
+    build_s: dict[str, list[float]] = {w: [] for w in names}
+    try:
+        t0 = time.perf_counter()
+        for b, m in measurers.items():  # not timed: references, and every worker process started
+            for task in tasks.values():
+                m.baseline(task)
+            start = getattr(m.builder, "start", None)
+            if start is not None:
+                start()
+        print(f"references and worker start-up: {time.perf_counter() - t0:.1f} s", flush=True)
+        for r in range(a.rounds):
+            for w, task in tasks.items():
+                inputs = random_inputs(task, a.candidates, seed=r)
+                order = counts[r % len(counts):] + counts[: r % len(counts)]
+                for b in order:
+                    t0 = time.perf_counter()
+                    res = measurers[b].measure(inputs)
+                    dt = time.perf_counter() - t0
+                    per_min[w][b].append(60.0 * len(inputs) / dt)
+                    errors[w][b].update(x.error.value if x.error else "ok" for x in res)
+                    if b == 0:
+                        build_s[w] += [x.build_s for x in res]
+                    print(f"  round {r} {w}: {b} builders: {per_min[w][b][-1]:.1f} candidates/min "
+                          f"({sum(x.error is None for x in res)}/{len(res)} ok, {dt:.1f} s)", flush=True)
+    finally:
+        for m in measurers.values():
+            m.close()
+
+    def med(xs: list[float]) -> str:
+        return f"{statistics.median(xs):.1f} ({min(xs):.1f}-{max(xs):.1f})"
+
+    print(f"\ncandidates per minute, {a.target}, {a.candidates} random candidates per workload and round, "
+          f"{a.rounds} alternating rounds; median (min-max)")
+    print("| workload | " + " | ".join(f"{b} builders" for b in counts) + " | speed-up (median of per-round ratios) |")
+    print("|---|" + "---|" * (len(counts) + 1))
+    speedups = {}
+    for w in names:
+        base = per_min[w][counts[0]]
+        ratios = [x / y for x, y in zip(per_min[w][counts[-1]], base, strict=True)]
+        speedups[w] = statistics.median(ratios)
+        print(f"| {w} | " + " | ".join(med(per_min[w][b]) for b in counts) + f" | {speedups[w]:.2f}x |")
+    for w in names:
+        print(f"{w}: outcomes {dict(errors[w][counts[0]])}; compile time per candidate (0 builders) "
+              f"median {statistics.median(build_s[w]):.2f} s, max {max(build_s[w]):.2f} s")
+    out = Path(a.out) if a.out else RESULTS / "build-pool" / f"{a.target}.json"
+    write_results(out, "build-pool", meta, {
+        "target": a.target, "workloads": names, "candidates_per_round": a.candidates, "rounds": a.rounds,
+        "builders": counts, "run_options": opts.__dict__, "candidates_per_min": per_min,
+        "speedup_median": speedups, "outcomes": {w: {b: dict(c) for b, c in e.items()} for w, e in errors.items()},
+        "compile_s_0_builders": build_s, "load_average_before": load_before,
+        "load_average_after": list(os.getloadavg())})
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
