@@ -62,6 +62,16 @@ def main() -> None:
     per_min: dict[str, dict[int, list[float]]] = {w: {b: [] for b in counts} for w in names}
     errors: dict[str, dict[int, Counter]] = {w: {b: Counter() for b in counts} for w in names}
     build_s: dict[str, list[float]] = {w: [] for w in names}
+
+    def save(rounds_done: int) -> Path:  # after every round: a run cut short keeps what it measured
+        out = Path(a.out) if a.out else RESULTS / "build-pool" / f"{a.target}.json"
+        return write_results(out, "build-pool", meta, {
+            "target": a.target, "workloads": names, "candidates_per_round": a.candidates, "rounds": rounds_done,
+            "builders": counts, "run_options": opts.__dict__, "candidates_per_min": per_min,
+            "outcomes": {w: {b: dict(c) for b, c in e.items()} for w, e in errors.items()},
+            "compile_s_0_builders": build_s, "load_average_before": load_before,
+            "load_average_after": list(os.getloadavg())})
+
     try:
         t0 = time.perf_counter()
         for b, m in measurers.items():  # not timed: references, and every worker process started
@@ -85,6 +95,7 @@ def main() -> None:
                         build_s[w] += [x.build_s for x in res]
                     print(f"  round {r} {w}: {b} builders: {per_min[w][b][-1]:.1f} candidates/min "
                           f"({sum(x.error is None for x in res)}/{len(res)} ok, {dt:.1f} s)", flush=True)
+            save(r + 1)
     finally:
         for m in measurers.values():
             m.close()
@@ -96,23 +107,14 @@ def main() -> None:
           f"{a.rounds} alternating rounds; median (min-max)")
     print("| workload | " + " | ".join(f"{b} builders" for b in counts) + " | speed-up (median of per-round ratios) |")
     print("|---|" + "---|" * (len(counts) + 1))
-    speedups = {}
     for w in names:
         base = per_min[w][counts[0]]
         ratios = [x / y for x, y in zip(per_min[w][counts[-1]], base, strict=True)]
-        speedups[w] = statistics.median(ratios)
-        print(f"| {w} | " + " | ".join(med(per_min[w][b]) for b in counts) + f" | {speedups[w]:.2f}x |")
+        print(f"| {w} | " + " | ".join(med(per_min[w][b]) for b in counts) + f" | {statistics.median(ratios):.2f}x |")
     for w in names:
         print(f"{w}: outcomes {dict(errors[w][counts[0]])}; compile time per candidate (0 builders) "
               f"median {statistics.median(build_s[w]):.2f} s, max {max(build_s[w]):.2f} s")
-    out = Path(a.out) if a.out else RESULTS / "build-pool" / f"{a.target}.json"
-    write_results(out, "build-pool", meta, {
-        "target": a.target, "workloads": names, "candidates_per_round": a.candidates, "rounds": a.rounds,
-        "builders": counts, "run_options": opts.__dict__, "candidates_per_min": per_min,
-        "speedup_median": speedups, "outcomes": {w: {b: dict(c) for b, c in e.items()} for w, e in errors.items()},
-        "compile_s_0_builders": build_s, "load_average_before": load_before,
-        "load_average_after": list(os.getloadavg())})
-    print(f"wrote {out}")
+    print(f"wrote {save(a.rounds)}")
 
 
 if __name__ == "__main__":
