@@ -59,8 +59,17 @@ constexpr int kCurvePoints = 10;
 constexpr int kCurveBase = BufferBase + kMaxBuffers * kBufferFields;
 enum TailFeature : int {
   AllocSize = kCurveBase + kCurvePoints, AllocProd, AllocOuterProd, AllocInnerProd, OuterProd,
-  NumOuterLoops, kNumFeatures,
+  NumOuterLoops,
+  // The tensor-core (wgmma + TMA) kernel of the statement's function, from its `ansor.tc.*`
+  // annotation (all zero on other functions): knobs, MMA counts, shared memory and TMA bytes,
+  // grid, waves over the SMs, and intensity per block.
+  TcBase, TcProgram = TcBase, TcBm, TcBn, TcBk, TcWarpgroups, TcWarpgroupRows, TcMmaN,
+  TcMmaPerKBlock, TcMmaPerTile, TcAccPerThread, TcThreads, TcStages, TcWait, TcGroup, TcWs,
+  TcPersist, TcSplitK, TcTileWidth, TcKBlocks, TcStaged, TcSmemBytes, TcTmaBytes, TcTiles,
+  TcBlocks, TcBlocksPerSm, TcSmFill, TcWaves, TcWaveEff, TcTileEff, TcIntensity, TcFlopsPerTile,
+  kNumFeatures,
 };
+constexpr int kNumTc = kNumFeatures - TcBase;
 constexpr int64_t kCacheLine = 64;
 
 const char *const kHeadNames[BufferBase] = {
@@ -74,9 +83,15 @@ const char *const kBufferNames[kBufferFields] = {
     "reuse_loop", "reuse_serial", "reuse_none", "reuse_dis_iter", "reuse_dis_bytes", "reuse_ct",
     "bytes_d_reuse_ct", "unique_bytes_d_reuse_ct", "lines_d_reuse_ct",
     "unique_lines_d_reuse_ct", "stride"};
-const char *const kTailNames[kNumFeatures - AllocSize] = {
+const char *const kTailNames[TcBase - AllocSize] = {
     "alloc_size", "alloc_prod", "alloc_outer_prod", "alloc_inner_prod", "outer_prod",
     "num_outer_loops"};
+const char *const kTcNames[kNumTc] = {
+    "tc", "tc_bm", "tc_bn", "tc_bk", "tc_warpgroups", "tc_warpgroup_rows", "tc_mma_n",
+    "tc_mma_per_kblock", "tc_mma_per_tile", "tc_acc_per_thread", "tc_threads", "tc_stages",
+    "tc_wait", "tc_group", "tc_ws", "tc_persist", "tc_splitk", "tc_tw", "tc_kblocks",
+    "tc_staged", "tc_smem_bytes", "tc_tma_bytes", "tc_tiles", "tc_blocks", "tc_blocks_per_sm",
+    "tc_sm_fill", "tc_waves", "tc_wave_eff", "tc_tile_eff", "tc_intensity", "tc_flops_per_tile"};
 
 const std::vector<std::string> &names() {
   static const std::vector<std::string> all = [] {
@@ -86,7 +101,8 @@ const std::vector<std::string> &names() {
         v.push_back("B" + std::to_string(b) + "." + f);
     for (int i = 0; i < kCurvePoints; ++i)
       v.push_back("ai_" + std::to_string(i));
-    v.insert(v.end(), kTailNames, kTailNames + (kNumFeatures - AllocSize));
+    v.insert(v.end(), kTailNames, kTailNames + (TcBase - AllocSize));
+    v.insert(v.end(), kTcNames, kTcNames + kNumTc);
     return v;
   }();
   return all;
@@ -253,11 +269,16 @@ private:
   void padStmt(tensor::PadOp op, Stmt &s);
   void featurize(Stmt &s, std::array<float, kNumFeatures> &row);
   double work(scf::ForOp loop);
+  using TcRow = std::array<float, kNumTc>;
+  /// The tensor-core kernel features of the function holding `op` (null: not annotated).
+  const TcRow *tcOf(Operation *op);
+  std::optional<TcRow> tcKernel(Operation *func);
 
   Operation *root;
   DenseMap<Value, LinExpr> evalCache;
   DenseMap<Operation *, Chain> chainCache;
   DenseMap<Operation *, std::optional<double>> workCache;
+  DenseMap<Operation *, std::optional<TcRow>> tcCache;
   DenseSet<Value> outputs;
 };
 
@@ -771,6 +792,139 @@ double Extractor::work(scf::ForOp loop) {
   return w;
 }
 
+//===----------------------------------------------------------------------------===//
+// The tensor-core kernel (python/ansor/targets/cuda/tensorcore.py)
+//===----------------------------------------------------------------------------===//
+
+/// What the tensor-core sketch's kernel is built from, mirrored from tensorcore.py: the K step
+/// (one 128-byte swizzled row of f16/bf16), wgmma's M and K, the f32 padding of a staged row,
+/// registers per thread besides the accumulators, and the card a kernel is sized for (H100/H200
+/// SXM: SMs, shared memory and registers per SM, threads per SM, blocks per SM).
+constexpr int64_t kTcBk = 64, kWgmmaM = 64, kWgmmaK = 16, kStagePad = 8, kRegsBesidesAcc = 40;
+constexpr int64_t kSmCount = 132, kSmemPerSm = 228 * 1024, kSmemPerBlockReserved = 1024;
+constexpr int64_t kRegsPerSm = 65536, kThreadsPerSm = 2048, kBlocksPerSm = 32;
+constexpr llvm::StringLiteral kTcAttr = "ansor.tc.";
+
+int64_t ceilDiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+
+const Extractor::TcRow *Extractor::tcOf(Operation *op) {
+  auto fn = op->getParentOfType<FunctionOpInterface>();
+  if (!fn)
+    return nullptr;
+  Operation *func = fn.getOperation();
+  auto it = tcCache.find(func);
+  if (it == tcCache.end())
+    it = tcCache.try_emplace(func, tcKernel(func)).first;
+  return it->second ? &*it->second : nullptr;
+}
+
+/// The function's kernel, when its transform script annotated it (`ansor.tc.bm` ... on the
+/// function) and it holds the contraction the kernel computes (`linalg.matmul`,
+/// `linalg.batch_matmul` or `linalg.conv_2d_nhwc_hwcf`, tiled or not): the problem's extents
+/// are those of the buffers the contraction's operands view (see `resolve`).
+std::optional<Extractor::TcRow> Extractor::tcKernel(Operation *func) {
+  auto knob = [&](StringRef name, int64_t dflt) {
+    auto a = func->getAttrOfType<IntegerAttr>((kTcAttr + name).str());
+    return a ? a.getInt() : dflt;
+  };
+  if (!func->hasAttr((kTcAttr + "bm").str()))
+    return std::nullopt;
+  // Knobs added after the first records: persist 0 and splitk 1 are what those records meant.
+  int64_t bm = knob("bm", 0), bn = knob("bn", 0), wgm = knob("wgm", 1), stages = knob("stages", 0);
+  int64_t wait = knob("wait", 0), group = knob("group", 1), ws = knob("ws", 0);
+  int64_t persist = knob("persist", 0), splitk = knob("splitk", 1), tw = knob("tw", 0);
+  if (bm <= 0 || bn <= 0 || wgm <= 0 || splitk <= 0)
+    return std::nullopt;
+  linalg::LinalgOp contraction;
+  bool conv = false, fused = false;
+  func->walk([&](linalg::LinalgOp op) {
+    StringRef name = op->getName().getStringRef();
+    if (!contraction && (name == "linalg.matmul" || name == "linalg.batch_matmul" ||
+                         name == "linalg.conv_2d_nhwc_hwcf")) {
+      contraction = op;
+      conv = name == "linalg.conv_2d_nhwc_hwcf";
+    } else if (!isa<linalg::FillOp>(op)) {
+      fused = true; // an element-wise consumer: the epilogue runs in the kernel
+    }
+  });
+  if (!contraction || contraction.getNumDpsInputs() != 2 || contraction.getNumDpsInits() != 1)
+    return std::nullopt;
+  auto shapeOf = [&](Value v) {
+    SmallVector<LinExpr, 4> off;
+    SmallVector<int64_t, 4> box;
+    Value root = resolve(v, off, box);
+    SmallVector<int64_t, 4> shape;
+    if (auto t = dyn_cast<ShapedType>(root.getType()); t && t.hasRank())
+      for (unsigned d = 0; d < unsigned(t.getRank()); ++d)
+        shape.push_back(staticDim(root, d));
+    return shape;
+  };
+  Value init = contraction.getDpsInitOperand(0)->get();
+  SmallVector<int64_t, 4> a = shapeOf(contraction.getDpsInputOperand(0)->get());
+  SmallVector<int64_t, 4> b = shapeOf(contraction.getDpsInputOperand(1)->get());
+  SmallVector<int64_t, 4> c = shapeOf(init);
+  auto dynamic = [](ArrayRef<int64_t> s) { return llvm::any_of(s, ShapedType::isDynamic); };
+  if (dynamic(a) || dynamic(b) || dynamic(c))
+    return std::nullopt;
+  // M x N x K (per batch), the k-blocks of a tile, and a convolution's pixel patch (th x tw).
+  int64_t m, n, k, kt, batch = 1, oh = 0, ow = 0, images = 1;
+  if (conv) {
+    if (c.size() != 4 || b.size() != 4 || tw <= 0)
+      return std::nullopt;
+    images = c[0], oh = c[1], ow = c[2];
+    m = images * oh * ow, n = c[3], k = b[0] * b[1] * b[2];
+    kt = b[0] * b[1] * ceilDiv(b[2], kTcBk);
+  } else {
+    if (c.size() < 2 || a.empty())
+      return std::nullopt;
+    if (c.size() == 3)
+      batch = c[0];
+    m = c[c.size() - 2], n = c.back(), k = a.back();
+    kt = ceilDiv(k, kTcBk);
+  }
+  Type et = getElementTypeOrSelf(contraction.getDpsInputOperand(0)->get().getType());
+  int64_t eb = et.isIntOrFloat() ? std::max<int64_t>(1, et.getIntOrFloatBitWidth() / 8) : 2;
+  fused |= !getElementTypeOrSelf(init.getType()).isF32(); // the sums are rounded before the store
+  int64_t th = conv ? std::max<int64_t>(1, std::min(bm / tw, oh)) : bm;
+  int64_t wm = bm / wgm, acc = wm * bn / 128, threads = 128 * (wgm + ws);
+  int64_t kblocks = kt / splitk;
+  bool staged = fused || conv || m % bm || n % bn;
+  int64_t smem = std::max(stages * (bm + bn) * kTcBk * eb,
+                          staged || splitk > 1 ? bm * (bn + kStagePad) * 4 : 0);
+  int64_t tma = ((conv ? th * tw : bm) + bn) * kTcBk * eb;
+  int64_t gy = conv ? images * ceilDiv(oh, th) * ceilDiv(ow, tw) : ceilDiv(m, bm);
+  int64_t tiles = ceilDiv(n, bn) * gy * batch;
+  int64_t blocks = persist ? std::min(tiles, kSmCount) : tiles * splitk;
+  int64_t perSm = std::min({kSmemPerSm / (smem + kSmemPerBlockReserved),
+                            kRegsPerSm / std::max<int64_t>(1, threads * (acc + kRegsBesidesAcc)),
+                            kThreadsPerSm / threads, kBlocksPerSm});
+  perSm = std::max<int64_t>(perSm, 1);
+  // Waves: a persistent block loops over ceil(tiles / blocks) tiles on one SM each; otherwise
+  // the grid runs perSm blocks per SM at a time. Efficiency: busy slots over slots the waves hold.
+  int64_t slots = persist ? kSmCount : kSmCount * perSm;
+  int64_t work = persist ? tiles : blocks;
+  int64_t waves = persist ? ceilDiv(tiles, blocks) : ceilDiv(blocks, slots);
+  double kblockFlops = 2.0 * double(bm) * double(bn) * double(kTcBk);
+  TcRow f{};
+  auto set = [&](int feature, double x) { f[feature - TcBase] = float(x); };
+  set(TcProgram, 1);
+  set(TcBm, bm), set(TcBn, bn), set(TcBk, kTcBk), set(TcWarpgroups, wgm), set(TcWarpgroupRows, wm);
+  set(TcMmaN, bn), set(TcMmaPerKBlock, (bm / kWgmmaM) * (kTcBk / kWgmmaK));
+  set(TcMmaPerTile, double((bm / kWgmmaM) * (kTcBk / kWgmmaK)) * double(kblocks));
+  set(TcAccPerThread, acc), set(TcThreads, threads), set(TcStages, stages), set(TcWait, wait);
+  set(TcGroup, group), set(TcWs, ws), set(TcPersist, persist), set(TcSplitK, splitk);
+  set(TcTileWidth, conv ? tw : 0), set(TcKBlocks, kblocks);
+  set(TcStaged, staged || splitk > 1); // split-K partial sums meet in the staged tile
+  set(TcSmemBytes, smem), set(TcTmaBytes, tma), set(TcTiles, tiles), set(TcBlocks, blocks);
+  set(TcBlocksPerSm, perSm), set(TcSmFill, double(std::min(blocks, kSmCount)) / double(kSmCount));
+  set(TcWaves, waves);
+  set(TcWaveEff, waves ? double(work) / double(waves * slots) : 0);
+  set(TcTileEff, double(m) * double(n) * double(batch) / (double(tiles) * double(bm) * double(bn)));
+  set(TcIntensity, kblockFlops / double(tma));
+  set(TcFlopsPerTile, kblockFlops * double(kblocks));
+  return f;
+}
+
 int position(int idx, int n) { return idx < 0 ? 0 : idx == 0 ? 3 : idx == n - 1 ? 1 : 2; }
 
 void Extractor::featurize(Stmt &s, std::array<float, kNumFeatures> &row) {
@@ -1045,6 +1199,10 @@ void Extractor::featurize(Stmt &s, std::array<float, kNumFeatures> &row) {
     row[AllocInnerProd] = float(outerProd / std::max(allocOuter, 1.0));
     break;
   }
+
+  // The tensor-core kernel every statement of an annotated function runs in.
+  if (const TcRow *tc = tcOf(s.store))
+    llvm::copy(*tc, row.begin() + TcBase);
 }
 
 /// True when an insert_slice's source is a copy of existing data, not the result of another

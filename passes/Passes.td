@@ -120,7 +120,8 @@ def ExtractFeatures : Pass<"ansor-extract-features"> {
     `ansor-auto-unroll`. The pass prints one line per statement to stdout,
     `// stmt N (op): name=value ...`, listing only non-zero features (raw values unless
     `log-scale`). The C API (`ansorExtractFeatures`) returns the same rows, log2(1+x)-scaled,
-    as float32 rows of a fixed length (134; names from `ansorFeatureName`).
+    as float32 rows of a fixed length (165; names from `ansorFeatureName`): Ansor's 134,
+    then the tensor-core kernel's 31 (`tc*`, zero unless the function is annotated).
 
     **Statements** (walk order): every `vector.transfer_write`; every `tensor.insert_slice` /
     `tensor.parallel_insert_slice` whose source is copied data (not the result of a write,
@@ -184,6 +185,28 @@ def ExtractFeatures : Pass<"ansor-extract-features"> {
       written buffer when it is local (`tensor.empty` / `tensor.pad` / `alloc_tensor` that is
       not returned); `outer_prod` / `num_outer_loops`: trip product and count of the loops
       around the store op itself.
+    * The tensor-core (wgmma + TMA) kernel, on every statement of a function the tensor-core
+      sketch's script annotated (`ansor.tc.bm`, `.bn`, `.wgm`, `.stages`, `.wait`, `.group`,
+      `.ws`, `.persist`, `.splitk`, `.tw`; `python/ansor/targets/cuda/tensorcore.py`, whose
+      kernel is generated at lowering), zero elsewhere: its text is not in the IR, so these
+      slots are computed from the knobs and the problem, M x N x K (a batch; a convolution's
+      pixels x CO x taps*C) read from the buffers the contraction's operands view. `tc` (1),
+      `tc_bm`, `tc_bn`, `tc_bk` (64: the block tile), `tc_warpgroups` / `tc_warpgroup_rows`
+      (consumer warpgroups, bm / wgm rows each), `tc_mma_n` (wgmma is m64 n=bn k16),
+      `tc_mma_per_kblock` (bm/64 x 4 wgmma per block) / `tc_mma_per_tile` (x k-blocks),
+      `tc_acc_per_thread` (f32 accumulators), `tc_threads` (128 x (warpgroups + ws)),
+      the knobs `tc_stages`, `tc_wait`, `tc_group`, `tc_ws`, `tc_persist`, `tc_splitk`, `tc_tw`;
+      `tc_kblocks` (64-deep k-blocks of one block: its share of K under split-K),
+      `tc_staged` (the accumulators go through a shared-memory tile: fused epilogue, ragged tile,
+      convolution or split-K), `tc_smem_bytes` (max of stages x (bm + bn) x 64 x 2 and the
+      staged bm x (bn + 8) f32 tile), `tc_tma_bytes` (TMA bytes per k-block), `tc_tiles`
+      (output tiles, batches included), `tc_blocks` (launched: tiles x splitk, or min(tiles,
+      132) when persistent), `tc_blocks_per_sm` (by shared memory, registers at 40 + accumulators
+      per thread, threads), `tc_sm_fill` (min(blocks, 132) / 132), `tc_waves` (ceil(blocks /
+      (132 x blocks per SM)); persistent: tiles per block), `tc_wave_eff` (busy block slots of
+      those waves), `tc_tile_eff` (M x N / (tiles x bm x bn)), `tc_intensity` (MMA FLOPs per TMA
+      byte of a k-block), `tc_flops_per_tile` (MMA FLOPs of one block). The card is an H100/H200
+      SXM (132 SMs, 228 KB shared memory and 64K registers per SM).
 
     Example: `scf.for %i = 0 to 4 { scf.for %j = 0 to 8 { transfer_write (fma of two
     vector<4xf32> reads) } }` gives `float_mad=128 loop_prod=32 num_loops=2 vec_prod=4 ...`.

@@ -123,3 +123,48 @@ func.func @gather_with_assert(%table: tensor<100x8xf32>, %ids: tensor<2xi64>, %o
   } -> tensor<2x8xf32>
   return %r : tensor<2x8xf32>
 }
+
+// -----
+
+// A function the tensor-core sketch's script annotated (`ansor.tc.*`, knobs of the wgmma + TMA
+// kernel) and tiled like the kernel: 128x128 blocks, k-blocks of 64, split-K 2. Every statement
+// of it gets the kernel's slots: 8 wgmma (m64n128k16) per k-block, 1024 / 64 / 2 = 8 k-blocks per
+// block, 3 stages of (128 + 128) x 64 f16 = 98304 bytes of shared memory (more than the staged
+// 128 x (128 + 8) f32 tile split-K sums through), 32 KB of TMA loads per k-block, 2 x 4 tiles x 2
+// = 16 blocks, 2 per SM (shared memory), 16 of 132 SMs busy, 16 / 264 slots of the one wave.
+// CHECK-LABEL: // func @tc_matmul
+// CHECK-NEXT: // stmt 0 (linalg.fill): {{.*}} outer_prod=1 tc=1 tc_bm=128 tc_bn=128 tc_bk=64
+// CHECK-SAME: tc_warpgroups=1 tc_warpgroup_rows=128 tc_mma_n=128 tc_mma_per_kblock=8 tc_mma_per_tile=64
+// CHECK-SAME: tc_acc_per_thread=128 tc_threads=128 tc_stages=3 tc_group=1 tc_splitk=2 tc_kblocks=8
+// CHECK-SAME: tc_staged=1 tc_smem_bytes=98304 tc_tma_bytes=32768 tc_tiles=8 tc_blocks=16
+// CHECK-SAME: tc_blocks_per_sm=2 tc_sm_fill=0.121212 tc_waves=1 tc_wave_eff=0.0606061 tc_tile_eff=1
+// CHECK-SAME: tc_intensity=64 tc_flops_per_tile=1.67772e+07{{$}}
+// CHECK-NEXT: // stmt 1 (linalg.matmul): {{.*}} tc=1 tc_bm=128 {{.*}} tc_splitk=2 {{.*}} tc_flops_per_tile=1.67772e+07{{$}}
+func.func @tc_matmul(%arg0: tensor<256x1024xf16>, %arg1: tensor<1024x512xf16>) -> tensor<256x512xf32>
+    attributes {ansor.tc.bm = 128 : i64, ansor.tc.bn = 128 : i64, ansor.tc.group = 1 : i64,
+                ansor.tc.persist = 0 : i64, ansor.tc.splitk = 2 : i64, ansor.tc.stages = 3 : i64,
+                ansor.tc.wait = 0 : i64, ansor.tc.wgm = 1 : i64, ansor.tc.ws = 0 : i64} {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %c1024 = arith.constant 1024 : index
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = tensor.empty() : tensor<256x512xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<256x512xf32>) -> tensor<256x512xf32>
+  %2 = scf.forall (%i, %j) in (2, 4) shared_outs(%o = %1) -> (tensor<256x512xf32>) {
+    %m0 = affine.apply affine_map<(d0) -> (d0 * 128)>(%i)
+    %n0 = affine.apply affine_map<(d0) -> (d0 * 128)>(%j)
+    %a = tensor.extract_slice %arg0[%m0, 0] [128, 1024] [1, 1] : tensor<256x1024xf16> to tensor<128x1024xf16>
+    %b = tensor.extract_slice %arg1[0, %n0] [1024, 128] [1, 1] : tensor<1024x512xf16> to tensor<1024x128xf16>
+    %c = tensor.extract_slice %o[%m0, %n0] [128, 128] [1, 1] : tensor<256x512xf32> to tensor<128x128xf32>
+    %3 = scf.for %k = %c0 to %c1024 step %c64 iter_args(%acc = %c) -> (tensor<128x128xf32>) {
+      %ak = tensor.extract_slice %a[0, %k] [128, 64] [1, 1] : tensor<128x1024xf16> to tensor<128x64xf16>
+      %bk = tensor.extract_slice %b[%k, 0] [64, 128] [1, 1] : tensor<1024x128xf16> to tensor<64x128xf16>
+      %4 = linalg.matmul ins(%ak, %bk : tensor<128x64xf16>, tensor<64x128xf16>) outs(%acc : tensor<128x128xf32>) -> tensor<128x128xf32>
+      scf.yield %4 : tensor<128x128xf32>
+    }
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %3 into %o[%m0, %n0] [128, 128] [1, 1] : tensor<128x128xf32> into tensor<256x512xf32>
+    }
+  } {mapping = [#gpu.block<y>, #gpu.block<x>]}
+  return %2 : tensor<256x512xf32>
+}

@@ -290,6 +290,9 @@ class XGBModel(CostModel):
             out = np.zeros(len(features))
             if valid:
                 rows, ids = _pack([features[i] for i in valid])  # type: ignore[misc]
+                # A booster saved before columns were appended (the tensor-core slots) reads
+                # the leading columns it was trained on; new columns only ever go at the end.
+                rows = rows[:, : self.booster.num_features()]
                 raw = self.booster.predict(self._xgb.DMatrix(rows), output_margin=True)
                 out[valid] = np.bincount(ids, weights=raw.astype(np.float64), minlength=len(valid))
         invalid = np.ones(len(features), dtype=bool)

@@ -8,7 +8,10 @@
 
 One row per storing statement (vector.transfer_write, copying insert_slice, leftover linalg op),
 each `N_FEATURES` log2(1+x)-scaled values named by `feature_names()`; the definitions are in
-`passes/Passes.td` (pass `ansor-extract-features`). `featurize` runs in the calling process and
+`passes/Passes.td` (pass `ansor-extract-features`). Ansor's 134 come first; the `tc*` slots after
+them describe the tensor-core (wgmma + TMA) kernel of a function the tensor-core sketch's script
+annotated (`ansor.tc.*`: block tile, MMAs, stages, shared-memory and TMA bytes, split-K, waves),
+zero on every other program (CPU ones included). `featurize` runs in the calling process and
 aborts with it when MLIR hits an assertion on a bad script; `FeatureExtractor` runs it in worker
 processes (the measurement workers of `measure/measurer.py`), so a crash costs only the bad candidate.
 """
@@ -372,7 +375,9 @@ class _ScriptCache:
 
     Candidates of one sketch differ mostly in knob values (`transform.tune.knob ... = V`) and
     static size lists, so a script is parsed once and later candidates only set those
-    attributes. A batch's candidates of one structure are then cut where the estimated time is
+    attributes. Blanked values are set again per candidate, never shared: the tensor-core
+    sketch's `transform.annotate ... "ansor.tc.stages" = %k` ops read their knobs, so a prefix
+    holding them is keyed by those knobs' values like any other (tests/test_features_tc.py). A batch's candidates of one structure are then cut where the estimated time is
     least (`_Structure.choose_cuts`): the ops before a cut (the outer tiling and fusion, the
     packed sketch's packing and canonicalization) are applied once per distinct value of the
     knobs and sizes they read, and each candidate applies only the ops after the last cut to a
