@@ -396,3 +396,51 @@ def test_calls_reuse_packed_arguments_by_address() -> None:
         k.run([x], [np.empty(shape, np.float64)])
     with pytest.raises(ValueError, match="output #0"):
         k.run([x], [np.empty(shape[::-1], np.float32).T])
+
+
+def _softmax_chain_bufferized(split: bool) -> str:
+    """softmax-2364x197's reduction-chain sketch (whole rows, 4 rows a tile), bufferized."""
+    from ansor.core.mlir import apply_script, parse_payload
+    from ansor.targets import generate_sketches
+
+    task = ansor.create_task(workloads.get("softmax-2364x197"))
+    sk = next(s for s in generate_sketches(task) if any(st.kind == "chain" for st in s.stages))
+    knobs = {k.name: (4 if k.name.endswith("d0.t1") else 0 if k.name.endswith("unroll") else 197)
+             for k in sk.knobs}
+    with ir.Context(), ir.Location.unknown():
+        m = parse_payload(task)
+        if split:
+            assert lowering.split_shared_empties(m) >= 1
+        apply_script(m, sk.script(knobs))
+        core_mlir.run_passes(m, lowering._BUFFERIZE, "lower")
+        assert lowering.reciprocal_divisors(m) == 1
+        return str(m)
+
+
+def test_chain_members_do_not_copy_the_output_tile() -> None:
+    """A softmax's exp and division shared one (CSE-merged) `tensor.empty`: fused into the chain's
+    loop, the exp wrote into the output's tile and bufferization copied that (uninitialised) tile
+    into a fresh buffer on every tile. `split_shared_empties` gives each its own destination."""
+    assert "memref.copy" in _softmax_chain_bufferized(split=False)  # the upstream behaviour
+    text = _softmax_chain_bufferized(split=True)
+    assert "memref.copy" not in text and text.count("memref.alloc()") == 3  # max, exp tile, sum
+
+
+def test_division_by_a_broadcast_row_value_multiplies_by_its_reciprocal() -> None:
+    """softmax's `x / sum` over a vectorized row: one division of the (unbroadcast) sum, then a
+    vector multiplication (`reciprocal_divisors`); results stay within the f32 tolerance."""
+    import random
+
+    from ansor.space.schedule import sample
+    from ansor.targets import generate_sketches
+
+    text = _softmax_chain_bufferized(split=True)
+    divs = [ln for ln in text.splitlines() if "arith.divf" in ln]
+    assert len(divs) == 1 and "vector<1xf32>" in divs[0] and "vector<1x197xf32>" not in divs[0]
+    task = ansor.create_task(workloads.get("softmax-2364x197"))
+    sk = next(s for s in generate_sketches(task) if any(st.kind == "chain" for st in s.stages))
+    k = lowering.compile_task(task, sk.script(sample(sk, random.Random(1)).values()))
+    x = np.random.default_rng(0).standard_normal((2364, 197)).astype(np.float32) * 4
+    (got,) = k.run([x])
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
