@@ -83,10 +83,14 @@ def main() -> None:
                    **tune_kwargs(args, args.seed))
         # re-timed in a fresh process, PyTorch in its own: this one ran the tuner (XGBoost's OpenMP
         # runtime beside ours), which slows timings here 1.3-1.7x, unevenly
+        load_before = os.getloadavg()
         timed = retime_in_child(name, {"tuned": [log]}, args.rounds, args.threads, out / "tmp",
                                 naive=not args.no_naive)
         torch_info = torch_info or timed.get("torch_info", {})
         entries.append(suite_entry(name, task, [log], timed))
+        # the host's 1/5/15-minute load averages before and after the timing rounds (a shared VM)
+        entries[-1]["load_avg"] = {"before": [round(x, 2) for x in load_before],
+                                   "after": [round(x, 2) for x in os.getloadavg()]}
         e = entries[-1]["times"]
         torch_ms = statistics.median(e[TORCH]) * 1e3 if TORCH in e else float("nan")
         print(f"{name}: Python call {statistics.median(e[CALL]) * 1e3:.3f} ms, native loop "

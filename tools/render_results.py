@@ -131,6 +131,10 @@ def render_suite(data: dict) -> str:
                      f"| {rng(t.get(CALL))} | {rng(t.get(TORCH))} | {ratio_cell(t.get(TORCH), t.get(CALL))} "
                      f"| {rng(t.get(NATIVE))} | {ratio_cell(t.get(TORCH), t.get(NATIVE))} "
                      f"| {rng(t.get(NAIVE))} | {w.get('agree', '-')} |")
+    loads = [x for w in data.get("workloads", []) if "load_avg" in w
+             for x in (w["load_avg"]["before"][0], w["load_avg"]["after"][0])]
+    if loads:
+        lines += ["", f"Host 1-minute load average around the timing rounds: {min(loads):.2f}–{max(loads):.2f}."]
     lines += ["",
               (f"**geomean PyTorch eager / ours (Python call): {gm(call_r)} over {len(call_r)} workloads; "
               f"{gm(call_big)} over the {len(call_big)} of at least {small * 1e6:.0f} µs** "
