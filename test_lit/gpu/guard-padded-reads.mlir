@@ -8,25 +8,28 @@
 // CHECK-NOT: memref.alloc
 // CHECK-NOT: linalg.fill
 // CHECK-NOT: memref.copy
-// the scalar load: shifted indices, in-bounds test on both padded dims
+// the scalar load: shifted indices, in-bounds test on both padded dims, indices clamped into
+// the source (the read is always in bounds) and a select of the padding value: no branch
+// CHECK-NOT: scf.if
 // CHECK: %[[M1:.*]] = arith.constant -1 : index
 // CHECK: %[[P0:.*]] = arith.addi %[[I]], %[[M1]] : index
 // CHECK: %[[P1:.*]] = arith.addi %[[J]], %{{.*}} : index
 // CHECK: %[[C4:.*]] = arith.constant 4 : index
 // CHECK: %[[IN0:.*]] = arith.cmpi ult, %[[P0]], %[[C4]] : index
+// CHECK: %[[Z0:.*]] = arith.constant 0 : index
+// CHECK: %[[C3:.*]] = arith.constant 3 : index
+// CHECK: %[[LO0:.*]] = arith.maxsi %[[P0]], %[[Z0]] : index
+// CHECK: %[[Q0:.*]] = arith.minsi %[[LO0]], %[[C3]] : index
 // CHECK: %[[C6:.*]] = arith.constant 6 : index
 // CHECK: %[[IN1:.*]] = arith.cmpi ult, %[[P1]], %[[C6]] : index
 // CHECK: %[[IN:.*]] = arith.andi %[[IN0]], %[[IN1]] : i1
-// CHECK: %[[L:.*]] = scf.if %[[IN]] -> (f32) {
-// CHECK:   %[[X:.*]] = memref.load %[[SRC]][%[[P0]], %[[P1]]] : memref<4x6xf32>
-// CHECK:   scf.yield %[[X]] : f32
-// CHECK: } else {
-// CHECK:   %[[Z:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK:   scf.yield %[[Z]] : f32
-// CHECK: }
+// CHECK: %[[Q1:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK: %[[X:.*]] = memref.load %[[SRC]][%[[Q0]], %[[Q1]]] : memref<4x6xf32>
+// CHECK: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[L:.*]] = arith.select %[[IN]], %[[X]], %[[Z]] : f32
 // the vector read along a padded dim: one guarded element at a time
-// CHECK: scf.if %{{.*}} -> (vector<1xf32>) {
-// CHECK:   vector.transfer_read %[[SRC]][%{{.*}}, %{{.*}}], %{{.*}} {in_bounds = [true]} : memref<4x6xf32>, vector<1xf32>
+// CHECK: %[[R:.*]] = vector.transfer_read %[[SRC]][%{{.*}}, %{{.*}}], %{{.*}} {in_bounds = [true]} : memref<4x6xf32>, vector<1xf32>
+// CHECK: arith.select %{{.*}}, %[[R]], %{{.*}} : vector<1xf32>
 // CHECK: arith.constant dense<0.000000e+00> : vector<4xf32>
 // CHECK: vector.extract %{{.*}}[0] : f32 from vector<1xf32>
 // CHECK: vector.insert %{{.*}}, %{{.*}} [0] : f32 into vector<4xf32>
