@@ -253,7 +253,8 @@ def GpuGuardPaddedReads : Pass<"ansor-gpu-guard-padded-reads", "::mlir::ModuleOp
     unit-stride `memref.subview` used only as the target of one `memref.copy` from a same-rank
     source; fill, copy and alloc in one block, fill first) is removed: each `memref.load` and
     `vector.transfer_read` of it (through `memref.subview`s) reads the source at the shifted
-    indices under an in-bounds test on the padded dims (`scf.if`, the padding value outside); a
+    indices clamped into it, and selects the padding value where an in-bounds test on the padded
+    dims fails (`arith.select`, no branch: unrolled tiles stay one block); a
     vector read is split into 1-D pieces along its last dim, or into elements where that dim is
     padded or strided. Any other use fails the pass with the message the Python rewrite raised.
   }];
