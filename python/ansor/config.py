@@ -108,6 +108,12 @@ CUDA_SWIZZLE: int = _declare(
     "Block rows per group of the GPU kernels' block-order swizzle; 0: off (on an H100 it changed "
     "the best matmul-4096 schedules by -1%..+1%, noise).", _int("ANSOR_CUDA_SWIZZLE"))
 
+CUDA_MAX_UNROLLED_WORK: int = _declare(
+    "ANSOR_CUDA_MAX_UNROLLED_WORK", "CUDA_MAX_UNROLLED_WORK", "int", 2048,
+    "Cap on the straight-line code auto-unrolling leaves per GPU thread (`ansor-auto-unroll`'s "
+    "max-unrolled-work); 0: none, Ansor's per-loop rule alone. A convolution candidate took 7.8 s "
+    "to PTX capped at 2048, 26 s at 4096, over 90 s uncapped.", _int("ANSOR_CUDA_MAX_UNROLLED_WORK"))
+
 CUDA_NOALIAS: bool = _declare(
     "ANSOR_CUDA_NOALIAS", "CUDA_NOALIAS", "bool", False,
     "Mark GPU kernel pointer arguments noalias (ld.global.nc); off: on an H100 it made the best "

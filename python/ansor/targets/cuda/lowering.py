@@ -39,11 +39,6 @@ from ansor.targets.cuda.runtime import CudaKernel, load_cuda_runtime, cuda_runti
 from ansor.core.mlir import run_passes
 from ansor import config
 
-#: `ansor-auto-unroll{max-unrolled-work}` on the GPU: straight-line code per thread after unrolling
-#: (FMAs, loads). 2048 bounds the NVPTX time of one candidate: a convolution candidate capped at
-#: 2048 took 7.8 s to PTX on a 2-core VM, at 4096 26 s, uncapped (18432) more than 90 s.
-MAX_UNROLLED_WORK = 2048
-
 _AFTER_SCRIPT = (
     "canonicalize,cse,"
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
@@ -166,10 +161,12 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     module = lower_to_gpu_ir(task, script)
     if bench:
         add_bench_wrapper(module, task.func_name)
-    # The unrolled code of one thread is capped (AutoUnroll in passes/Passes.td): the per-loop rule
-    # alone let 32 copies of a reduction nest unroll into 18432 FMAs and 90+ s of NVPTX.
-    run_passes(module, f"ansor-auto-unroll{{max-unrolled-work={MAX_UNROLLED_WORK}}},canonicalize,"
-               "loop-invariant-code-motion,cse", "lower")
+    # The unrolled code of one thread is capped (AutoUnroll in passes/Passes.td,
+    # `config.CUDA_MAX_UNROLLED_WORK`): the per-loop rule alone let 32 copies of a reduction nest
+    # unroll into 18432 FMAs and 90+ s of NVPTX.
+    cap = config.CUDA_MAX_UNROLLED_WORK
+    unroll = f"ansor-auto-unroll{{max-unrolled-work={cap}}}" if cap > 0 else "ansor-auto-unroll"
+    run_passes(module, f"{unroll},canonicalize,loop-invariant-code-motion,cse", "lower")
     group = config.CUDA_SWIZZLE
     run_passes(module, f"ansor-gpu-swizzle-blocks{{group={group}}}", "lower")
     run_passes(module, "ansor-gpu-hoist-accumulators", "lower")
