@@ -1,11 +1,12 @@
 """Compile time of the same CUDA candidates under two builds of the C++ passes (A/B).
 
-    python -m bench.compile_ab WORKLOAD --lib-a OLD.so --lib-b NEW.so [--seeds 0,1,2,3,4] [--n 6]
-                               [--timeout 120] [--out results/compile-time/NAME.json]
+    python -m bench.compile_ab WORKLOAD --lib-a OLD.so --lib-b NEW.so [--env-a K=V,...] [--env-b K=V,...]
+                               [--seeds 0,1,2,3,4] [--n 6] [--timeout 120] [--out results/compile-time/NAME.json]
 
 Draws the candidates `bench.build_pool` measures (seeded random search, `--n` per seed), and
 lowers each to PTX (`lowering.emit_ptx` path with the timing wrapper, no GPU needed) once with
-libAnsorMLIR `--lib-a` and once with `--lib-b` (`ANSOR_NATIVE_LIB`), alternating which goes first,
+libAnsorMLIR `--lib-a` and once with `--lib-b` (`ANSOR_NATIVE_LIB`, plus the environment of
+`--env-a` / `--env-b`, e.g. `ANSOR_CUDA_MAX_UNROLLED_WORK=0`), alternating which goes first,
 each compile in a fresh process with a time limit. Prints seconds per candidate and the medians.
 """
 
@@ -40,9 +41,10 @@ print(time.perf_counter() - t0)
 """
 
 
-def compile_s(workload: str, sketch: str, values: dict, lib: str, timeout: float) -> float | None:
-    """Seconds to PTX in a fresh process with `lib`; None past `timeout` or on an error."""
-    env = {**os.environ, "ANSOR_NATIVE_LIB": lib}
+def compile_s(workload: str, sketch: str, values: dict, lib: str, timeout: float,
+              extra_env: dict[str, str]) -> float | None:
+    """Seconds to PTX in a fresh process with `lib` and `extra_env`; None past `timeout` or on an error."""
+    env = {**os.environ, "ANSOR_NATIVE_LIB": lib, **extra_env}
     try:
         out = subprocess.run([sys.executable, "-c", _CHILD, workload, sketch, json.dumps(values)], env=env,
                              capture_output=True, text=True, timeout=timeout)
@@ -56,6 +58,8 @@ def main() -> None:
     ap.add_argument("workload")
     ap.add_argument("--lib-a", required=True, help="libAnsorMLIR.so before the change")
     ap.add_argument("--lib-b", required=True, help="libAnsorMLIR.so after the change")
+    ap.add_argument("--env-a", default="", help="K=V,... set for A's compiles")
+    ap.add_argument("--env-b", default="", help="K=V,... set for B's compiles")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--n", type=int, default=6, help="candidates per seed")
     ap.add_argument("--timeout", type=float, default=120.0)
@@ -65,6 +69,7 @@ def main() -> None:
     import ansor
     from ansor.frontend import workloads
 
+    envs = {k: dict(kv.split("=", 1) for kv in v.split(",") if kv) for k, v in (("a", a.env_a), ("b", a.env_b))}
     meta = host_meta(1, "cuda")
     print(host_line(meta))
     task = ansor.create_task(workloads.get(a.workload), name=a.workload, target="cuda")
@@ -76,7 +81,7 @@ def main() -> None:
             got = {}
             for k in order:
                 got[k] = compile_s(a.workload, inp.schedule.sketch, inp.schedule.values(),
-                                   a.lib_a if k == "a" else a.lib_b, a.timeout)
+                                   a.lib_a if k == "a" else a.lib_b, a.timeout, envs[k])
             rows.append({"seed": seed, "sketch": inp.schedule.sketch, "values": inp.schedule.values(),
                          "a_s": got["a"], "b_s": got["b"]})
             fmt = lambda x: "timeout/error" if x is None else f"{x:.2f} s"  # noqa: E731
@@ -94,6 +99,7 @@ def main() -> None:
               f"{statistics.median(r['a_s'] / r['b_s'] for r in both):.2f}x")
     out = Path(a.out) if a.out else RESULTS / "compile-time" / f"ab-{a.workload}.json"
     write_results(out, "compile-ab", meta, {"workload": a.workload, "lib_a": a.lib_a, "lib_b": a.lib_b,
+                                            "env_a": envs["a"], "env_b": envs["b"],
                                             "timeout_s": cap, "rows": rows, "load_average_before": load_before,
                                             "load_average_after": list(os.getloadavg())})
     print(f"wrote {out}")
