@@ -142,6 +142,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     opts = RunOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                       cache_flush=args.cache_flush,
                       timeout_s=args.timeout, threads=args.threads)
+    builders = args.builders if args.builders is not None else get_target(args.target).default_builders()
+    if builders and args.cluster is None and not args.json:
+        print(f"measuring with {builders} builder processes ahead of one runner (--builders N to change)")
     net = None if args.one_task else _network(args)
     if net is not None and len(net.calls) > 1:  # a model: tune its tasks under the task scheduler
         return _tune_network(args, net, opts)
