@@ -24,7 +24,6 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from bench.common import RESULTS, host_line, host_meta, random_inputs, write_results
 

@@ -239,6 +239,17 @@ def tune_kwargs(args: argparse.Namespace, seed: int = 0) -> dict:
     }
 
 
+def best_so_far(log: str | Path) -> list[float]:
+    """The best latency of a tuning log after each of its records, in log order (seconds)."""
+    import ansor
+
+    best, out = math.inf, []
+    for r in ansor.load_records(log):
+        best = min(best, r.latency)
+        out.append(best)
+    return out
+
+
 def random_inputs(task: Any, n: int, seed: int) -> list:
     """`n` measure inputs of `task` drawn by the seeded random search (the same in every run)."""
     from ansor.measure.measurer import MeasureInput

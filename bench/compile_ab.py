@@ -18,7 +18,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from bench.common import RESULTS, host_line, host_meta, random_inputs, write_results
@@ -47,7 +46,7 @@ def compile_s(workload: str, sketch: str, values: dict, lib: str, timeout: float
     env = {**os.environ, "ANSOR_NATIVE_LIB": lib, **extra_env}
     try:
         out = subprocess.run([sys.executable, "-c", _CHILD, workload, sketch, json.dumps(values)], env=env,
-                             capture_output=True, text=True, timeout=timeout)
+                             capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return None
     return float(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else None
@@ -84,7 +83,7 @@ def main() -> None:
                                    a.lib_a if k == "a" else a.lib_b, a.timeout, envs[k])
             rows.append({"seed": seed, "sketch": inp.schedule.sketch, "values": inp.schedule.values(),
                          "a_s": got["a"], "b_s": got["b"]})
-            fmt = lambda x: "timeout/error" if x is None else f"{x:.2f} s"  # noqa: E731
+            fmt = lambda x: "timeout/error" if x is None else f"{x:.2f} s"
             print(f"  seed {seed} {inp.schedule.sketch}: A {fmt(got['a'])}, B {fmt(got['b'])}", flush=True)
     both = [r for r in rows if r["a_s"] is not None and r["b_s"] is not None]
     cap = a.timeout

@@ -20,17 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import host_line, host_meta, write_results
-
-
-def best_so_far(log: Path) -> list[float]:
-    import ansor
-
-    best, out = math.inf, []
-    for r in ansor.load_records(log):
-        best = min(best, r.latency)
-        out.append(best)
-    return out
+from bench.common import best_so_far, host_line, host_meta, write_results
 
 
 def main() -> None:

@@ -24,18 +24,8 @@ from pathlib import Path
 DEFAULT = "matmul-1024,c2d-1x56x56x64x64x1x1x0,t2d-1x8x8x256x128x4x2x1"
 
 
-def curve(log: Path) -> list[float]:
-    import ansor
-
-    best, out = math.inf, []
-    for r in ansor.load_records(log):
-        best = min(best, r.latency)
-        out.append(best)
-    return out
-
-
 def main() -> None:
-    from bench.common import add_search_args, tune_kwargs
+    from bench.common import add_search_args, best_so_far, tune_kwargs
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=200)
@@ -77,7 +67,7 @@ def main() -> None:
                 log = out / f"{name}.{tag}.s{seed}.jsonl"
                 ansor.tune(task, trials=args.trials, log_path=log, seed=seed, search=search,
                            crossover=not args.no_crossover, callback=TableProgress(), **kw)
-                curves[(name, search, seed)] = curve(log)
+                curves[(name, search, seed)] = best_so_far(log)
 
     print(f"\nmachine: {os.uname().nodename}, {os.cpu_count()} cores, f32 FMA peak {peak:.0f} GFLOP/s; "
           f"{args.trials} trials; seeds {seeds}")
