@@ -1,8 +1,8 @@
 # RUN: %python %s | FileCheck %s
 # The cuda target without a GPU: a 3x3 ConvLayer whose convolution reads a `tensor.pad` result.
 # The pad is fused into the convolution's reads as guarded loads (no padded buffer, no host work):
-# every read of the padded input becomes a read of the input under an unsigned range test on the
-# padded dims, the padding value elsewhere.
+# every read of the padded input becomes a read of the input at indices clamped into it and a
+# select of the padding value where an unsigned range test on the padded dims fails (no branch).
 
 import ansor
 from ansor.core import native as _native
@@ -23,13 +23,18 @@ with ir.Context(), ir.Location.unknown():
 print("padded buffer:", "memref<1x58x58x64xf32>" in text)
 # CHECK: padded buffer: False
 for line in text.splitlines():
-    if "arith.cmpi ult" in line or ("vector.transfer_read %arg0[" in line) or "scf.if" in line and "vector<" in line:
+    if ("arith.cmpi ult" in line or "vector.transfer_read %arg0[" in line or "arith.minsi" in line
+            or ("scf.if" in line or "arith.select" in line) and "vector<" in line):
         print(line.strip())
 
+# CHECK-NOT: scf.if {{.*}} -> (vector
 # CHECK: arith.cmpi ult, {{.*}}, %c56
+# CHECK: arith.minsi {{.*}}, %c55
 # CHECK: arith.cmpi ult, {{.*}}, %c56
-# CHECK: scf.if {{.*}} -> (vector<1xf32>)
-# CHECK-NEXT: vector.transfer_read %arg0[
+# CHECK: arith.minsi {{.*}}, %c55
+# CHECK: [[V:%.*]] = vector.transfer_read %arg0[
+# CHECK-NEXT: arith.select {{.*}}, [[V]], {{.*}} : vector<1xf32>
+# CHECK-NOT: scf.if {{.*}} -> (vector
 
 ptx = emit_ptx(cl, default_script(cl), arch="sm_90")
 print(ptx)
