@@ -44,7 +44,7 @@ class TuningOptions:
     cluster: str | None = None
     #: build-ahead worker processes on this machine (0: the runner's worker builds), or with
     #: `cluster`, builder actors per node (0: one); None: the target's `default_builders()`
-    #: (CPU 0: builds beside a CPU timing disturb it; CUDA all cores but two)
+    #: (CPU 0: builds beside a CPU timing disturb it; CUDA all cores but two), one per node on a cluster
     builders: int | None = None
 
     def __post_init__(self) -> None:
@@ -64,7 +64,9 @@ class TuningOptions:
         from ansor.measure.measurer import create_measurer
         from ansor.targets import get_target
 
-        builders = self.builders if self.builders is not None else get_target(target).default_builders()
+        builders = self.builders
+        if builders is None:  # this machine's cores say nothing about a cluster's nodes: one each
+            builders = 1 if self.cluster is not None else get_target(target).default_builders()
         return create_measurer(self.run_options, builders=builders, cluster=self.cluster)
 
     @classmethod
