@@ -60,6 +60,15 @@ def __getattr__(name: str) -> int:
 NARROW_VECTOR = 4
 
 
+#: Registers of partial results a reduction chain's row reduction may keep (its R tile, the vector
+#: it accumulates across the row, is at most this many f32 registers). The max of a softmax is an
+#: IEEE `maximumf`, which x86 lowers to ~5 dependent instructions per register (sign mask, blend,
+#: NaN compare, max, masked move): with the vector-loop limit of two registers that latency chain
+#: bounded softmax-256x4096's max pass (16- or 32-lane partials: 0.34 ms against PyTorch's 0.30 ms;
+#: 128 lanes, 8 independent chains: 0.25 ms on the 2-core EPYC VM).
+ACCUMULATOR_REGISTERS = 8
+
+
 #: Compute locations of a pad producer: 0 = at the root (its own loop nest), 1 = inside S0.
 PAD_LOCATIONS: tuple[int, ...] = (0, 1)
 
@@ -75,8 +84,14 @@ def innermost_limit(split: LoopSplit) -> int:
     divisor of 4..`MAX_VECTOR` lanes may take the whole row, up to `MAX_REGISTER_TILE` lanes, as
     one vector (LLVM splits it into registers): otherwise its only exact vector is 1 lane and
     the chain runs scalar (ViT's 197-token softmax: 3.5-4 ms scalar, 0.5 ms as whole rows,
-    against PyTorch's 0.4 ms)."""
+    against PyTorch's 0.4 ms).
+
+    A vector reduction loop (only a reduction chain's rows have one: its R tile is the width of the
+    vector of partial results kept across the row) may be `ACCUMULATOR_REGISTERS` registers wide,
+    so the max/sum accumulates in independent registers instead of one latency-bound chain."""
     limit = limits().max_vector if split.vector else MAX_INNERMOST
+    if split.vector and split.kind == "R":
+        limit = ACCUMULATOR_REGISTERS * limits().vector_lanes
     if split.vector and split.levels == 2 and whole_row_vector(split.extent):
         limit = split.extent
     return min(limit, split.inner_limit) if split.inner_limit else limit
