@@ -472,3 +472,30 @@ def test_chain_after_a_matmul_stage_with_keepdim_reductions(measurer) -> None:
             inputs.append(MeasureInput(task, Schedule(sk.name, tuple(sorted(values.items()))), sk.script(values)))
     results = measurer.measure(inputs)
     assert all(r.error is None for r in results), [r.error_msg for r in results if r.error]
+
+
+def test_chain_partial_results_may_span_several_registers() -> None:
+    """A reduction chain's row reductions may keep `ACCUMULATOR_REGISTERS` registers of partial
+    results (independent max/add chains; two registers left softmax-256x4096's IEEE max pass
+    latency-bound), while element-wise vectors keep the two-register `MAX_VECTOR`; such a program
+    validates, reduces in that width and is correct."""
+    from ansor.measure.measurer import make_inputs
+    from ansor.targets import compile_task
+    from ansor.targets.cpu.params import ACCUMULATOR_REGISTERS, MAX_VECTOR, VECTOR_LANES
+
+    task = ansor.create_task(workloads.get("softmax-4x1024"), name="softmax-4x1024")
+    chain = next(s for s in generate_sketches(task) if "reduction_chain" in s.rule)
+    st = chain.stages[0]
+    wide = ACCUMULATOR_REGISTERS * VECTOR_LANES
+    red = [sp for sp in st.splits if sp.vector and sp.kind == "R"]
+    ew = [sp for sp in st.splits if sp.vector and sp.kind == "S"]
+    assert len(red) == 2 and all(innermost_limit(sp) == wide > MAX_VECTOR for sp in red)
+    assert ew and all(innermost_limit(sp) == MAX_VECTOR for sp in ew)
+    values = dict(sample(chain, random.Random(0)).values())
+    values.update({sp.tile_knobs[0]: wide for sp in red})
+    assert validate(chain, values) is None
+    script = chain.script(values)
+    assert script.count(f"by tile_sizes = [0, {wide}]") == 2
+    ins = make_inputs(task)
+    want = compile_task(task, None).run(ins)[0]
+    np.testing.assert_allclose(compile_task(task, script).run(ins)[0], want, rtol=1e-5, atol=1e-6)
