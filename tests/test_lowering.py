@@ -91,6 +91,16 @@ def test_exp_expanded_to_vector_arithmetic() -> None:
         assert np.isnan(out[np.isnan(x)]).all()
 
 
+def test_exp_rounds_by_magic_number_without_floor_or_underflow_select() -> None:
+    """The exp expansion rounds n by adding 1.5 * 2^23 and builds 2^n from the sum's bits, and its
+    lower clamp (-88) underflows to an exact 0 through the scale: no floor, no float-to-int
+    conversion, a single select (overflow to inf) -- 4 fewer vector ops per exp than the plain
+    Cephes form (~4% of log-softmax-2364x197). Accuracy: the test above."""
+    text = _expands_once(ansor.create_task(_EXP), lowering.expand_exp, "math.exp")
+    assert "math.floor" not in text and "arith.fptosi" not in text
+    assert text.count("arith.select") == 1 and "0x4B400000" in text
+
+
 def test_tanh_expanded_to_vector_arithmetic() -> None:
     """`math.tanh` on CPU goes through upstream's exp form and our vector exp, not one libm `tanhf`
     per lane: close to libm in scalar and vector programs, also at +-inf (+-1) and nan."""

@@ -31,13 +31,14 @@ def CpuExpandExp : Pass<"ansor-expand-exp"> {
   let description = [{
     LLVM lowers a vector `llvm.intr.exp` by calling scalar libm `expf` once per lane, so a
     vectorized softmax spent ~90% of its time in `expf`. Every f32 `math.exp` (scalar or vector)
-    becomes the Cephes scheme from ops that stay vectors: clamp to [ln FLT_MIN, ln FLT_MAX],
-    n = floor(x log2 e + 0.5), r = x - n ln2 (two-part ln2), degree-5 polynomial, scale by
-    2^n built with an integer shift into the exponent; inputs below/above the range give 0 / +inf
-    as libm does. All mulf/addf carry `fastmath<contract>`.
+    becomes the Cephes scheme from ops that stay vectors: clamp to [-88, ln FLT_MAX],
+    t = x log2 e + 1.5 * 2^23 (n = round(x log2 e) in t's low mantissa bits, at most 127),
+    r = x - n ln2 (two-part ln2), degree-5 polynomial in Horner form, scale 2^n =
+    bitcast((bitcast(t) + 127) << 23); inputs above the range give +inf as libm does, below it 0
+    (n = -127: a zero exponent field). All mulf/addf carry `fastmath<contract>`.
 
     Before: `%y = math.exp %x : f32`
-    After:  `%c = arith.minimumf ... %n = math.floor ... %s = arith.bitcast %i : i32 to f32 ...
+    After:  `%c = arith.minimumf ... %t = arith.minimumf ... %s = arith.bitcast %i : i32 to f32 ...
              %y = arith.select %hi, %inf, %r : f32`
   }];
   let dependentDialects = ["arith::ArithDialect", "math::MathDialect"];

@@ -77,7 +77,8 @@ constexpr double kErfP = 0.3275911;
 constexpr double kErfA[] = {1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592};
 constexpr double kErfTaylor[] = {-1.0 / 1320, 1.0 / 216, -1.0 / 42, 1.0 / 10, -1.0 / 3, 1.0};
 
-constexpr double kExpHi = 88.72283935546875, kExpLo = -87.3365447505531;
+constexpr double kExpHi = 88.72283935546875, kExpLo = -88.0;
+constexpr double kExpMagic = 12582912.0; // 1.5 * 2^23
 constexpr double kExpLn2Hi = 0.693359375, kExpLn2Lo = -2.12194440e-4;
 constexpr double kExpPoly[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
                                4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
@@ -141,11 +142,12 @@ struct CpuExpandExp : public ansor::impl::CpuExpandExpBase<CpuExpandExp> {
       Value xc = arith::MinimumFOp::create(b, loc, mx, hi);
       Value log2e = f.fc(1.44269504088896341);
       Value xl = f.mul(xc, log2e);
-      Value half = f.fc(0.5);
-      Value xh = f.add(xl, half);
-      Value n = math::FloorOp::create(b, loc, xh);
-      Value c127 = f.fc(127.0);
-      n = arith::MinimumFOp::create(b, loc, n, c127);
+      Value magic = f.fc(kExpMagic);
+      Value xm = f.add(xl, magic);
+      Value top = f.fc(kExpMagic + 127.0);
+      Value tn = arith::MinimumFOp::create(b, loc, xm, top);
+      Value magic2 = f.fc(kExpMagic);
+      Value n = arith::SubFOp::create(b, loc, tn, magic2);
       Value ln2hi = f.fc(-kExpLn2Hi);
       Value nh = f.mul(n, ln2hi);
       Value r = f.add(xc, nh);
@@ -158,22 +160,19 @@ struct CpuExpandExp : public ansor::impl::CpuExpandExpBase<CpuExpandExp> {
         Value cc = f.fc(c);
         p = f.add(pm, cc);
       }
-      Value rr = f.mul(r, r);
-      Value prr = f.mul(p, rr);
-      Value s1 = f.add(prr, r);
+      Value pr = f.mul(p, r);
       Value one = f.fc(1.0);
-      Value y = f.add(s1, one);
-      Value ni = arith::FPToSIOp::create(b, loc, f.it, n);
+      Value q = f.add(pr, one);
+      Value qr = f.mul(q, r);
+      Value one2 = f.fc(1.0);
+      Value y = f.add(qr, one2);
+      Value ti = arith::BitcastOp::create(b, loc, f.it, tn);
       Value i127 = f.ic(127);
-      Value biased = arith::AddIOp::create(b, loc, ni, i127);
+      Value biased = arith::AddIOp::create(b, loc, ti, i127);
       Value i23 = f.ic(23);
       Value sh = arith::ShLIOp::create(b, loc, biased, i23);
       Value scale = arith::BitcastOp::create(b, loc, f.t, sh);
       Value res = f.mul(y, scale);
-      Value lo2 = f.fc(kExpLo);
-      Value isLo = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, lo2);
-      Value zero = f.fc(0.0);
-      res = arith::SelectOp::create(b, loc, isLo, zero, res);
       Value hi2 = f.fc(kExpHi);
       Value isHi = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, hi2);
       Value inf = f.fc(std::numeric_limits<double>::infinity());

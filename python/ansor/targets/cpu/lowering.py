@@ -153,7 +153,11 @@ def strided_copies_to_linalg(module: ir.Module) -> int:
 
 #: Cephes' `expf`: exp(x) = 2^n * p(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 in two parts
 #: for exactness), p a degree-7 polynomial on |r| <= ln 2 / 2 (relative error ~1e-7).
-_EXP_HI, _EXP_LO = 88.72283935546875, -87.3365447505531  # ln(FLT_MAX), ln(FLT_MIN)
+#: The input is clamped to [-88, ln(FLT_MAX)]: at -88, n = -127 makes the scale's exponent field 0,
+#: so the result is exactly 0 below ln(FLT_MIN)'s neighbourhood (libm's denormals there, < 1.2e-38).
+_EXP_HI, _EXP_LO = 88.72283935546875, -88.0
+#: 1.5 * 2^23: adding it rounds an f32 of magnitude < 2^22 to an integer held in the low mantissa bits.
+_EXP_MAGIC = 12582912.0
 _EXP_LN2_HI, _EXP_LN2_LO = 0.693359375, -2.12194440e-4
 _EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
 
@@ -265,27 +269,30 @@ def expand_exp(module: ir.Module) -> int:
     scalar libm `expf` once per lane, so a vectorized softmax or GELU spent ~90% of its time in
     `expf` (12x128x128 softmax: 0.55 ms, 0.13 ms without the exp). MLIR's polynomial
     approximation is only reachable from C++ (a test pass); this is the same Cephes scheme,
-    built from arith/math ops that stay vectors (vroundps, FMAs, integer shift into the
-    exponent). Inputs above/below the representable range give +inf / 0 as libm does.
+    built from arith ops that stay vectors (FMAs, integer shift into the exponent). Inputs above
+    the representable range give +inf as libm does, below it 0 (libm: a denormal < 1.2e-38).
+
+    n is rounded by adding `_EXP_MAGIC` (t = x log2(e) + 1.5 * 2^23 holds n in its low mantissa
+    bits), so the scale 2^n is `(bits(t) + 127) << 23` -- no floor, float-to-int conversion or
+    underflow select -- and the polynomial ends in Horner form (1 + r (1 + r p)): 4 fewer vector
+    ops per exp, ~4% of softmax/log-softmax-2364x197 on the 2-core EPYC VM, same accuracy.
+    `passes/CPU/ExpandMath.cpp` builds the same ops in the same order.
     """
     from mlir.dialects import arith
-    from mlir.dialects import math as math_d
 
     def build(x: ir.Value, t: ir.Type) -> ir.Value:
         it, fc, ic, mul, add = _f32_builders(t)
         xc = arith.minimumf(arith.maximumf(x, fc(_EXP_LO)), fc(_EXP_HI))
-        n = math_d.floor(add(mul(xc, fc(1.44269504088896341)), fc(0.5)))
-        n = arith.minimumf(n, fc(127.0))
+        tn = arith.minimumf(add(mul(xc, fc(1.44269504088896341)), fc(_EXP_MAGIC)), fc(_EXP_MAGIC + 127.0))
+        n = arith.subf(tn, fc(_EXP_MAGIC))
         r = add(xc, mul(n, fc(-_EXP_LN2_HI)))
         r = add(r, mul(n, fc(-_EXP_LN2_LO)))
         p = fc(_EXP_POLY[0])
         for coef in _EXP_POLY[1:]:
             p = add(mul(p, r), fc(coef))
-        y = add(add(mul(p, mul(r, r)), r), fc(1.0))
-        ni = arith.fptosi(it, n)
-        scale = arith.bitcast(t, arith.shli(arith.addi(ni, ic(127)), ic(23)))
+        y = add(mul(add(mul(p, r), fc(1.0)), r), fc(1.0))
+        scale = arith.bitcast(t, arith.shli(arith.addi(arith.bitcast(it, tn), ic(127)), ic(23)))
         res = mul(y, scale)
-        res = arith.select(arith.cmpf(arith.CmpFPredicate.OLT, x, fc(_EXP_LO)), fc(0.0), res)
         return arith.select(arith.cmpf(arith.CmpFPredicate.OGT, x, fc(_EXP_HI)), fc(float("inf")), res)
 
     return _replace_f32_ops(module, "math.exp", build)
