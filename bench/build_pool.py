@@ -1,7 +1,7 @@
 """Candidates per minute with and without a build pool (issue 28): one runner, 0 or N builders.
 
     python -m bench.build_pool [--target cuda] [--workloads matmul-1024,c2d-1x56x56x64x64x3x1x1,softmax-2048x768]
-                               [--candidates 6] [--rounds 5] [--builders 0,14] [--timeout 30]
+                               [--candidates 6] [--rounds 5] [--builders 0:ptx,14:ptx,14] [--timeout 30]
                                [--out results/build-pool/cuda.json]
 
 For each workload, the same seeded random candidates are measured by `LocalMeasurer` with each
@@ -12,7 +12,14 @@ one candidate at a time. Rounds alternate the configurations and draw fresh cand
 candidate is verified against the reference exactly as in tuning (failures count as measured:
 the tuner pays for them too). Start-up (references, worker processes) is not timed.
 
-Prints candidates per minute, median (min-max) over rounds, and the per-round ratio to 0 builders.
+A configuration is `N[:FORMAT][:rR]`: N builders, R runners sharing the device (default 1; with
+more, each loads its next candidate while another measures), FORMAT (ptx, cubin, auto) is
+`ANSOR_CUDA_BINARY` for that measurer's workers (`ptx`: the driver assembles the PTX when the runner loads it, as before cubins;
+`cubin`: ptxas runs in the builders).
+
+Prints candidates per minute, median (min-max) over rounds, the per-round ratio to the first
+configuration, and the runner's time per candidate by phase (load: JIT + module load, verify,
+time), medians over every successful candidate.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ def main() -> None:
     ap.add_argument("--candidates", type=int, default=6, help="candidates per workload and round")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--builders", default=None,
-                    help="comma-separated builder counts (default: 0 and the target's default)")
+                    help="comma-separated configurations N or N:FORMAT (default: 0 and the target's default)")
     ap.add_argument("--timeout", type=float, default=30.0, help="per-candidate limit, seconds")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -50,17 +57,21 @@ def main() -> None:
     target = get_target(a.target)
     if target.worker_memory_mb is not None:
         config.WORKER_MEMORY_MB = target.worker_memory_mb
-    counts = [int(x) for x in a.builders.split(",")] if a.builders else [0, target.default_builders()]
+    counts = a.builders.split(",") if a.builders else ["0", str(target.default_builders())]
     meta = host_meta(0, a.target)
     print(host_line(meta))
     load_before = list(os.getloadavg())
     opts = RunOptions(repeat=3, min_repeat_ms=20.0, timeout_s=a.timeout)  # as bench/gpu.py tunes
     names = a.workloads.split(",")
     tasks = {w: ansor.create_task(workloads.get(w), name=w, target=a.target) for w in names}
-    measurers = {b: LocalMeasurer(opts, builders=b) for b in counts}
-    per_min: dict[str, dict[int, list[float]]] = {w: {b: [] for b in counts} for w in names}
-    errors: dict[str, dict[int, Counter]] = {w: {b: Counter() for b in counts} for w in names}
+    def runners(b: str) -> int:
+        return int(next((x[1:] for x in b.split(":")[1:] if x.startswith("r")), 1))
+
+    measurers = {b: LocalMeasurer(opts, builders=int(b.split(":")[0]), runners=runners(b)) for b in counts}
+    per_min: dict[str, dict[str, list[float]]] = {w: {b: [] for b in counts} for w in names}
+    errors: dict[str, dict[str, Counter]] = {w: {b: Counter() for b in counts} for w in names}
     build_s: dict[str, list[float]] = {w: [] for w in names}
+    phases: dict[str, dict[str, dict[str, list[float]]]] = {w: {b: {} for b in counts} for w in names}
 
     def save(rounds_done: int) -> Path:  # after every round: a run cut short keeps what it measured
         out = Path(a.out) if a.out else RESULTS / "build-pool" / f"{a.target}.json"
@@ -68,12 +79,17 @@ def main() -> None:
             "target": a.target, "workloads": names, "candidates_per_round": a.candidates, "rounds": rounds_done,
             "builders": counts, "run_options": opts.__dict__, "candidates_per_min": per_min,
             "outcomes": {w: {b: dict(c) for b, c in e.items()} for w, e in errors.items()},
-            "compile_s_0_builders": build_s, "load_average_before": load_before,
+            "compile_s_0_builders": build_s, "runner_phases_s": phases, "load_average_before": load_before,
             "load_average_after": list(os.getloadavg())})
 
     try:
         t0 = time.perf_counter()
         for b, m in measurers.items():  # not timed: references, and every worker process started
+            fmt = next((x for x in b.split(":")[1:] if not x.startswith("r")), None)
+            if fmt:  # the workers started below inherit it
+                os.environ["ANSOR_CUDA_BINARY"] = fmt
+            else:
+                os.environ.pop("ANSOR_CUDA_BINARY", None)
             for task in tasks.values():
                 m.baseline(task)
             start = getattr(m.builder, "start", None)
@@ -90,7 +106,11 @@ def main() -> None:
                     dt = time.perf_counter() - t0
                     per_min[w][b].append(60.0 * len(inputs) / dt)
                     errors[w][b].update(x.error.value if x.error else "ok" for x in res)
-                    if b == 0:
+                    for x in res:
+                        if x.error is None:
+                            for k, v in x.phases.items():
+                                phases[w][b].setdefault(k, []).append(v)
+                    if b == counts[0]:
                         build_s[w] += [x.build_s for x in res]
                     print(f"  round {r} {w}: {b} builders: {per_min[w][b][-1]:.1f} candidates/min "
                           f"({sum(x.error is None for x in res)}/{len(res)} ok, {dt:.1f} s)", flush=True)
@@ -111,8 +131,14 @@ def main() -> None:
         ratios = [x / y for x, y in zip(per_min[w][counts[-1]], base, strict=True)]
         print(f"| {w} | " + " | ".join(med(per_min[w][b]) for b in counts) + f" | {statistics.median(ratios):.2f}x |")
     for w in names:
-        print(f"{w}: outcomes {dict(errors[w][counts[0]])}; compile time per candidate (0 builders) "
+        print(f"{w}: outcomes {dict(errors[w][counts[0]])}; compile time per candidate ({counts[0]} builders) "
               f"median {statistics.median(build_s[w]):.2f} s, max {max(build_s[w]):.2f} s")
+    print("\nrunner seconds per successful candidate, median by phase (load: JIT + module load; 0 builders: "
+          "also the whole compile)")
+    for w in names:
+        for b in counts:
+            ph = phases[w][b]
+            print(f"  {w} [{b}]: " + ", ".join(f"{k} {statistics.median(v) * 1e3:.0f} ms" for k, v in ph.items()))
     print(f"wrote {save(a.rounds)}")
 
 

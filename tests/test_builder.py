@@ -57,14 +57,16 @@ def test_failures_stay_results_on_both_halves(matmul64) -> None:
         LocalBuilder(0)
 
 
-def test_builders_ahead_keep_verification_and_stream_every_result(monkeypatch, matmul64) -> None:
-    """With 2 builders the runner still checks every candidate against the reference (injected
-    wrong answers are caught) and reports each one once, in any order, through on_result."""
+@pytest.mark.parametrize("runners", [1, 2])
+def test_builders_ahead_keep_verification_and_stream_every_result(monkeypatch, matmul64, runners: int) -> None:
+    """With 2 builders (and 1 or 2 runners sharing the device) every candidate is still checked
+    against the reference (injected wrong answers are caught) and reported once through
+    on_result; 2 runners load one candidate while the other measures, and report in order."""
     monkeypatch.setenv("ANSOR_ALLOW_FAULTS", "1")
     monkeypatch.setenv("ANSOR_INJECT_FAULT", "wrong:3")
     inputs = _inputs(matmul64, 10, seed=3)
     seen: list[int] = []
-    with_builders = LocalMeasurer(FAST, builders=2)
+    with_builders = LocalMeasurer(FAST, builders=2, runners=runners)
     inline = LocalMeasurer(FAST)
     try:
         ahead = with_builders.measure(inputs, on_result=lambda i, r: seen.append(i))
@@ -72,7 +74,11 @@ def test_builders_ahead_keep_verification_and_stream_every_result(monkeypatch, m
     finally:
         with_builders.close()
         inline.close()
-    assert sorted(seen) == list(range(10))
+    assert sorted(seen) == list(range(10)) and (runners == 1 or seen == list(range(10)))
+    if runners == 2:
+        assert all(r.phases.keys() >= {"load", "verify"} for r in ahead)
+        assert len(with_builders.runners) == 2
+        assert all(r.worker.proc is None or r.worker.proc.poll() is not None for r in with_builders.runners)
     codes = Counter(r.error for r in ahead)
     assert codes[MeasureError.WRONG_ANSWER] >= 1 and codes[None] >= 1, codes
     assert [r.error for r in ahead] == [r.error for r in plain]  # the same verdicts either way
@@ -86,10 +92,12 @@ def test_tune_with_builders_logs_every_trial(tmp_path, matmul64) -> None:
     assert all(r.provenance["measurer"] == "local" and r.provenance["node"] for r in recs)
 
 
-def test_cuda_builds_are_ptx_artifacts_made_without_a_gpu() -> None:
+def test_cuda_builds_are_ptx_artifacts_made_without_a_gpu(monkeypatch) -> None:
     """A CUDA candidate builds in a builder worker on any machine (script -> PTX + host LLVM
     dialect, bytecode naming its architecture); a runner on another architecture refuses it with
     one line, and a torn one is unreadable, not a crash."""
+    monkeypatch.setenv("ANSOR_CUDA_BINARY", "ptx")  # the builder workers' setting (they inherit it)
+    monkeypatch.setattr("ansor.config.CUDA_BINARY", "ptx")
     from ansor.core.mlir import LoweringError
     from ansor.core.task import create_task
     from ansor.frontend import workloads
@@ -115,3 +123,29 @@ def test_cuda_builds_are_ptx_artifacts_made_without_a_gpu() -> None:
             load_task_cuda(task, foreign)
     with pytest.raises(LoweringError, match="unreadable artifact"):
         load_task_cuda(task, foreign[:64])
+
+
+def test_cuda_builds_assemble_a_cubin_where_ptxas_is_found(monkeypatch) -> None:
+    """With a ptxas (`auto`), the builder assembles the PTX: the artifact embeds a cubin (an ELF
+    object) and no PTX, so the runner's module load does no JIT. `cubin` without a ptxas is a
+    one-line build error, `auto` without one falls back to PTX."""
+    from ansor.core.mlir import LoweringError
+    from ansor.core.task import create_task
+    from ansor.frontend import workloads
+    from ansor.targets.cuda import lowering
+
+    task = create_task(workloads.get("matmul-64"), name="matmul-64", target="cuda")
+    if lowering.find_ptxas() is not None:
+        monkeypatch.setattr("ansor.config.CUDA_BINARY", "auto")
+        from mlir import ir
+
+        art = lowering.build_task_cuda(task, None, arch="sm_90")
+        with ir.Context():
+            text = str(ir.Module.parse(art))
+        assert "bin = \"\\7FELF" in text and "assembly = " not in text
+    monkeypatch.setattr(lowering, "find_ptxas", lambda: None)
+    monkeypatch.setattr("ansor.config.CUDA_BINARY", "cubin")
+    with pytest.raises(LoweringError, match="no ptxas found"):
+        lowering.build_task_cuda(task, None, arch="sm_90")
+    monkeypatch.setattr("ansor.config.CUDA_BINARY", "auto")
+    assert b".entry" in lowering.build_task_cuda(task, None, arch="sm_90")

@@ -119,6 +119,19 @@ CUDA_NOALIAS: bool = _declare(
     "Mark GPU kernel pointer arguments noalias (ld.global.nc); off: on an H100 it made the best "
     "matmul-4096 schedules 9-18% slower.", _flag)
 
+def _cuda_binary(raw: str) -> str:
+    if raw in ("auto", "ptx", "cubin"):
+        return raw
+    raise ValueError(f"environment variable ANSOR_CUDA_BINARY={raw!r}: expected auto, ptx or cubin")
+
+
+CUDA_BINARY: str = _declare(
+    "ANSOR_CUDA_BINARY", "CUDA_BINARY", "auto, ptx or cubin", "auto",
+    "What a CUDA build embeds: `cubin` runs `ptxas` in the builder (`gpu-module-to-binary` "
+    "format=bin), so the runner's module load does no PTX JIT; `ptx` leaves that to the driver "
+    "at load time; `auto`: cubin where a `ptxas` is found (PATH, CUDA_ROOT, CUDA_PATH, "
+    "/usr/local/cuda), else ptx. `emit_ptx` always stops at PTX.", _cuda_binary)
+
 CUDA_REUSE_STREAM: bool = _declare(
     "ANSOR_CUDA_REUSE_STREAM", "CUDA_REUSE_STREAM", "bool", True,
     "JIT-compiled CUDA programs launch on one reused stream per thread instead of the stream MLIR "

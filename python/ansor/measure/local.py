@@ -7,11 +7,17 @@ With `builders=0` (the default) one worker builds and runs each candidate in tur
 measurer always did. With N > 0, N worker processes build (apply + lower) the batch ahead while
 the runner's worker JITs, verifies and times one candidate at a time: more candidates per second
 on a machine with cores to spare, at the price of timings taken while builds run beside them.
+With `runners=R` > 1, R runner workers share the device through a lock: each loads its next
+candidate (host JIT, module load) while another verifies and times, so only the measurement
+itself is serial.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansor.core.task import SearchTask
 from ansor.measure.builder import Builder, InlineBuilder, LocalBuilder
@@ -25,11 +31,18 @@ class LocalMeasurer(Measurer):
 
     kind = "local"
 
-    def __init__(self, options: RunOptions | None = None, *, memory_mb: int | None = None, builders: int = 0) -> None:
+    def __init__(self, options: RunOptions | None = None, *, memory_mb: int | None = None, builders: int = 0,
+                 runners: int = 1) -> None:
         if builders < 0:
             raise ValueError(f"builders must be >= 0, not {builders}")
+        if runners < 1:
+            raise ValueError(f"runners must be >= 1, not {runners}")
         self.options = options or RunOptions()
-        self.runner = LocalRunner(self.options, memory_mb=memory_mb)
+        lock = threading.Lock() if runners > 1 else None
+        self.runner = LocalRunner(self.options, memory_mb=memory_mb, device_lock=lock)
+        self.runners = [self.runner] + [LocalRunner(self.options, memory_mb=memory_mb, device_lock=lock,
+                                                    share=self.runner) for _ in range(runners - 1)]
+        self._pool: ThreadPoolExecutor | None = None
         self.builder: Builder = (LocalBuilder(builders, self.options, memory_mb=memory_mb) if builders
                                  else InlineBuilder())
 
@@ -42,11 +55,33 @@ class LocalMeasurer(Measurer):
             self.runner.baseline(inp.task)
         futures = [self.builder.submit(inp) for inp in inputs]
         out: list[MeasureResult] = []
-        for i, (inp, fut) in enumerate(zip(inputs, futures, strict=True)):
-            res = self.runner.run(inp, fut.result())
-            out.append(res)
+        if len(self.runners) == 1:
+            for i, (inp, fut) in enumerate(zip(inputs, futures, strict=True)):
+                res = self.runner.run(inp, fut.result())
+                out.append(res)
+                if on_result is not None:
+                    on_result(i, res)
+            return out
+        free: queue.SimpleQueue[LocalRunner] = queue.SimpleQueue()
+        for r in self.runners:
+            free.put(r)
+
+        def run(inp: MeasureInput, fut) -> MeasureResult:
+            r = free.get()
+            try:
+                return r.run(inp, fut.result())
+            finally:
+                free.put(r)
+
+        # One pool for the measurer's lifetime: a worker process dies with the thread that
+        # started it (PR_SET_PDEATHSIG, `worker.py`), so the runner threads must outlive batches.
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(len(self.runners), thread_name_prefix="ansor-runner")
+        done = [self._pool.submit(run, inp, fut) for inp, fut in zip(inputs, futures, strict=True)]
+        for i, f in enumerate(done):  # reported in input order, from this thread
+            out.append(f.result())
             if on_result is not None:
-                on_result(i, res)
+                on_result(i, out[-1])
         return out
 
     def build_only(self, inputs: list[MeasureInput]) -> list[MeasureResult]:
@@ -64,4 +99,7 @@ class LocalMeasurer(Measurer):
 
     def close(self) -> None:
         self.builder.close()
-        self.runner.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        for r in self.runners:
+            r.close()

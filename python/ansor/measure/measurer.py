@@ -83,6 +83,9 @@ class MeasureResult:
     #: The host that ran it when that is not this process's (a cluster's runner node; see
     #: `provenance`); "" = here.
     node: str = ""
+    #: Seconds of the runner's phases ("load": JIT an artifact or compile the script, "verify",
+    #: "time"), where the runner reports them; for profiling the measurer, not logged.
+    phases: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def latency(self) -> float:
@@ -329,7 +332,8 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
 
     Request kinds: "reference" (reference outputs + untuned latency), "artifact" (a builder's
     half: apply + lower, `Target.build`), "run" (a runner's half: load the artifact, or compile
-    the script when there is none, then verify and time; "measure" is the same), "build"
+    the script when there is none, then verify and time), the same split in two ("load", then
+    "measure_loaded": verify and time it: a runner that holds the device only while measuring), "build"
     (compile only), "features" (program features, for `search/features.py`)."""
     os.environ["OMP_NUM_THREADS"] = str(threads or os.cpu_count() or 1)
     if memory_mb > 0:
@@ -350,6 +354,36 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
                       for i in range(len(data.files))]
             refs[task.hash] = (arrays[:n_in], arrays[n_in:])
         return refs[task.hash]
+
+    def verify_and_time(kernel: Any, task: SearchTask, req: dict, opts: RunOptions, build_s: float,
+                        phases: dict[str, float]) -> dict:
+        """Check `kernel` against the reference (poisoned outputs), then time it: the answer."""
+        inputs, expected = reference(task, req["ref_path"])
+        # The verification runs come first: they also finish JIT compilation (ORC materializes
+        # the code on first lookup: 0.1-1 s), so they are the warm-up and never a timing.
+        fault = config.injected_fault(req["script"])
+        if fault == "abort":
+            os.abort()
+        elif fault == "segv":
+            ctypes.string_at(0)  # a real invalid read
+        elif fault == "hang":
+            time.sleep(1e6)
+        t0 = time.perf_counter()
+        bad = verify_kernel(kernel, inputs, expected, opts, corrupt=fault == "wrong")
+        t_verified = time.perf_counter()
+        phases["verify"] = t_verified - t0
+        if bad is not None:
+            return {"costs": (), "error": "wrong_answer", "msg": bad, "build_s": build_s, "phases": phases}
+        # A candidate far from the best (one warm call slower than `slow_s`) is timed once.
+        # (This used to compare the *first* call, which includes JIT compilation and was
+        # always slower than slow_s: every candidate but the first was timed by one cold
+        # call, ~2-5x too slow for 0.05 ms kernels and biased against parallel ones.)
+        costs = _time_kernel(kernel, inputs, opts, slow_s=req.get("slow_s", math.inf))
+        phases["time"] = time.perf_counter() - t_verified
+        return {"costs": costs, "error": None, "msg": "", "build_s": build_s, "phases": phases}
+
+    #: (key, kernel, build_s, load_s) of the last "load" request, until its "measure"
+    loaded: tuple[str, Any, float, float] | None = None
 
     while True:
         try:
@@ -384,34 +418,28 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
                 art = target.build(task, req["script"]) if target.supports_artifacts else None
                 conn.send({"artifact": art, "error": None, "msg": "", "build_s": time.perf_counter() - t0})
                 continue
-            if kind == "run" and req.get("artifact") is not None:  # the runner's half (`runner.py`)
+            if kind == "measure_loaded":  # the second half of a split run: the kernel of the last "load"
+                if loaded is None or loaded[0] != req["key"]:
+                    raise RuntimeError("no loaded kernel for this candidate (the worker restarted?)")
+                _, kernel, build_s, load_s = loaded
+                loaded = None
+                conn.send(verify_and_time(kernel, task, req, opts, build_s, {"load": load_s}))
+                continue
+            loaded = None  # a new candidate: the kernel of an earlier "load" is not measured
+            if kind in ("run", "load") and req.get("artifact") is not None:  # the runner's half (`runner.py`)
                 kernel = get_target(task.target).load(task, req["artifact"])
             else:
                 kernel = compile_task(task, req["script"])
-            build_s = time.perf_counter() - t0 + req.get("build_s", 0.0)
+            t_loaded = time.perf_counter()
+            build_s = t_loaded - t0 + req.get("build_s", 0.0)
             if kind == "build":
                 conn.send({"costs": (), "error": None, "msg": "", "build_s": build_s})
                 continue
-            inputs, expected = reference(task, req["ref_path"])
-            # The verification runs come first: they also finish JIT compilation (ORC materializes
-            # the code on first lookup: 0.1-1 s), so they are the warm-up and never a timing.
-            fault = config.injected_fault(req["script"])
-            if fault == "abort":
-                os.abort()
-            elif fault == "segv":
-                ctypes.string_at(0)  # a real invalid read
-            elif fault == "hang":
-                time.sleep(1e6)
-            bad = verify_kernel(kernel, inputs, expected, opts, corrupt=fault == "wrong")
-            if bad is not None:
-                conn.send({"costs": (), "error": "wrong_answer", "msg": bad, "build_s": build_s})
+            if kind == "load":  # the first half of a split run (`LocalRunner` with a device lock)
+                loaded = (req["key"], kernel, build_s, t_loaded - t0)
+                conn.send({"costs": (), "error": None, "msg": "", "build_s": build_s})
                 continue
-            # A candidate far from the best (one warm call slower than `slow_s`) is timed once.
-            # (This used to compare the *first* call, which includes JIT compilation and was
-            # always slower than slow_s: every candidate but the first was timed by one cold
-            # call, ~2-5x too slow for 0.05 ms kernels and biased against parallel ones.)
-            costs = _time_kernel(kernel, inputs, opts, slow_s=req.get("slow_s", math.inf))
-            conn.send({"costs": costs, "error": None, "msg": "", "build_s": build_s})
+            conn.send(verify_and_time(kernel, task, req, opts, build_s, {"load": t_loaded - t0}))
         except core_mlir.LoweringError as exc:
             code = "apply" if exc.stage == "apply" else "compile"
             conn.send({"costs": (), "error": code, "msg": str(exc), "build_s": time.perf_counter() - t_start})
@@ -613,6 +641,7 @@ def _result(ans: dict, total_s: float) -> MeasureResult:
         error_msg=str(ans.get("msg", ""))[:500],
         build_s=float(ans.get("build_s", 0.0)),
         total_s=total_s,
+        phases={k: float(v) for k, v in ans.get("phases", {}).items()},
     )
 
 

@@ -8,16 +8,20 @@ latency (`baseline`); every candidate is verified against them before it is time
 failed is passed through as its error without touching the worker.
 
     LocalRunner   one isolated worker process on this machine, candidates one at a time so
-                  timings do not disturb each other
+                  timings do not disturb each other; several LocalRunners may share one device
+                  through a lock: each loads its next candidate (JIT, module load) while another
+                  holds the device to verify and time (`LocalMeasurer(runners=N)`)
     (cluster.py)  one runner actor per GPU or CPU node of a Ray cluster, each a LocalRunner
 """
 
 from __future__ import annotations
 
 import abc
+import itertools
 import math
 import os
 import tempfile
+import threading
 import time
 
 from ansor.core.task import SearchTask
@@ -45,14 +49,24 @@ class LocalRunner(Runner):
     """One worker process (threads: `options.threads`), reused across candidates and replaced
     whenever it dies or hangs."""
 
-    def __init__(self, options: RunOptions | None = None, *, memory_mb: int | None = None) -> None:
+    _keys = itertools.count()
+
+    def __init__(self, options: RunOptions | None = None, *, memory_mb: int | None = None,
+                 device_lock: threading.Lock | None = None, share: LocalRunner | None = None) -> None:
+        """`device_lock`: held only while verifying and timing (a candidate is loaded outside
+        it). `share`: another runner of the same device whose references and best latencies
+        this one reuses."""
         from ansor import config
 
         self.options = options or RunOptions()
         self.worker = _Worker(self.options.threads, config.WORKER_MEMORY_MB if memory_mb is None else memory_mb)
-        self._refs: dict[str, tuple[str, MeasureResult]] = {}
-        self._best: dict[str, float] = {}  # fastest latency measured here, per task hash
-        self._ref_dir = tempfile.mkdtemp(prefix="ansor-ref-")
+        self.device_lock = device_lock
+        if share is not None:
+            self._refs, self._best, self._ref_dir = share._refs, share._best, share._ref_dir
+        else:
+            self._refs: dict[str, tuple[str, MeasureResult]] = {}
+            self._best: dict[str, float] = {}  # fastest latency measured here, per task hash
+            self._ref_dir = tempfile.mkdtemp(prefix="ansor-ref-")
 
     def _opts(self) -> dict:
         return self.options.__dict__.copy()
@@ -79,12 +93,19 @@ class LocalRunner(Runner):
         ref_path = self._refs[inp.task.hash][0]
         best = min(best, self._best.get(inp.task.hash, math.inf))
         t0 = time.perf_counter()
-        ans = self.worker.request(
-            {"kind": "run", "task": inp.task.to_json(), "script": inp.script, "artifact": build.artifact,
-             "build_s": build.build_s, "opts": self._opts(), "ref_path": ref_path,
-             "slow_s": max(SLOW_FACTOR * best, 0.01)},
-            self.options.timeout_s,
-        )
+        req = {"kind": "run", "task": inp.task.to_json(), "script": inp.script, "artifact": build.artifact,
+               "build_s": build.build_s, "opts": self._opts(), "ref_path": ref_path,
+               "slow_s": max(SLOW_FACTOR * best, 0.01)}
+        if self.device_lock is None:
+            ans = self.worker.request(req, self.options.timeout_s)
+        else:  # load outside the lock, verify and time inside it
+            req.update(kind="load", key=f"{os.getpid()}-{next(self._keys)}")
+            ans = self.worker.request(req, self.options.timeout_s)
+            if not ans.get("error"):
+                with self.device_lock:
+                    req["slow_s"] = max(SLOW_FACTOR * min(best, self._best.get(inp.task.hash, math.inf)), 0.01)
+                    ans = self.worker.request(dict(req, kind="measure_loaded", artifact=None),
+                                              max(self.options.timeout_s - (time.perf_counter() - t0), 1.0))
         res = _result(ans, time.perf_counter() - t0 + build.build_s)
         if res.error is None:
             self._best[inp.task.hash] = min(best, res.latency)

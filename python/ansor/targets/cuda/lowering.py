@@ -8,7 +8,8 @@
           fast SGEMM needs, on memrefs)-->
         --ansor-gpu-sink-constants, gpu-kernel-outlining, llvm.align on kernel buffers-->
         --NVVM lowering to the LLVM dialect --infer_access_alignment (128-bit accesses)-->
-        --gpu-module-to-binary format=isa (PTX)--> host LLVM + embedded PTX
+        --gpu-module-to-binary format=bin (ptxas: a cubin; `config.CUDA_BINARY`) or isa (PTX)-->
+        host LLVM + embedded cubin/PTX
         --ExecutionEngine + libmlir_cuda_runtime.so--> CudaKernel
 
 Runs inside measurement worker processes, like `lowering.py` (MLIR aborts on internal assertion
@@ -20,11 +21,14 @@ per call), so a measured latency includes one launch + synchronization overhead 
 
 A builder (`measure/builder.py`) runs all of the above but the last step (`build_task_cuda`: the
 lowered module as bytecode, on any core of any machine); the runner only JITs it (`load_task_cuda`).
+With a `ptxas` at hand the builder also assembles the PTX (a cubin), so loading the module in the
+runner is no PTX JIT in the driver.
 `emit_ptx` stops at the PTX text and needs no GPU or CUDA driver: CI tests the GPU lowering with it.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
 from mlir import ir
@@ -65,8 +69,58 @@ def _nvvm_pipeline(arch: str, fmt: str, *, nvgpu_first: bool = False) -> str:
         "convert-index-to-llvm,canonicalize,cse,"
         "gpu.module(convert-vector-to-llvm,convert-gpu-to-nvvm,convert-ub-to-llvm,canonicalize,cse,reconcile-unrealized-casts),"
         "gpu-to-llvm,convert-math-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts,"
-        f"gpu-module-to-binary{{format={fmt}}},canonicalize,cse"
+        f"{_to_binary(fmt)},canonicalize,cse"
     )
+
+
+@functools.cache
+def find_ptxas() -> str | None:
+    """The `ptxas` a cubin build runs: PATH, $CUDA_ROOT/bin, $CUDA_PATH/bin, /usr/local/cuda/bin,
+    then pip's `nvidia-cuda-nvcc` wheel; None when there is none (no CUDA toolkit)."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    roots = [os.environ.get("CUDA_ROOT"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    try:
+        import nvidia.cuda_nvcc as nvcc  # pip install nvidia-cuda-nvcc-cu12
+
+        roots += [str(Path(p)) for p in nvcc.__path__]
+    except ImportError:
+        pass
+    for root in filter(None, roots):
+        cand = Path(root) / "bin" / "ptxas"
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return str(cand)
+    return None
+
+
+def binary_format() -> str:
+    """`gpu-module-to-binary`'s format for a runnable build: "bin" (a cubin, assembled here by
+    `ptxas`) or "isa" (PTX, assembled by the driver when the runner loads it); see
+    `config.CUDA_BINARY`. Raises `LoweringError` for "cubin" without a ptxas."""
+    want = config.CUDA_BINARY
+    if want == "ptx":
+        return "isa"
+    if find_ptxas() is not None:
+        return "bin"
+    if want == "cubin":
+        raise LoweringError("lower", "ANSOR_CUDA_BINARY=cubin but no ptxas found (PATH, CUDA_ROOT, CUDA_PATH, "
+                                     "/usr/local/cuda)")
+    return "isa"
+
+
+def _to_binary(fmt: str) -> str:
+    """The `gpu-module-to-binary` step for `fmt`, pointed at our ptxas for a cubin."""
+    if fmt != "bin":
+        return f"gpu-module-to-binary{{format={fmt}}}"
+    import os
+
+    toolkit = os.path.dirname(os.path.dirname(find_ptxas() or ""))  # <toolkit>/bin/ptxas
+    return f"gpu-module-to-binary{{format=bin toolkit={toolkit}}}"
 
 
 def lower_to_gpu_ir(task: SearchTask, script: str) -> ir.Module:
@@ -230,8 +284,9 @@ def compile_task_cuda(task: SearchTask, script: str | None, *, arch: str | None 
     from ansor.targets.cuda.rules import default_script
 
     arch = arch or device_arch()
+    fmt = binary_format()
     with ir.Context(), ir.Location.unknown():
-        module = _lower_module(task, script if script is not None else default_script(task), arch, "isa",
+        module = _lower_module(task, script if script is not None else default_script(task), arch, fmt,
                                bench=True)
         return _jit(module, task)
 
@@ -242,17 +297,18 @@ ARCH_ATTR = "ansor.cuda_arch"
 
 def build_task_cuda(task: SearchTask, script: str | None, *, arch: str | None = None) -> bytes:
     """The builder's half of `compile_task_cuda` (`measure/builder.py`): apply `script`, lower to
-    PTX and the host's LLVM dialect, and return the module as MLIR bytecode with the architecture
+    a cubin (PTX where there is no ptxas: `binary_format`) and the host's LLVM dialect, and return the module as MLIR bytecode with the architecture
     in `ARCH_ATTR`. All of the MLIR and NVPTX work happens here, on any core of any machine with
-    the same MLIR; `load_task_cuda` only JITs the host code and hands the PTX to the driver.
+    the same MLIR; `load_task_cuda` only JITs the host code and hands the cubin (or PTX) to the driver.
     `arch`: `config.CUDA_ARCH`, else GPU 0's, else `DEFAULT_ARCH`. Raises `LoweringError`."""
     import io
 
     from ansor.targets.cuda.rules import default_script
 
     arch = arch or device_arch()
+    fmt = binary_format()
     with ir.Context(), ir.Location.unknown():
-        module = _lower_module(task, script if script is not None else default_script(task), arch, "isa",
+        module = _lower_module(task, script if script is not None else default_script(task), arch, fmt,
                                bench=True)
         module.operation.attributes[ARCH_ATTR] = ir.StringAttr.get(arch)
         buf = io.BytesIO()
