@@ -76,7 +76,9 @@ def _nvvm_pipeline(arch: str, fmt: str, *, nvgpu_first: bool = False) -> str:
 @functools.cache
 def find_ptxas() -> str | None:
     """The `ptxas` a cubin build runs: PATH, $CUDA_ROOT/bin, $CUDA_PATH/bin, /usr/local/cuda/bin,
-    then pip's `nvidia-cuda-nvcc` wheel; None when there is none (no CUDA toolkit)."""
+    then pip's `nvidia-cuda-nvcc` wheel and Triton's bundled one (PyTorch installs Triton); None
+    when there is none (no CUDA toolkit)."""
+    import importlib.util
     import os
     import shutil
     from pathlib import Path
@@ -91,6 +93,9 @@ def find_ptxas() -> str | None:
         roots += [str(Path(p)) for p in nvcc.__path__]
     except ImportError:
         pass
+    spec = importlib.util.find_spec("triton")  # located, not imported (slow)
+    if spec is not None and spec.origin:
+        roots.append(str(Path(spec.origin).parent / "backends" / "nvidia"))
     for root in filter(None, roots):
         cand = Path(root) / "bin" / "ptxas"
         if cand.is_file() and os.access(cand, os.X_OK):
