@@ -126,11 +126,13 @@ def _cuda_binary(raw: str) -> str:
 
 
 CUDA_BINARY: str = _declare(
-    "ANSOR_CUDA_BINARY", "CUDA_BINARY", "auto, ptx or cubin", "auto",
-    "What a CUDA build embeds: `cubin` runs `ptxas` in the builder (`gpu-module-to-binary` "
-    "format=bin), so the runner's module load does no PTX JIT; `ptx` leaves that to the driver "
-    "at load time; `auto`: cubin where a `ptxas` is found (PATH, CUDA_ROOT, CUDA_PATH, "
-    "/usr/local/cuda), else ptx. `emit_ptx` always stops at PTX.", _cuda_binary)
+    "ANSOR_CUDA_BINARY", "CUDA_BINARY", "ptx, cubin or auto", "ptx",
+    "What a CUDA build embeds: `ptx` (the driver assembles it when the runner loads the module); "
+    "`cubin` runs `ptxas` in the builder (`gpu-module-to-binary` format=bin); `auto`: cubin where "
+    "a `ptxas` is found (PATH, CUDA_ROOT, CUDA_PATH, /usr/local/cuda, pip's nvidia-cuda-nvcc, "
+    "Triton's), else ptx. On an H200 host cubins did not raise candidates per minute (the runner's "
+    "load is host JIT, not the driver's PTX compile: results/build-pool/), so PTX stays the default "
+    "(no dependence on a ptxas matching the driver). `emit_ptx` always stops at PTX.", _cuda_binary)
 
 CUDA_REUSE_STREAM: bool = _declare(
     "ANSOR_CUDA_REUSE_STREAM", "CUDA_REUSE_STREAM", "bool", True,

@@ -8,7 +8,7 @@
           fast SGEMM needs, on memrefs)-->
         --ansor-gpu-sink-constants, gpu-kernel-outlining, llvm.align on kernel buffers-->
         --NVVM lowering to the LLVM dialect --infer_access_alignment (128-bit accesses)-->
-        --gpu-module-to-binary format=bin (ptxas: a cubin; `config.CUDA_BINARY`) or isa (PTX)-->
+        --gpu-module-to-binary format=isa (PTX), or bin (ptxas: a cubin; `config.CUDA_BINARY`)-->
         host LLVM + embedded cubin/PTX
         --ExecutionEngine + libmlir_cuda_runtime.so--> CudaKernel
 
@@ -21,8 +21,8 @@ per call), so a measured latency includes one launch + synchronization overhead 
 
 A builder (`measure/builder.py`) runs all of the above but the last step (`build_task_cuda`: the
 lowered module as bytecode, on any core of any machine); the runner only JITs it (`load_task_cuda`).
-With a `ptxas` at hand the builder also assembles the PTX (a cubin), so loading the module in the
-runner is no PTX JIT in the driver.
+With `config.CUDA_BINARY` = cubin (or auto and a `ptxas` at hand) the builder also assembles the
+PTX, so the driver does no PTX JIT at module load; measured on an H200 host it did not matter.
 `emit_ptx` stops at the PTX text and needs no GPU or CUDA driver: CI tests the GPU lowering with it.
 """
 
