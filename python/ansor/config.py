@@ -98,6 +98,13 @@ NATIVE_LIB: str = _declare(
     "libAnsorMLIR.so to load instead of the installed one (`ansor_native`) or build/dev's: for a "
     "copy of the tree whose library was built elsewhere (the GPU host).", str)
 
+OPENMP_LIB: str = _declare(
+    "ANSOR_OPENMP_LIB", "OPENMP_LIB", "path", "",
+    "The OpenMP runtime (libiomp5.so or libomp.so) CPU programs are JIT-linked against, instead "
+    "of the one found beside Python (the `intel-openmp` dependency), under `pip --target` "
+    "folders on sys.path, or by the dynamic linker. A parallel CPU program without one fails to "
+    "JIT with a one-line error naming this variable.", str)
+
 CUDA_ARCH: str = _declare(
     "ANSOR_CUDA_ARCH", "CUDA_ARCH", "sm_XY", "",
     "GPU architecture the cuda target compiles for. Unset: asked from device 0 (sm_90 without "

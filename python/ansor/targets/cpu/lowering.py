@@ -103,14 +103,23 @@ def _loadable(path: str) -> bool:
 
 
 def _find_openmp() -> str | None:
+    """The OpenMP runtime to JIT-link: `config.OPENMP_LIB`, else libiomp5/libomp beside Python
+    (`intel-openmp` installs it in <prefix>/lib), in the `lib/` folder of a sys.path entry (where
+    `pip install --target DIR` puts a wheel's data files: the GPU host's runtime folder), else the
+    dynamic linker's. None when there is none."""
     import sys
 
-    for prefix in {sys.prefix, sys.base_prefix}:
-        for cand in (Path(prefix) / "lib" / "libiomp5.so", Path(prefix) / "lib" / "libomp.so"):
-            if cand.is_file():
-                return str(cand)
-    name = ctypes.util.find_library("iomp5") or ctypes.util.find_library("omp")
-    return name
+    from ansor import config
+
+    if config.OPENMP_LIB:
+        return config.OPENMP_LIB
+    dirs = [Path(prefix) / "lib" for prefix in dict.fromkeys((sys.prefix, sys.base_prefix))]
+    dirs += [Path(entry) / "lib" for entry in sys.path if entry]
+    for d in dirs:
+        for name in ("libiomp5.so", "libomp.so"):
+            if (d / name).is_file():
+                return str(d / name)
+    return ctypes.util.find_library("iomp5") or ctypes.util.find_library("omp")
 
 
 def _contiguous(t: ir.Type) -> bool:
@@ -576,11 +585,18 @@ def _lower(module: ir.Module, task: SearchTask, *, arena: bool = False) -> None:
 
 
 def _jit(module: ir.Module, task: SearchTask, opt_level: int) -> CompiledKernel:
+    libs = list(runtime_libs())
+    if not any("omp" in Path(lib).name for lib in libs) and walk(module.operation, "omp.parallel"):
+        # Without a runtime the JIT cannot resolve the parallel loops' entry points, and ORC
+        # reports that only as "Unknown function <name>" on the first call.
+        raise LoweringError("jit", f"{task.name}: a parallel CPU program needs an OpenMP runtime (libiomp5.so or "
+                                   "libomp.so) and none was found: pip install intel-openmp, or set ANSOR_OPENMP_LIB")
     try:
-        engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(runtime_libs()))
+        engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=libs)
     except RuntimeError as exc:
         raise LoweringError("jit", str(exc).splitlines()[0]) from None
     return CompiledKernel(engine, task)
+
 
 
 def set_threads(n: int | None) -> None:
