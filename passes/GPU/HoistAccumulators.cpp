@@ -57,9 +57,90 @@ bool sameShapeViews(Value a, Value b) {
 
 using Positions = llvm::MapVector<Value, SmallVector<Operation *, 1>>;
 
+/// Within `body` (top level only): a `vector.transfer_read` of the view the last top-level
+/// `vector.transfer_write` wrote (not in shared memory) -- same indices and permutation map, the type written, nothing
+/// in between that may touch the buffer -- takes the written value, and a write overwritten by
+/// the next access to its view (same access, nothing reading in between) is erased. An access
+/// to another view of the same buffer in between is harmless when that view is statically
+/// disjoint or another register tile of the thread (see `hoistPairs`); anything else that may
+/// touch the buffer (a nested loop, a call, another kind of access) ends the run. A loop body
+/// that auto-unrolling left holding several steps of a reduction reads and writes each
+/// accumulator once per step; afterwards it reads it once and writes it once, so the pair can
+/// leave the loop. Returns how many ops it removed.
+unsigned forwardInBody(Block *body) {
+  DenseMap<Value, vector::TransferWriteOp> lastWrite; // view -> pending top-level write
+  SmallVector<Operation *> dead;
+  unsigned removed = 0;
+  for (Operation &top : llvm::make_early_inc_range(*body)) {
+    if (auto r = dyn_cast<vector::TransferReadOp>(top)) {
+      Value view = r.getBase();
+      auto it = lastWrite.find(view);
+      if (it != lastWrite.end() && !r.getMask() && !it->second.getMask() &&
+          sameAccess(r, it->second, 0, 1, r.getIndices(), it->second.getIndices()) &&
+          it->second.getVector().getType() == r.getVector().getType()) {
+        r.getVector().replaceAllUsesWith(it->second.getVector());
+        r->erase();
+        ++removed;
+        continue;
+      }
+      // Another view of the same buffer: a pending write stays only if that view is disjoint
+      // or another register tile.
+      Value root = memrefRoot(view);
+      SmallVector<Value> drop;
+      for (auto &[v, w] : lastWrite)
+        if (v == view || (memrefRoot(v) == root && !disjointViews(v, view) && !sameShapeViews(v, view)))
+          drop.push_back(v);
+      for (Value v : drop)
+        lastWrite.erase(v);
+      continue;
+    }
+    if (auto w = dyn_cast<vector::TransferWriteOp>(top)) {
+      Value view = w.getBase();
+      auto it = lastWrite.find(view);
+      if (it != lastWrite.end() && !w.getMask() && !it->second.getMask() &&
+          sameAccess(w, it->second, 1, 1, w.getIndices(), it->second.getIndices()) &&
+          it->second.getVector().getType() == w.getVector().getType()) {
+        dead.push_back(it->second); // overwritten before anything read it
+        ++removed;
+      }
+      Value root = memrefRoot(view);
+      SmallVector<Value> drop;
+      for (auto &[v, pending] : lastWrite)
+        if (v != view && memrefRoot(v) == root && !disjointViews(v, view) && !sameShapeViews(v, view))
+          drop.push_back(v);
+      for (Value v : drop)
+        lastWrite.erase(v);
+      lastWrite.erase(view);
+      // Shared memory is written by other threads too (a barrier in between would publish
+      // theirs): only a thread's own buffers (global tiles, registers, the stack) are tracked.
+      if (isa<MemRefType>(view.getType()) && !isWorkgroup(view.getType()))
+        lastWrite[view] = w;
+      continue;
+    }
+    if (isViewOp(&top))
+      continue;
+    // Anything else: every buffer it may touch (nested ops included) ends its pending writes.
+    std::optional<Effects> eff = effects({&top}, /*barriersOk=*/true);
+    if (!eff) {
+      lastWrite.clear();
+      continue;
+    }
+    SmallVector<Value> drop;
+    for (auto &[v, pending] : lastWrite)
+      if (eff->touches(memrefRoot(v)))
+        drop.push_back(v);
+    for (Value v : drop)
+      lastWrite.erase(v);
+  }
+  for (Operation *op : dead)
+    op->erase();
+  return removed;
+}
+
 /// Hoists the accumulator read/write pairs out of `loop` (see GpuOptPasses.td); returns how many.
 unsigned hoistPairs(scf::ForOp loop) {
   Block *body = loop.getBody();
+  forwardInBody(body);
   DenseMap<Value, SmallVector<std::pair<Operation *, Value>>> byRoot;
   Positions reads, writes; // view -> top-level transfers of it, in body order
   for (Operation &top : *body) {

@@ -111,3 +111,92 @@ func.func @no_hoist(%C: memref<4x4xf32>, %D: memref<64x4xf32>) {
   }
   return
 }
+
+// -----
+
+// A body that auto-unrolling left holding two reduction steps reads and writes the accumulator
+// twice: the second read takes the first write's value, the first write is dead, and the one
+// remaining pair leaves the loop (before: a global read-modify-write per step, whose thousands of
+// accesses also made LLVM's LoopLoadElimination take 18 s on one convolution candidate).
+// CHECK-LABEL: func.func @unrolled_steps
+// CHECK-SAME: (%[[C:.*]]: memref<4xf32>,
+// CHECK: %[[INIT:.*]] = vector.transfer_read %[[C]][%c0]
+// CHECK-NEXT: %[[RES:.*]] = scf.for %{{.*}} iter_args(%[[ACC:.*]] = %[[INIT]]) -> (vector<4xf32>) {
+// CHECK-NOT: %[[C]]
+// CHECK: %[[S1:.*]] = arith.addf %[[ACC]], %{{.*}} : vector<4xf32>
+// CHECK-NOT: %[[C]]
+// CHECK: %[[S2:.*]] = arith.addf %[[S1]], %{{.*}} : vector<4xf32>
+// CHECK-NEXT: scf.yield %[[S2]] : vector<4xf32>
+// CHECK: vector.transfer_write %[[RES]], %[[C]][%c0]
+func.func @unrolled_steps(%C: memref<4xf32>, %A: memref<64x4xf32, 3>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c64 = arith.constant 64 : index
+  %pad = arith.constant 0.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    scf.for %k = %c0 to %c64 step %c2 {
+      %acc = vector.transfer_read %C[%c0], %pad : memref<4xf32>, vector<4xf32>
+      %a = vector.transfer_read %A[%k, %c0], %pad : memref<64x4xf32, 3>, vector<4xf32>
+      %s = arith.addf %acc, %a : vector<4xf32>
+      vector.transfer_write %s, %C[%c0] : vector<4xf32>, memref<4xf32>
+      %k1 = arith.addi %k, %c1 : index
+      %acc1 = vector.transfer_read %C[%c0], %pad : memref<4xf32>, vector<4xf32>
+      %b = vector.transfer_read %A[%k1, %c0], %pad : memref<64x4xf32, 3>, vector<4xf32>
+      %s1 = arith.addf %acc1, %b : vector<4xf32>
+      vector.transfer_write %s1, %C[%c0] : vector<4xf32>, memref<4xf32>
+    }
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// No forwarding through an access that may overlap (a read of the same buffer elsewhere), and
+// none in shared memory (other threads write it): both pairs stay in the loop.
+// CHECK-LABEL: func.func @no_forwarding
+// CHECK: scf.for
+// CHECK-NEXT: vector.transfer_read %arg0[%c0]
+// CHECK: vector.transfer_write %{{.*}}, %arg0[%c0]
+// CHECK: vector.transfer_read %arg0[%arg
+// CHECK-NEXT: vector.transfer_read %arg0[%c0]
+// CHECK: vector.transfer_write %{{.*}}, %arg0[%c0]
+// CHECK: scf.for
+// CHECK-NEXT: vector.transfer_read %arg1[%c0]
+// CHECK: vector.transfer_write %{{.*}}, %arg1[%c0]
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: vector.transfer_read %arg1[%c0]
+// CHECK: vector.transfer_write %{{.*}}, %arg1[%c0]
+// CHECK: gpu.terminator
+func.func @no_forwarding(%C: memref<8xf32>, %S: memref<4xf32, 3>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c64 = arith.constant 64 : index
+  %pad = arith.constant 0.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    scf.for %k = %c0 to %c64 step %c2 {
+      %acc = vector.transfer_read %C[%c0], %pad : memref<8xf32>, vector<4xf32>
+      %s = arith.addf %acc, %acc : vector<4xf32>
+      vector.transfer_write %s, %C[%c0] : vector<4xf32>, memref<8xf32>
+      %o = vector.transfer_read %C[%k], %pad : memref<8xf32>, vector<4xf32>
+      %acc1 = vector.transfer_read %C[%c0], %pad : memref<8xf32>, vector<4xf32>
+      %s1 = arith.addf %acc1, %o : vector<4xf32>
+      vector.transfer_write %s1, %C[%c0] : vector<4xf32>, memref<8xf32>
+    }
+    scf.for %k = %c0 to %c64 step %c2 {
+      %x = vector.transfer_read %S[%c0], %pad : memref<4xf32, 3>, vector<4xf32>
+      %y = arith.addf %x, %x : vector<4xf32>
+      vector.transfer_write %y, %S[%c0] : vector<4xf32>, memref<4xf32, 3>
+      gpu.barrier
+      %x1 = vector.transfer_read %S[%c0], %pad : memref<4xf32, 3>, vector<4xf32>
+      %y1 = arith.addf %x1, %x1 : vector<4xf32>
+      vector.transfer_write %y1, %S[%c0] : vector<4xf32>, memref<4xf32, 3>
+    }
+    gpu.terminator
+  }
+  return
+}
