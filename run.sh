@@ -75,10 +75,29 @@ case "${1:-}" in
       echo "command: bash run.sh gpu-test $*"
     } > "$report"
     set +e
-    ANSOR_NATIVE_LIB="$PWD/$lib" ANSOR_WORKER_MEMORY_MB=0 bash "$rt" bash -c \
-      'PYTHONPATH="$PWD/python:$PYTHONPATH" exec python3 -m pytest -p no:cacheprovider -q -rfEs -m gpu tests "$@"' \
-      gpu-test "$@" 2>&1 | tee -a "$report"
-    rc=${PIPESTATUS[0]}
+    run_pytest() {  # pytest over "$@" (paths and options), appended to the report; its exit status
+      ANSOR_NATIVE_LIB="$PWD/$lib" ANSOR_WORKER_MEMORY_MB=0 bash "$rt" bash -c \
+        'PYTHONPATH="$PWD/python:$PYTHONPATH" exec python3 -m pytest -p no:cacheprovider -q -rfEs -m gpu "$@"' \
+        gpu-test "$@" 2>&1 | tee -a "$report"
+      return "${PIPESTATUS[0]}"
+    }
+    rc=0
+    if [ $# -gt 0 ]; then
+      run_pytest tests "$@"
+      rc=$?
+    else
+      # One pytest process per file: a test process that loops compile + run of CUDA programs
+      # has crashed (SIGSEGV in ir.Module.parse) about once in five runs, never in a plain
+      # Python loop nor in the measurement workers (results/gpu-tests/README.md); a crash then
+      # costs one file's tests, not the rest of the set.
+      for f in $(grep -l "pytest.mark.gpu" tests/test_*.py); do
+        echo "== $f" | tee -a "$report"
+        run_pytest "$f"
+        r=$?
+        echo "== $f: exit status $r" >> "$report"
+        [ "$rc" -ne 0 ] || rc=$r
+      done
+    fi
     echo "exit status: $rc" >> "$report"
     exit "$rc"
     ;;
