@@ -57,20 +57,65 @@ bool redundant(gpu::BarrierOp bar, gpu::LaunchOp launch) {
   return true;
 }
 
+/// The barriers whose `redundant` answer can change when `bar` is erased: its neighbours in its
+/// block (their segments merge with the one it separated), the block's first barrier (which
+/// looks at whether the block ends in a barrier), and every barrier directly in an enclosing
+/// block of the launch (a segment there holds `bar` among its nested ops).
+SmallVector<Operation *> affectedBy(gpu::BarrierOp bar, gpu::LaunchOp launch) {
+  SmallVector<Operation *> out;
+  Block *block = bar->getBlock();
+  Operation *prev = nullptr, *first = nullptr;
+  bool seen = false;
+  for (Operation &op : *block) {
+    if (!isa<gpu::BarrierOp>(op))
+      continue;
+    if (!first && &op != bar.getOperation())
+      first = &op;
+    if (&op == bar.getOperation()) {
+      seen = true;
+      if (prev)
+        out.push_back(prev);
+      continue;
+    }
+    if (seen) {
+      out.push_back(&op);
+      break;
+    }
+    prev = &op;
+  }
+  if (first)
+    out.push_back(first);
+  for (Operation *p = block->getParentOp(); p && p != launch.getOperation(); p = p->getParentOp())
+    for (Operation &op : *p->getBlock())
+      if (isa<gpu::BarrierOp>(op))
+        out.push_back(&op);
+  return out;
+}
+
 struct GpuRemoveRedundantBarriers
     : public ansor::impl::GpuRemoveRedundantBarriersBase<GpuRemoveRedundantBarriers> {
   void runOnOperation() override {
-    // One removal at a time, rescanning from the start: a removal merges two segments.
+    // One removal at a time, rescanning from the start: a removal merges two segments. The
+    // answers of barriers a removal cannot affect are kept (`affectedBy`): rescanning 1024
+    // barriers of an unrolled matmul kernel after each removal, each check walking its block,
+    // took 39 s of one candidate's 43 s build. Same removals, same order as recomputing all.
+    DenseMap<Operation *, bool> known;
     bool changed = true;
     while (changed) {
       changed = false;
       for (gpu::LaunchOp launch : collect<gpu::LaunchOp>(getOperation())) {
-        for (gpu::BarrierOp bar : collect<gpu::BarrierOp>(launch))
-          if (redundant(bar, launch)) {
+        for (gpu::BarrierOp bar : collect<gpu::BarrierOp>(launch)) {
+          auto it = known.find(bar);
+          bool isRedundant = it != known.end() ? it->second : (known[bar] = redundant(bar, launch));
+          if (isRedundant) {
+            for (Operation *op : affectedBy(bar, launch))
+              known.erase(op);
+            known.erase(bar);
             bar.erase();
             changed = true;
             break;
           }
+        }
         if (changed)
           break;
       }
