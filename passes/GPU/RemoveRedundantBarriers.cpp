@@ -20,75 +20,66 @@ bool intersects(const llvm::DenseSet<Value> &a, const llvm::DenseSet<Value> &b) 
   return llvm::any_of(a, [&](Value v) { return b.contains(v); });
 }
 
+/// The ops between `op` and the nearest barrier of its block before it (`forward` = false) or
+/// after it, in block order, and that barrier (nullptr at the block's start or end). Costs the
+/// length of that segment only: kernels with unrolled K loops hold thousands of barriers in
+/// blocks of 10^5 ops.
+std::pair<SmallVector<Operation *>, Operation *> segment(Operation *op, bool forward) {
+  SmallVector<Operation *> ops;
+  Operation *cur = forward ? op->getNextNode() : op->getPrevNode();
+  while (cur && !isa<gpu::BarrierOp>(cur)) {
+    ops.push_back(cur);
+    cur = forward ? cur->getNextNode() : cur->getPrevNode();
+  }
+  if (!forward)
+    std::reverse(ops.begin(), ops.end());
+  return {ops, cur};
+}
+
 /// Whether `bar` orders nothing (see GpuOptPasses.td).
 bool redundant(gpu::BarrierOp bar, gpu::LaunchOp launch) {
   Block *block = bar->getBlock();
-  SmallVector<Operation *> ops;
-  for (Operation &op : *block)
-    ops.push_back(&op);
-  size_t n = ops.size();
-  size_t i = llvm::find(ops, bar.getOperation()) - ops.begin();
-  std::optional<size_t> j0, j1; // previous and next barrier of the block
-  for (size_t k = 0; k < i; ++k)
-    if (isa<gpu::BarrierOp>(ops[k]))
-      j0 = k;
-  for (size_t k = i + 1; k < n && !j1; ++k)
-    if (isa<gpu::BarrierOp>(ops[k]))
-      j1 = k;
+  auto [beforeOps, j0] = segment(bar, /*forward=*/false);
+  auto [afterOps, j1] = segment(bar, /*forward=*/true);
   bool top = block == &launch.getBody().front();
-  ArrayRef<Operation *> all(ops);
-  size_t from = j0 ? *j0 + 1 : 0;
-  std::optional<Effects> before = effects(all.slice(from, i - from));
+  std::optional<Effects> before = effects(beforeOps);
   if ((j0 || top) && before && before->empty())
     return true; // nothing before it to order
   if (!j1)       // the kernel ends here: nothing after it to order; else the segment after runs
                  // to the end of the block (a loop's next iteration...)
-    return top && llvm::all_of(all.drop_front(i + 1),
-                               [](Operation *o) { return isa<gpu::TerminatorOp>(o); });
-  std::optional<Effects> after = effects(all.slice(i + 1, *j1 - i - 1));
+    return top && llvm::all_of(afterOps, [](Operation *o) { return isa<gpu::TerminatorOp>(o); });
+  std::optional<Effects> after = effects(afterOps);
   if (!before || !after)
     return false;
   if (intersects(before->writes, after->reads) || intersects(before->writes, after->writes) ||
       intersects(before->reads, after->writes))
     return false;
   // the segment before reaches back into the previous iteration
-  if (!j0 && !top && !(n >= 2 && isa<gpu::BarrierOp>(ops[n - 2])))
+  Operation *beforeLast = block->empty() ? nullptr : block->back().getPrevNode();
+  if (!j0 && !top && !(beforeLast && isa<gpu::BarrierOp>(beforeLast)))
     return false;
   return true;
 }
 
 /// The barriers whose `redundant` answer can change when `bar` is erased: its neighbours in its
 /// block (their segments merge with the one it separated), the block's first barrier (which
-/// looks at whether the block ends in a barrier), and every barrier directly in an enclosing
-/// block of the launch (a segment there holds `bar` among its nested ops).
+/// looks at whether the block ends in a barrier), and in each enclosing block of the launch the
+/// barriers around the op that holds `bar` (their segments hold it among their nested ops).
 SmallVector<Operation *> affectedBy(gpu::BarrierOp bar, gpu::LaunchOp launch) {
   SmallVector<Operation *> out;
+  for (bool forward : {false, true})
+    if (Operation *b = segment(bar, forward).second)
+      out.push_back(b);
   Block *block = bar->getBlock();
-  Operation *prev = nullptr, *first = nullptr;
-  bool seen = false;
-  for (Operation &op : *block) {
-    if (!isa<gpu::BarrierOp>(op))
-      continue;
-    if (!first && &op != bar.getOperation())
-      first = &op;
-    if (&op == bar.getOperation()) {
-      seen = true;
-      if (prev)
-        out.push_back(prev);
-      continue;
-    }
-    if (seen) {
-      out.push_back(&op);
-      break;
-    }
-    prev = &op;
+  if (!block->empty()) {
+    Operation &front = block->front();
+    out.push_back(isa<gpu::BarrierOp>(front) ? &front : segment(&front, /*forward=*/true).second);
   }
-  if (first)
-    out.push_back(first);
   for (Operation *p = block->getParentOp(); p && p != launch.getOperation(); p = p->getParentOp())
-    for (Operation &op : *p->getBlock())
-      if (isa<gpu::BarrierOp>(op))
-        out.push_back(&op);
+    for (bool forward : {false, true})
+      if (Operation *b = segment(p, forward).second)
+        out.push_back(b);
+  llvm::erase(out, nullptr);
   return out;
 }
 
@@ -100,11 +91,21 @@ struct GpuRemoveRedundantBarriers
     // barriers of an unrolled matmul kernel after each removal, each check walking its block,
     // took 39 s of one candidate's 43 s build. Same removals, same order as recomputing all.
     DenseMap<Operation *, bool> known;
+    SmallVector<std::pair<gpu::LaunchOp, SmallVector<Operation *>>> launches;
+    for (gpu::LaunchOp launch : collect<gpu::LaunchOp>(getOperation())) {
+      SmallVector<Operation *> bars;
+      for (gpu::BarrierOp bar : collect<gpu::BarrierOp>(launch))
+        bars.push_back(bar);
+      launches.push_back({launch, std::move(bars)});
+    }
     bool changed = true;
     while (changed) {
       changed = false;
-      for (gpu::LaunchOp launch : collect<gpu::LaunchOp>(getOperation())) {
-        for (gpu::BarrierOp bar : collect<gpu::BarrierOp>(launch)) {
+      for (auto &[launch, bars] : launches) {
+        for (Operation *&slot : bars) {
+          if (!slot)
+            continue; // erased
+          auto bar = cast<gpu::BarrierOp>(slot);
           auto it = known.find(bar);
           bool isRedundant = it != known.end() ? it->second : (known[bar] = redundant(bar, launch));
           if (isRedundant) {
@@ -112,6 +113,7 @@ struct GpuRemoveRedundantBarriers
               known.erase(op);
             known.erase(bar);
             bar.erase();
+            slot = nullptr;
             changed = true;
             break;
           }
