@@ -58,8 +58,8 @@ bool sameShapeViews(Value a, Value b) {
 using Positions = llvm::MapVector<Value, SmallVector<Operation *, 1>>;
 
 /// Within `body` (top level only): a `vector.transfer_read` of the view the last top-level
-/// `vector.transfer_write` wrote (not in shared memory) -- same indices and permutation map, the type written, nothing
-/// in between that may touch the buffer -- takes the written value, and a write overwritten by
+/// `vector.transfer_write` wrote (not in shared memory) -- same indices and permutation map, the
+/// type written, nothing in between that may touch the buffer -- takes the written value, and a write overwritten by
 /// the next access to its view (same access, nothing reading in between) is erased. An access
 /// to another view of the same buffer in between is harmless when that view is statically
 /// disjoint or another register tile of the thread (see `hoistPairs`); anything else that may
@@ -71,6 +71,17 @@ unsigned forwardInBody(Block *body) {
   DenseMap<Value, vector::TransferWriteOp> lastWrite; // view -> pending top-level write
   SmallVector<Operation *> dead;
   unsigned removed = 0;
+  // An access to `view` ends the pending writes of views of its buffer that may overlap it:
+  // statically disjoint views and other register tiles of the thread are not touched.
+  auto forgetOverlapping = [&](Value view) {
+    Value root = memrefRoot(view);
+    SmallVector<Value> drop;
+    for (auto &[v, pending] : lastWrite)
+      if (v != view && memrefRoot(v) == root && !disjointViews(v, view) && !sameShapeViews(v, view))
+        drop.push_back(v);
+    for (Value v : drop)
+      lastWrite.erase(v);
+  };
   for (Operation &top : llvm::make_early_inc_range(*body)) {
     if (auto r = dyn_cast<vector::TransferReadOp>(top)) {
       Value view = r.getBase();
@@ -83,15 +94,10 @@ unsigned forwardInBody(Block *body) {
         ++removed;
         continue;
       }
-      // Another view of the same buffer: a pending write stays only if that view is disjoint
-      // or another register tile.
-      Value root = memrefRoot(view);
-      SmallVector<Value> drop;
-      for (auto &[v, w] : lastWrite)
-        if (v == view || (memrefRoot(v) == root && !disjointViews(v, view) && !sameShapeViews(v, view)))
-          drop.push_back(v);
-      for (Value v : drop)
-        lastWrite.erase(v);
+      // Another read of the view (other indices) or of an overlapping view: the pending write
+      // may be what it reads, so it is no longer dead-if-overwritten.
+      lastWrite.erase(view);
+      forgetOverlapping(view);
       continue;
     }
     if (auto w = dyn_cast<vector::TransferWriteOp>(top)) {
@@ -103,13 +109,7 @@ unsigned forwardInBody(Block *body) {
         dead.push_back(it->second); // overwritten before anything read it
         ++removed;
       }
-      Value root = memrefRoot(view);
-      SmallVector<Value> drop;
-      for (auto &[v, pending] : lastWrite)
-        if (v != view && memrefRoot(v) == root && !disjointViews(v, view) && !sameShapeViews(v, view))
-          drop.push_back(v);
-      for (Value v : drop)
-        lastWrite.erase(v);
+      forgetOverlapping(view);
       lastWrite.erase(view);
       // Shared memory is written by other threads too (a barrier in between would publish
       // theirs): only a thread's own buffers (global tiles, registers, the stack) are tracked.
