@@ -126,6 +126,21 @@ CUDA_NOALIAS: bool = _declare(
     "Mark GPU kernel pointer arguments noalias (ld.global.nc); off: on an H100 it made the best "
     "matmul-4096 schedules 9-18% slower.", _flag)
 
+def _opt_level(env: str, raw: str) -> int:
+    level = _int(env)(raw)
+    if not 0 <= level <= 3:
+        raise ValueError(f"environment variable {env}={raw!r}: expected an LLVM optimisation level 0-3")
+    return level
+
+
+CUDA_HOST_OPT_LEVEL: int = _declare(
+    "ANSOR_CUDA_HOST_OPT_LEVEL", "CUDA_HOST_OPT_LEVEL", "0-3", 3,
+    "LLVM optimisation level of a CUDA program's host code (the launch glue the runner JITs; the "
+    "kernels are compiled at O3 by the NVPTX back-end either way). The runner's load phase, "
+    "55-80 ms a candidate on an H200 host, is mostly this JIT: `bench/build_pool.py` can A/B it.",
+    lambda raw: _opt_level("ANSOR_CUDA_HOST_OPT_LEVEL", raw))
+
+
 def _cuda_binary(raw: str) -> str:
     if raw in ("auto", "ptx", "cubin"):
         return raw

@@ -354,7 +354,7 @@ def _jit(module: ir.Module, task: SearchTask) -> CudaKernel:
         libs = list(cuda_runtime_libs())
         if _uses_symbol(module, _TMA_ENCODE_CACHED):
             libs.append(str(_native.find_library()))  # the cached TMA-descriptor builder
-        engine = ExecutionEngine(module, opt_level=3, shared_libs=libs)
+        engine = ExecutionEngine(module, opt_level=config.CUDA_HOST_OPT_LEVEL, shared_libs=libs)
         _reuse_streams(engine)
         engine.initialize()  # runs the global constructors that load the GPU module
     except RuntimeError as exc:
