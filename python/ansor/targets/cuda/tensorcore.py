@@ -11,7 +11,9 @@ mbarrier ring of shared-memory stages.
         replayable, stored in the records) and tiles the matmul as the kernel does (what the cost
         model's loop features see)
     lowering: annotated function --kernel_text--> nvgpu IR (TMA descriptors, `nvgpu.tma.async.load`,
-        `nvgpu.mbarrier.*`, `nvgpu.warpgroup.mma`, the store) --> NVVM --> PTX
+        `nvgpu.mbarrier.*`, `nvgpu.warpgroup.mma`, the store) --> NVVM --> PTX; `kernel_text` reads
+        top-down through the parts `_Kernel` emits (block start, operand loads, the pipelined k-loop,
+        the accumulator store and epilogue, the split-K reduction, the host function)
 
 Why a template and not a chain of transform ops: no upstream transform op produces
 `nvgpu.warpgroup.mma` in MLIR 22 (the nvgpu transform ops are `rewrite_matmul_as_mma_sync`,
@@ -670,108 +672,141 @@ def annotation_of(module) -> dict[str, int] | None:
 
 def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count: int = DEFAULT_SM_COUNT) -> str:
     """The whole module (host function + gpu.launch in nvgpu IR) of the annotated GEMM; a
-    persistent kernel launches min(tiles, `sm_count`) blocks."""
-    v = complete(v)
-    bm, bn, wgm, depth, wait, group, ws, persist, splitk = (int(v[k]) for k in KNOBS)
-    et, M, N, K = p.et, p.m, p.n, p.k
-    wm, wn = bm // wgm, bn
-    kt = p.kt // splitk  # k-blocks of one block (of its cluster's share of K)
-    staged = p.staged(bm, bn) or splitk > 1
-    cname, rows = ("%C2", p.batch * M) if p.batch else ("%C", M)  # C as the kernel indexes it
-    stage = stage_bytes(bm, bn)
-    a_bytes = bm * BK * 2
-    chunk = BK * 64 * 2  # one 64x64 B chunk
-    cv = p.conv
-    th, tw = cv.tile(bm, int(v["tw"])) if cv else (bm, 0)
-    # bytes one stage's TMA loads deliver (a convolution's th x tw pixels may fill fewer than bm rows)
-    loaded = (th * tw if cv else bm) * BK * 2 + bn * BK * 2
-    consts: set[int] = set()
+    persistent kernel launches min(tiles, `sm_count`) blocks.
 
-    def c(x: int) -> str:
-        consts.add(x)
+    The launch body, top-down, each part a method of `_Kernel` (which holds the annotation's
+    geometry and the lines emitted so far):
+
+        block_start        thread ids, the block's tile, shared memory, the stages' mbarriers
+        producer           (ws) the extra warpgroup streaming the k-blocks into the stages,
+                           then `open_consumers`: the consumer warpgroups' branch (tile loop)
+        first_loads        (no ws) thread 0 fills the first stages
+        main_loop          per k-block: wait for its stage, wgmma, release or refill a stage
+        drain              the MMA left in flight
+        accumulator_store  the sums to C: from registers, or staged in shared memory with the
+                           epilogue (`staged_store`); split-K only stages its partial tile
+        close_consumers    the ends of the tile loop and the consumers' branch
+        cluster_reduce     (split-K) every block of the cluster sums and stores a share of the tile
+
+    and around it `module`: the host function building the TMA descriptors and launching."""
+    k = _Kernel(p, complete(v), sm_count)
+    I = _BODY
+    k.block_start(I)
+    if k.ws:
+        k.producer(I)
+        I = k.open_consumers(I)
+    else:
+        k.first_loads(I)
+    k.main_loop(I)
+    k.drain(I)
+    k.accumulator_store(I)
+    I = k.close_consumers(I)
+    if k.splitk > 1:
+        k.cluster_reduce(I)
+    k.emit(f"{I}gpu.terminator")
+    return k.module(func_name, I)
+
+
+#: Indentation of the gpu.launch body.
+_BODY = "      "
+
+
+class _Kernel:
+    """The kernel of one annotation being emitted: its geometry, read off the problem and the
+    knobs, and the lines of the gpu.launch body with the index constants they use (`c`; declared
+    at the top of the body, in order of value). Each method emits one part of the body at the
+    indentation it is given (`I`)."""
+
+    def __init__(self, p: TcProblem, v: Mapping[str, int], sm_count: int) -> None:
+        """The geometry of the complete annotation `v` of `p`: tiles, k-blocks, the stages'
+        layout, the grid (a persistent one of at most `sm_count` blocks); no lines yet."""
+        bm, bn, wgm, depth, wait, group, ws, persist, splitk = (int(v[k]) for k in KNOBS)
+        self.p, self.cv = p, p.conv
+        self.bm, self.bn, self.wgm, self.depth, self.wait, self.group = bm, bn, wgm, depth, wait, group
+        self.ws, self.persist, self.splitk = ws, persist, splitk
+        self.wm, self.wn = bm // wgm, bn  # a consumer warpgroup's tile
+        self.kt = p.kt // splitk  # k-blocks of one block (of its cluster's share of K)
+        self.staged = p.staged(bm, bn) or splitk > 1  # the sums pass through shared memory
+        # C as the kernel indexes it; `arow`: the tile's first row of A and C (a batch matmul's tall A and C)
+        self.cname, self.rows = ("%C2", p.batch * p.m) if p.batch else ("%C", p.m)
+        self.arow = "%arow" if p.batch else "%m0"
+        # a stage: A's bm x 64 box, then B's 64 x 64 chunks
+        self.stage = stage_bytes(bm, bn)
+        self.a_bytes = bm * BK * 2
+        self.chunk = BK * 64 * 2
+        cv = p.conv
+        self.th, self.tw = cv.tile(bm, int(v["tw"])) if cv else (bm, 0)
+        # bytes one stage's TMA loads deliver (a convolution's th x tw pixels may fill fewer than bm rows)
+        self.loaded = (self.th * self.tw if cv else bm) * BK * 2 + bn * BK * 2
+        self.vA, self.vB = f"memref<{bm}x{BK}x{p.et}, 3>", f"memref<{BK}x64x{p.et}, 3>"
+        if cv:  # one box of th x tw pixels x 64 channels of X, zero past the image's edges
+            self.vA = (f"memref<1x{self.th}x{self.tw}x{BK}x{p.et}, 3>" if cv.stride == 1 else
+                       f"memref<{self.th}x1x{self.tw}x1x{BK}x{p.et}, 3>")
+        # the grid: gx x gy tiles (a convolution's rows: images x nhb x nwb patches of th x tw pixels)
+        self.gx, self.gy = _ceil(p.n, bn), _ceil(p.m, bm)
+        self.nhb = self.nwb = 0
+        if cv:
+            self.nhb, self.nwb = _ceil(cv.oh, self.th), _ceil(cv.ow, self.tw)
+            self.gy = cv.n * self.nhb * self.nwb
+        self.tiles = self.gx * self.gy
+        self.blocks = min(self.tiles, sm_count) if persist else self.tiles
+        self.lines: list[str] = []
+        self.consts: set[int] = set()
+
+    def emit(self, line: str) -> None:
+        """Appends `line` (indented by the caller) to the body."""
+        self.lines.append(line)
+
+    def c(self, x: int) -> str:
+        """The SSA name of the index constant `x` (declared with the others at the top of the body)."""
+        self.consts.add(x)
         return f"%c{x}"
 
-    lines: list[str] = []
-    emit = lines.append
-    vA, vB = f"memref<{bm}x{BK}x{et}, 3>", f"memref<{BK}x64x{et}, 3>"
-    if cv:  # one box of th x tw pixels x 64 channels of X, zero past the image's edges
-        vA = (f"memref<1x{th}x{tw}x{BK}x{et}, 3>" if cv.stride == 1 else
-              f"memref<{th}x1x{tw}x1x{BK}x{et}, 3>")
+    # -- the block and its tiles ------------------------------------------------------------------
 
-    def load(stage_idx: str, kblock: str, pre: str, indent: str) -> None:
-        """TMA loads of k-block `kblock` into stage `stage_idx` (SSA names), issued by one thread."""
-        emit(f"{indent}%{pre}base = arith.muli {stage_idx}, {c(stage)} : index")
-        if splitk > 1:  # this block's share of K starts at k-block %kbase
-            emit(f"{indent}%{pre}kg = arith.addi {kblock}, %kbase : index")
-            kblock = f"%{pre}kg"
-        emit(f"{indent}%{pre}k = arith.muli {kblock}, {c(BK)} : index")
-        bk = f"%{pre}k"
-        if p.batch:  # this batch's rows of the tall B
-            emit(f"{indent}%{pre}kb = arith.addi %{pre}k, %kboff : index")
-            bk = f"%{pre}kb"
-        emit(f"{indent}%{pre}a = memref.view %dyn[%{pre}base][] : memref<?xi8, 3> to {vA}")
-        emit(f"{indent}nvgpu.mbarrier.arrive.expect_tx %bar[{stage_idx}], {c(loaded)} : !bar")
-        if cv:
-            # k-block -> filter tap (r, s) and 64 input channels from c0; the tap shifts the box
-            # (TMA zero-fills what falls outside the image: the padding)
-            cb = _ceil(cv.c, BK)
-            rs, c0 = kblock, c(0)
-            if cb > 1:
-                emit(f"{indent}%{pre}rs = arith.divui {kblock}, {c(cb)} : index")
-                emit(f"{indent}%{pre}cb = arith.remui {kblock}, {c(cb)} : index")
-                emit(f"{indent}%{pre}c0 = arith.muli %{pre}cb, {c(BK)} : index")
-                rs, c0 = f"%{pre}rs", f"%{pre}c0"
-            emit(f"{indent}%{pre}r = arith.divui {rs}, {c(cv.kw)} : index")
-            emit(f"{indent}%{pre}s = arith.remui {rs}, {c(cv.kw)} : index")
-            if cv.stride == 1:
-                emit(f"{indent}%{pre}ry = arith.muli %{pre}r, {c(cv.dil_h)} : index")
-                emit(f"{indent}%{pre}sx = arith.muli %{pre}s, {c(cv.dil_w)} : index")
-                emit(f"{indent}%{pre}y1 = arith.addi %h0, %{pre}ry : index")
-                emit(f"{indent}%{pre}x1 = arith.addi %w0, %{pre}sx : index")
-                emit(f"{indent}%{pre}y = arith.subi %{pre}y1, {c(cv.pad_h)} : index")
-                emit(f"{indent}%{pre}x = arith.subi %{pre}x1, {c(cv.pad_w)} : index")
-                emit(f"{indent}nvgpu.tma.async.load %tA[{c0}, %{pre}x, %{pre}y, %img], %bar[{stage_idx}] to %{pre}a "
-                     f": !tmA, !bar -> {vA}")
-            else:
-                # the taps' (coarse shift, phase) pairs are compile-time tables: select by tap
-                coords = []
-                for axis, tap, k, dil, pad, base in (("y", f"%{pre}r", cv.kh, cv.dil_h, cv.pad_h, "%h0s"),
-                                                     ("x", f"%{pre}s", cv.kw, cv.dil_w, cv.pad_w, "%w0")):
-                    q_, p_ = f"%{pre}q{axis}", f"%{pre}p{axis}"
-                    emit(f"{indent}{q_}0 = arith.constant 0 : index")
-                    emit(f"{indent}{p_}0 = arith.constant 0 : index")
-                    for t in range(k):  # q = sum over taps of (tap == t) * q_t (idem p): no signed division
-                        q, ph = cv.shift(t, dil, pad)
-                        emit(f"{indent}{q_}is{t} = arith.cmpi eq, {tap}, {c(t)} : index")
-                        emit(f"{indent}{q_}v{t} = arith.constant {q} : index")
-                        emit(f"{indent}{q_}{t + 1} = arith.select {q_}is{t}, {q_}v{t}, {q_}{t} : index")
-                        emit(f"{indent}{p_}{t + 1} = arith.select {q_}is{t}, {c(ph)}, {p_}{t} : index")
-                    emit(f"{indent}%{pre}c{axis} = arith.addi {base}, {q_}{k} : index")
-                    coords.append((f"%{pre}c{axis}", f"{p_}{k}"))
-                (cy, py), (cx, px) = coords
-                emit(f"{indent}nvgpu.tma.async.load %tA[{c0}, {px}, {cx}, {py}, {cy}], %bar[{stage_idx}] to %{pre}a "
-                     f": !tmA, !bar -> {vA}")
-        else:
-            emit(f"{indent}nvgpu.tma.async.load %tA[%{pre}k, {arow}], %bar[{stage_idx}] to %{pre}a : !tmA, !bar -> {vA}")
-        for j in range(bn // 64):
-            emit(f"{indent}%{pre}ob{j} = arith.addi %{pre}base, {c(a_bytes + j * chunk)} : index")
-            emit(f"{indent}%{pre}b{j} = memref.view %dyn[%{pre}ob{j}][] : memref<?xi8, 3> to {vB}")
-            emit(f"{indent}%{pre}n{j} = arith.addi %n0, {c(64 * j)} : index")
-            emit(f"{indent}nvgpu.tma.async.load %tB[%{pre}n{j}, {bk}], %bar[{stage_idx}] to %{pre}b{j} "
-                 f": !tmB, !bar -> {vB}")
+    def block_start(self, I: str) -> None:
+        """Thread and warpgroup ids; the block's tile (a persistent block's come from its tile
+        loop instead), its share of K (split-K) and its batch's offsets (a batch matmul runs as
+        one tall A, B and C, blockIdx.z picking the batch); then `barriers`."""
+        p, c, emit = self.p, self.c, self.emit
+        emit(f"{I}%tid = gpu.thread_id x")
+        emit(f"{I}%wg = arith.divui %tid, {c(128)} : index")
+        if not self.persist:
+            self.raster(I, None)
+        if self.splitk > 1:  # a cluster of `splitk` blocks along z shares a tile; block z sums k-blocks [z*kt, (z+1)*kt)
+            emit(f"{I}%kbase = arith.muli %bz, {c(self.kt)} : index")
+        if p.batch:  # rows of this batch: of the tall A and C (%arow), of the tall B (%kboff)
+            emit(f"{I}%boff = arith.muli %bz, {c(p.m)} : index")
+            emit(f"{I}%kboff = arith.muli %bz, {c(p.k)} : index")
+            emit(f"{I}%arow = arith.addi %m0, %boff : index")
+        emit(f"{I}%wgoff = arith.muli %wg, {c(self.wm * BK * 2)} : index")
+        self.barriers(I)
 
-    I = "      "
-    emit(f"{I}%tid = gpu.thread_id x")
-    emit(f"{I}%wg = arith.divui %tid, {c(128)} : index")
-    gx, gy = _ceil(N, bn), _ceil(M, bm)
-    if cv:  # a block's rows are a th x tw patch of one image's output pixels
-        nhb, nwb = _ceil(cv.oh, th), _ceil(cv.ow, tw)
-        gy = cv.n * nhb * nwb
-    tiles = gx * gy
-    blocks = min(tiles, sm_count) if persist else tiles
+    def barriers(self, I: str) -> None:
+        """The dynamic shared memory; each stage's `full` mbarrier (and with a producer warpgroup
+        its `empty` one, released by every consumer warpgroup), initialised by thread 0, which
+        also prefetches the TMA descriptors; a block-wide barrier."""
+        c, emit = self.c, self.emit
+        emit(f"{I}%dyn0 = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>")
+        emit(f"{I}%dyn = memref.memory_space_cast %dyn0 : memref<?xi8, #gpu.address_space<workgroup>> to memref<?xi8, 3>")
+        emit(f"{I}%bar = nvgpu.mbarrier.create -> !bar")
+        if self.ws:
+            emit(f"{I}%empty = nvgpu.mbarrier.create -> !bar")
+        emit(f"{I}%is0 = arith.cmpi eq, %tid, {c(0)} : index")
+        emit(f"{I}scf.if %is0 {{")
+        for s_ in range(self.depth):
+            emit(f"{I}  nvgpu.mbarrier.init %bar[{c(s_)}], {c(1)} : !bar")
+            if self.ws:  # released once by each consumer warpgroup
+                emit(f"{I}  nvgpu.mbarrier.init %empty[{c(s_)}], {c(self.wgm)} : !bar")
+        emit(f"{I}  nvgpu.tma.prefetch.descriptor %tA : !tmA")
+        emit(f"{I}  nvgpu.tma.prefetch.descriptor %tB : !tmB")
+        emit(f"{I}}}")
+        emit(f"{I}gpu.barrier")
 
-    def raster(ind: str, pid: str | None) -> None:
-        """%m0, %n0 of tile `pid` (None: the launch grid's block)."""
+    def raster(self, ind: str, pid: str | None) -> None:
+        """%m0, %n0 of tile `pid` (None: the launch grid's block); a convolution's tile also as
+        %img and its first output pixel (%h0, %w0; strided, %h0s on the folded rows of X)."""
+        c, emit, cv, gx, gy, group = self.c, self.emit, self.cv, self.gx, self.gy, self.group
         brow, bcol = "%brow", "%bcol"
         if group > 1 and gy > 1:
             # Grouped raster: consecutive tiles sweep `group` block rows column by column, so the
@@ -793,71 +828,129 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
         else:
             emit(f"{ind}%brow = arith.divui {pid}, {c(gx)} : index")
             emit(f"{ind}%bcol = arith.remui {pid}, {c(gx)} : index")
-        emit(f"{ind}%m0 = arith.muli {brow}, {c(bm)} : index")
-        emit(f"{ind}%n0 = arith.muli {bcol}, {c(bn)} : index")
+        emit(f"{ind}%m0 = arith.muli {brow}, {c(self.bm)} : index")
+        emit(f"{ind}%n0 = arith.muli {bcol}, {c(self.bn)} : index")
         if cv:
+            nhb, nwb = self.nhb, self.nwb
             emit(f"{ind}%img = arith.divui {brow}, {c(nhb * nwb)} : index")
             emit(f"{ind}%pin = arith.remui {brow}, {c(nhb * nwb)} : index")
             emit(f"{ind}%hb = arith.divui %pin, {c(nwb)} : index")
             emit(f"{ind}%wb = arith.remui %pin, {c(nwb)} : index")
-            emit(f"{ind}%h0 = arith.muli %hb, {c(th)} : index")
-            emit(f"{ind}%w0 = arith.muli %wb, {c(tw)} : index")
+            emit(f"{ind}%h0 = arith.muli %hb, {c(self.th)} : index")
+            emit(f"{ind}%w0 = arith.muli %wb, {c(self.tw)} : index")
             if cv.stride > 1:  # the image's first coarse row of the folded [N*H/s, ...] view
                 emit(f"{ind}%imgrow = arith.muli %img, {c(cv.h // cv.stride)} : index")
                 emit(f"{ind}%h0s = arith.addi %imgrow, %h0 : index")
 
-    def tile_loop(ind: str) -> None:
+    def tile_loop(self, ind: str) -> None:
         """A persistent block's loop over its tiles; %g0 counts the k-blocks streamed before."""
-        emit(f"{ind}%gend = scf.for %t = %bx to {c(tiles)} step {c(blocks)} iter_args(%g0 = {c(0)}) -> (index) {{")
-        raster(ind + "  ", "%t")
+        c = self.c
+        self.emit(f"{ind}%gend = scf.for %t = %bx to {c(self.tiles)} step {c(self.blocks)} "
+                  f"iter_args(%g0 = {c(0)}) -> (index) {{")
+        self.raster(ind + "  ", "%t")
 
-    def tile_loop_end(ind: str) -> None:
-        emit(f"{ind}  %gnext = arith.addi %g0, {c(kt)} : index")
-        emit(f"{ind}  scf.yield %gnext : index")
-        emit(f"{ind}}}")
+    def tile_loop_end(self, ind: str) -> None:
+        """The end of `tile_loop` (opened at `ind`)."""
+        self.emit(f"{ind}  %gnext = arith.addi %g0, {self.c(self.kt)} : index")
+        self.emit(f"{ind}  scf.yield %gnext : index")
+        self.emit(f"{ind}}}")
 
-    if not persist:
-        raster(I, None)
-    if splitk > 1:  # a cluster of `splitk` blocks along z shares a tile; block z sums k-blocks [z*kt, (z+1)*kt)
-        emit(f"{I}%kbase = arith.muli %bz, {c(kt)} : index")
-    # A batch matmul runs as one tall A (batch*M rows), one tall B (batch*K rows) and one tall C,
-    # blockIdx.z picking the batch: `arow` is the tile's first row of the tall A and C.
-    arow = "%m0"
-    if p.batch:
-        emit(f"{I}%boff = arith.muli %bz, {c(M)} : index")
-        emit(f"{I}%kboff = arith.muli %bz, {c(K)} : index")
-        emit(f"{I}%arow = arith.addi %m0, %boff : index")
-        arow = "%arow"
-    emit(f"{I}%wgoff = arith.muli %wg, {c(wm * BK * 2)} : index")
-    emit(f"{I}%dyn0 = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>")
-    emit(f"{I}%dyn = memref.memory_space_cast %dyn0 : memref<?xi8, #gpu.address_space<workgroup>> to memref<?xi8, 3>")
-    emit(f"{I}%bar = nvgpu.mbarrier.create -> !bar")
-    if ws:
-        emit(f"{I}%empty = nvgpu.mbarrier.create -> !bar")
-    emit(f"{I}%is0 = arith.cmpi eq, %tid, {c(0)} : index")
-    emit(f"{I}scf.if %is0 {{")
-    for s_ in range(depth):
-        emit(f"{I}  nvgpu.mbarrier.init %bar[{c(s_)}], {c(1)} : !bar")
-        if ws:  # released once by each consumer warpgroup
-            emit(f"{I}  nvgpu.mbarrier.init %empty[{c(s_)}], {c(wgm)} : !bar")
-    emit(f"{I}  nvgpu.tma.prefetch.descriptor %tA : !tmA")
-    emit(f"{I}  nvgpu.tma.prefetch.descriptor %tB : !tmB")
-    emit(f"{I}}}")
-    emit(f"{I}gpu.barrier")
-    J = I + "  "
-    if ws:
-        # Producer: one thread of the extra warpgroup streams every k-block, waiting for the
-        # consumers to release a stage (the `empty` barriers) before refilling it.
-        emit(f"{I}%isp = arith.cmpi eq, %tid, {c(wgm * 128)} : index")
+    # -- operand loads ----------------------------------------------------------------------------
+
+    def tma_load(self, stage_idx: str, kblock: str, pre: str, indent: str) -> None:
+        """TMA loads of k-block `kblock` into stage `stage_idx` (SSA names), issued by one thread
+        and counted on the stage's `full` mbarrier: A's box (a convolution's: `conv_load`), then
+        the 64 x 64 chunks of B. `pre` prefixes the SSA names it defines."""
+        p, c, emit = self.p, self.c, self.emit
+        vA, vB = self.vA, self.vB
+        emit(f"{indent}%{pre}base = arith.muli {stage_idx}, {c(self.stage)} : index")
+        if self.splitk > 1:  # this block's share of K starts at k-block %kbase
+            emit(f"{indent}%{pre}kg = arith.addi {kblock}, %kbase : index")
+            kblock = f"%{pre}kg"
+        emit(f"{indent}%{pre}k = arith.muli {kblock}, {c(BK)} : index")
+        bk = f"%{pre}k"
+        if p.batch:  # this batch's rows of the tall B
+            emit(f"{indent}%{pre}kb = arith.addi %{pre}k, %kboff : index")
+            bk = f"%{pre}kb"
+        emit(f"{indent}%{pre}a = memref.view %dyn[%{pre}base][] : memref<?xi8, 3> to {vA}")
+        emit(f"{indent}nvgpu.mbarrier.arrive.expect_tx %bar[{stage_idx}], {c(self.loaded)} : !bar")
+        if self.cv:
+            self.conv_load(stage_idx, kblock, pre, indent)
+        else:
+            emit(f"{indent}nvgpu.tma.async.load %tA[%{pre}k, {self.arow}], %bar[{stage_idx}] to %{pre}a "
+                 f": !tmA, !bar -> {vA}")
+        for j in range(self.bn // 64):
+            emit(f"{indent}%{pre}ob{j} = arith.addi %{pre}base, {c(self.a_bytes + j * self.chunk)} : index")
+            emit(f"{indent}%{pre}b{j} = memref.view %dyn[%{pre}ob{j}][] : memref<?xi8, 3> to {vB}")
+            emit(f"{indent}%{pre}n{j} = arith.addi %n0, {c(64 * j)} : index")
+            emit(f"{indent}nvgpu.tma.async.load %tB[%{pre}n{j}, {bk}], %bar[{stage_idx}] to %{pre}b{j} "
+                 f": !tmB, !bar -> {vB}")
+
+    def conv_load(self, stage_idx: str, kblock: str, pre: str, indent: str) -> None:
+        """A convolution's A box of k-block `kblock` (`tma_load`'s names): the k-block is a filter
+        tap (r, s) and 64 input channels from c0; the tap shifts the box of X (TMA zero-fills what
+        falls outside the image: the padding). Strided, `strided_tap` picks coarse shift and phase."""
+        c, emit, cv, vA = self.c, self.emit, self.cv, self.vA
+        cb = _ceil(cv.c, BK)
+        rs, c0 = kblock, c(0)
+        if cb > 1:
+            emit(f"{indent}%{pre}rs = arith.divui {kblock}, {c(cb)} : index")
+            emit(f"{indent}%{pre}cb = arith.remui {kblock}, {c(cb)} : index")
+            emit(f"{indent}%{pre}c0 = arith.muli %{pre}cb, {c(BK)} : index")
+            rs, c0 = f"%{pre}rs", f"%{pre}c0"
+        emit(f"{indent}%{pre}r = arith.divui {rs}, {c(cv.kw)} : index")
+        emit(f"{indent}%{pre}s = arith.remui {rs}, {c(cv.kw)} : index")
+        if cv.stride == 1:
+            emit(f"{indent}%{pre}ry = arith.muli %{pre}r, {c(cv.dil_h)} : index")
+            emit(f"{indent}%{pre}sx = arith.muli %{pre}s, {c(cv.dil_w)} : index")
+            emit(f"{indent}%{pre}y1 = arith.addi %h0, %{pre}ry : index")
+            emit(f"{indent}%{pre}x1 = arith.addi %w0, %{pre}sx : index")
+            emit(f"{indent}%{pre}y = arith.subi %{pre}y1, {c(cv.pad_h)} : index")
+            emit(f"{indent}%{pre}x = arith.subi %{pre}x1, {c(cv.pad_w)} : index")
+            emit(f"{indent}nvgpu.tma.async.load %tA[{c0}, %{pre}x, %{pre}y, %img], %bar[{stage_idx}] to %{pre}a "
+                 f": !tmA, !bar -> {vA}")
+        else:
+            cy, py = self.strided_tap(pre, indent, "y", f"%{pre}r", cv.kh, cv.dil_h, cv.pad_h, "%h0s")
+            cx, px = self.strided_tap(pre, indent, "x", f"%{pre}s", cv.kw, cv.dil_w, cv.pad_w, "%w0")
+            emit(f"{indent}nvgpu.tma.async.load %tA[{c0}, {px}, {cx}, {py}, {cy}], %bar[{stage_idx}] to %{pre}a "
+                 f": !tmA, !bar -> {vA}")
+
+    def strided_tap(self, pre: str, indent: str, axis: str, tap: str, k: int, dil: int, pad: int,
+                    base: str) -> tuple[str, str]:
+        """A strided convolution's box coordinate along `axis` for filter tap `tap` (of `k`), and
+        its phase (SSA names): the taps' (coarse shift, phase) pairs are compile-time tables,
+        selected by tap -- q = sum over taps of (tap == t) * q_t, idem p: no signed division."""
+        c, emit = self.c, self.emit
+        q_, p_ = f"%{pre}q{axis}", f"%{pre}p{axis}"
+        emit(f"{indent}{q_}0 = arith.constant 0 : index")
+        emit(f"{indent}{p_}0 = arith.constant 0 : index")
+        for t in range(k):
+            q, ph = self.cv.shift(t, dil, pad)
+            emit(f"{indent}{q_}is{t} = arith.cmpi eq, {tap}, {c(t)} : index")
+            emit(f"{indent}{q_}v{t} = arith.constant {q} : index")
+            emit(f"{indent}{q_}{t + 1} = arith.select {q_}is{t}, {q_}v{t}, {q_}{t} : index")
+            emit(f"{indent}{p_}{t + 1} = arith.select {q_}is{t}, {c(ph)}, {p_}{t} : index")
+        emit(f"{indent}%{pre}c{axis} = arith.addi {base}, {q_}{k} : index")
+        return f"%{pre}c{axis}", f"{p_}{k}"
+
+    # -- the pipeline -----------------------------------------------------------------------------
+
+    def producer(self, I: str) -> None:
+        """The producer warpgroup (ws): one thread of the extra warpgroup streams every k-block
+        (of every tile of a persistent block, stages and phases running on across tiles),
+        waiting for the consumers to release a stage (its `empty` mbarrier) before refilling it."""
+        c, emit, depth = self.c, self.emit, self.depth
+        J = I + "  "
+        emit(f"{I}%isp = arith.cmpi eq, %tid, {c(self.wgm * 128)} : index")
         emit(f"{I}scf.if %isp {{")
         P = J
-        if persist:
-            tile_loop(J)
+        if self.persist:
+            self.tile_loop(J)
             P = J + "  "
-        emit(f"{P}scf.for %i = {c(0)} to {c(kt)} step {c(1)} {{")
+        emit(f"{P}scf.for %i = {c(0)} to {c(self.kt)} step {c(1)} {{")
         K2 = P + "  "
         gq = "%i"
-        if persist:  # stages and phases run on across tiles
+        if self.persist:  # stages and phases run on across tiles
             emit(f"{K2}%g = arith.addi %g0, %i : index")
             gq = "%g"
         emit(f"{K2}%s = arith.remui {gq}, {c(depth)} : index")
@@ -869,143 +962,407 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
         emit(f"{K2}  %ph = arith.cmpi ne, %pu, {c(0)} : index")
         emit(f"{K2}  nvgpu.mbarrier.try_wait.parity %empty[%s], %ph, {c(10000000)} : !bar")
         emit(f"{K2}}}")
-        load("%s", "%i", "q", K2)
+        self.tma_load("%s", "%i", "q", K2)
         emit(f"{P}}}")
-        if persist:
-            tile_loop_end(J)
+        if self.persist:
+            self.tile_loop_end(J)
         emit(f"{I}}}")
-        emit(f"{I}%iscons = arith.cmpi ult, %tid, {c(wgm * 128)} : index")
-        emit(f"{I}scf.if %iscons {{")
-        I, J = I + "  ", J + "  "
-        if persist:
-            tile_loop(I)
-            I, J = I + "  ", J + "  "
-    else:
-        emit(f"{I}scf.if %is0 {{")
-        for s_ in range(min(depth, kt)):
-            load(c(s_), c(s_), f"p{s_}", I + "  ")
+
+    def open_consumers(self, I: str) -> str:
+        """The consumer warpgroups' branch (ws) and in it a persistent block's tile loop; returns
+        the indentation of what runs inside (closed by `close_consumers`)."""
+        self.emit(f"{I}%iscons = arith.cmpi ult, %tid, {self.c(self.wgm * 128)} : index")
+        self.emit(f"{I}scf.if %iscons {{")
+        I = I + "  "
+        if self.persist:
+            self.tile_loop(I)
+            I = I + "  "
+        return I
+
+    def first_loads(self, I: str) -> None:
+        """Without a producer warpgroup: thread 0 fills the first stages before the loop."""
+        c = self.c
+        self.emit(f"{I}scf.if %is0 {{")
+        for s_ in range(min(self.depth, self.kt)):
+            self.tma_load(c(s_), c(s_), f"p{s_}", I + "  ")
+        self.emit(f"{I}}}")
+
+    def main_loop(self, I: str) -> None:
+        """The consumers' k-loop, summing into %res: per k-block `stage_mma`, then the stage of the
+        k-block whose MMA is done (this one; with `wait`, the previous one) goes back to the
+        producer (`release_stage`) or is refilled by thread 0 (`refill_stage`)."""
+        c, emit = self.c, self.emit
+        J = I + "  "
+        emit(f"{I}%acc0 = nvgpu.warpgroup.mma.init.accumulator -> !acc")
+        emit(f"{I}%res = scf.for %i = {c(0)} to {c(self.kt)} step {c(1)} iter_args(%acc = %acc0) -> (!acc) {{")
+        gi = "%i"
+        if self.persist:
+            emit(f"{J}%g = arith.addi %g0, %i : index")
+            gi = "%g"
+        self.stage_mma(J, gi)
+        j = gi
+        if self.wait:  # the MMA of the previous k-block is done: its stage is free
+            j = "%j"
+            emit(f"{J}%j = arith.subi {gi}, {c(1)} : index")
+        if self.ws:
+            self.release_stage(J, j)
+        else:
+            self.refill_stage(J, j)
+        emit(f"{J}scf.yield %acc2 : !acc")
         emit(f"{I}}}")
-    emit(f"{I}%acc0 = nvgpu.warpgroup.mma.init.accumulator -> !acc")
-    emit(f"{I}%res = scf.for %i = {c(0)} to {c(kt)} step {c(1)} iter_args(%acc = %acc0) -> (!acc) {{")
-    gi = "%i"
-    if persist:
-        emit(f"{J}%g = arith.addi %g0, %i : index")
-        gi = "%g"
-    emit(f"{J}%s = arith.remui {gi}, {c(depth)} : index")
-    emit(f"{J}%u = arith.divui {gi}, {c(depth)} : index")
-    emit(f"{J}%pu = arith.remui %u, {c(2)} : index")
-    emit(f"{J}%ph = arith.cmpi ne, %pu, {c(0)} : index")
-    emit(f"{J}nvgpu.mbarrier.try_wait.parity %bar[%s], %ph, {c(10000000)} : !bar")
-    emit(f"{J}%base = arith.muli %s, {c(stage)} : index")
-    emit(f"{J}%offA = arith.addi %base, %wgoff : index")
-    emit(f"{J}%offB = arith.addi %base, {c(a_bytes)} : index")
-    emit(f"{J}%sa = memref.view %dyn[%offA][] : memref<?xi8, 3> to memref<{wm}x{BK}x{et}, 3>")
-    emit(f"{J}%sb = memref.view %dyn[%offB][] : memref<?xi8, 3> to memref<{BK}x{wn}x{et}, 3>")
-    emit(f"{J}%da = nvgpu.warpgroup.generate.descriptor %sa, %tA : memref<{wm}x{BK}x{et}, 3>, !tmA -> !dA")
-    emit(f"{J}%db = nvgpu.warpgroup.generate.descriptor %sb, %tB : memref<{BK}x{wn}x{et}, 3>, !tmB -> !dB")
-    emit(f"{J}%acc2 = nvgpu.warpgroup.mma %da, %db, %acc {{transposeB}} : !dA, !dB, !acc -> !acc")
-    emit(f"{J}nvvm.wgmma.wait.group.sync.aligned {wait}")
-    j = gi
-    if wait:  # the MMA of the previous k-block is done: its stage is free
-        j = "%j"
-        emit(f"{J}%j = arith.subi {gi}, {c(1)} : index")
-    if ws:
-        # one thread per consumer warpgroup releases the stage (no block-wide barrier)
+
+    def stage_mma(self, J: str, gi: str) -> None:
+        """Wait for the stage of k-block `gi` (its `full` mbarrier, in the phase of its round), one
+        wgmma of the warpgroup's wm x bn tile over it (descriptors of its swizzled A rows and
+        B), and wait until at most `wait` MMAs are in flight."""
+        c, emit, et, wm, wn, depth = self.c, self.emit, self.p.et, self.wm, self.wn, self.depth
+        emit(f"{J}%s = arith.remui {gi}, {c(depth)} : index")
+        emit(f"{J}%u = arith.divui {gi}, {c(depth)} : index")
+        emit(f"{J}%pu = arith.remui %u, {c(2)} : index")
+        emit(f"{J}%ph = arith.cmpi ne, %pu, {c(0)} : index")
+        emit(f"{J}nvgpu.mbarrier.try_wait.parity %bar[%s], %ph, {c(10000000)} : !bar")
+        emit(f"{J}%base = arith.muli %s, {c(self.stage)} : index")
+        emit(f"{J}%offA = arith.addi %base, %wgoff : index")
+        emit(f"{J}%offB = arith.addi %base, {c(self.a_bytes)} : index")
+        emit(f"{J}%sa = memref.view %dyn[%offA][] : memref<?xi8, 3> to memref<{wm}x{BK}x{et}, 3>")
+        emit(f"{J}%sb = memref.view %dyn[%offB][] : memref<?xi8, 3> to memref<{BK}x{wn}x{et}, 3>")
+        emit(f"{J}%da = nvgpu.warpgroup.generate.descriptor %sa, %tA : memref<{wm}x{BK}x{et}, 3>, !tmA -> !dA")
+        emit(f"{J}%db = nvgpu.warpgroup.generate.descriptor %sb, %tB : memref<{BK}x{wn}x{et}, 3>, !tmB -> !dB")
+        emit(f"{J}%acc2 = nvgpu.warpgroup.mma %da, %db, %acc {{transposeB}} : !dA, !dB, !acc -> !acc")
+        emit(f"{J}nvvm.wgmma.wait.group.sync.aligned {self.wait}")
+
+    def release_stage(self, J: str, j: str) -> None:
+        """With a producer warpgroup: one thread per consumer warpgroup releases the stage of
+        k-block `j` (its `empty` mbarrier; no block-wide barrier); with `wait`, from the second
+        k-block on."""
+        c, emit = self.c, self.emit
         emit(f"{J}%lane = arith.remui %tid, {c(128)} : index")
         emit(f"{J}%leader = arith.cmpi eq, %lane, {c(0)} : index")
         rel = "%leader"
-        if wait:
+        if self.wait:
             emit(f"{J}%started = arith.cmpi uge, %i, {c(1)} : index")
             emit(f"{J}%rel = arith.andi %leader, %started : i1")
             rel = "%rel"
         emit(f"{J}scf.if {rel} {{")
-        emit(f"{J}  %sj = arith.remui {j}, {c(depth)} : index")
+        emit(f"{J}  %sj = arith.remui {j}, {c(self.depth)} : index")
         emit(f"{J}  %tok = nvgpu.mbarrier.arrive %empty[%sj] : !bar -> !nvgpu.mbarrier.token")
         emit(f"{J}}}")
-    else:
+
+    def refill_stage(self, J: str, j: str) -> None:
+        """Without a producer warpgroup: after a block-wide barrier, thread 0 refills the stage of
+        k-block `j` with k-block j + stages, if there is one (with `wait`, from the second
+        k-block on)."""
+        c, emit = self.c, self.emit
         emit(f"{J}gpu.barrier")
-        emit(f"{J}%nx = arith.addi {j}, {c(depth)} : index")
-        emit(f"{J}%more = arith.cmpi ult, %nx, {c(kt)} : index")
+        emit(f"{J}%nx = arith.addi {j}, {c(self.depth)} : index")
+        emit(f"{J}%more = arith.cmpi ult, %nx, {c(self.kt)} : index")
         emit(f"{J}%go = arith.andi %more, %is0 : i1")
-        if wait:
+        if self.wait:
             emit(f"{J}%started = arith.cmpi uge, %i, {c(1)} : index")
             emit(f"{J}%go1 = arith.andi %go, %started : i1")
-        emit(f"{J}scf.if {'%go1' if wait else '%go'} {{")
-        emit(f"{J}  %sj = arith.remui {j}, {c(depth)} : index")
-        load("%sj", "%nx", "r", J + "  ")
+        emit(f"{J}scf.if {'%go1' if self.wait else '%go'} {{")
+        emit(f"{J}  %sj = arith.remui {j}, {c(self.depth)} : index")
+        self.tma_load("%sj", "%nx", "r", J + "  ")
         emit(f"{J}}}")
-    emit(f"{J}scf.yield %acc2 : !acc")
-    emit(f"{I}}}")
-    if wait:
+
+    def drain(self, I: str) -> None:
+        """After the loop, with `wait`: wait for the MMA left in flight; a persistent block then
+        releases the tile's last stage it held."""
+        c, emit = self.c, self.emit
+        if not self.wait:
+            return
         emit(f"{I}nvvm.wgmma.wait.group.sync.aligned 0")
-        if persist:  # the tile's last stage, held by the MMA left in flight, is free now
+        if self.persist:  # the tile's last stage, held by the MMA left in flight, is free now
             emit(f"{I}%lane_e = arith.remui %tid, {c(128)} : index")
             emit(f"{I}%leader_e = arith.cmpi eq, %lane_e, {c(0)} : index")
             emit(f"{I}scf.if %leader_e {{")
-            emit(f"{I}  %glast = arith.addi %g0, {c(kt - 1)} : index")
-            emit(f"{I}  %slast = arith.remui %glast, {c(depth)} : index")
+            emit(f"{I}  %glast = arith.addi %g0, {c(self.kt - 1)} : index")
+            emit(f"{I}  %slast = arith.remui %glast, {c(self.depth)} : index")
             emit(f"{I}  %tok_e = nvgpu.mbarrier.arrive %empty[%slast] : !bar -> !nvgpu.mbarrier.token")
             emit(f"{I}}}")
-    # Upstream `nvgpu.warpgroup.mma.store` (MLIR 22) places rows by the *block's* warp index
-    # (thread id / 32), not the warp's index within its warpgroup: warpgroup g's fragment already
-    # lands g*64 rows down. Its view starts g*(wm - 64) rows down so the rows come out at g*wm.
-    emit(f"{I}%wgfix = arith.muli %wg, {c(wm - 64)} : index")
-    store = functools.partial(_staged_store, p, emit, c, bm=bm, bn=bn, wm=wm, ws=bool(ws), cname=cname, rows=rows,
-                              patch=(th, tw) if cv else None)
-    if splitk > 1:  # the partial sums stay in each block's shared memory for the cluster's reduction
-        store(I, consumers=128 * wgm, phase="stage")
-    elif staged:
-        store(I, consumers=128 * wgm)
-    else:
-        cview = f"memref<{wm}x{wn}xf32, strided<[{N}, 1], offset: ?>>"
-        emit(f"{I}%mst = arith.addi {arow}, %wgfix : index")
-        emit(f"{I}%Cs = memref.subview {cname}[%mst, %n0] [{wm}, {wn}] [1, 1] : memref<{rows}x{N}xf32> to {cview}")
-        emit(f"{I}nvgpu.warpgroup.mma.store %res, %Cs : !acc to {cview}")
-    if persist:
-        I = I[:-2]
-        tile_loop_end(I)
-    if ws:
-        I = I[:-2]
+
+    # -- the accumulators to C --------------------------------------------------------------------
+
+    def accumulator_store(self, I: str) -> None:
+        """The sums (%res) to C: split-K stages them in shared memory for the cluster's reduction;
+        a staged kernel stores them through shared memory with the epilogue (`staged_store`);
+        otherwise `direct_store`."""
+        # Upstream `nvgpu.warpgroup.mma.store` (MLIR 22) places rows by the *block's* warp index
+        # (thread id / 32), not the warp's index within its warpgroup: warpgroup g's fragment already
+        # lands g*64 rows down. Its view starts g*(wm - 64) rows down so the rows come out at g*wm.
+        self.emit(f"{I}%wgfix = arith.muli %wg, {self.c(self.wm - 64)} : index")
+        if self.splitk > 1:  # the partial sums stay in each block's shared memory for the cluster's reduction
+            self.staged_store(I, consumers=128 * self.wgm, phase="stage")
+        elif self.staged:
+            self.staged_store(I, consumers=128 * self.wgm)
+        else:
+            self.direct_store(I)
+
+    def direct_store(self, I: str) -> None:
+        """The f32 sums straight from registers into C (`nvgpu.warpgroup.mma.store`): each warpgroup
+        its wm x bn rows of the tile, which lies wholly inside C."""
+        wm, wn = self.wm, self.wn
+        cview = f"memref<{wm}x{wn}xf32, strided<[{self.p.n}, 1], offset: ?>>"
+        self.emit(f"{I}%mst = arith.addi {self.arow}, %wgfix : index")
+        self.emit(f"{I}%Cs = memref.subview {self.cname}[%mst, %n0] [{wm}, {wn}] [1, 1] : "
+                  f"memref<{self.rows}x{self.p.n}xf32> to {cview}")
+        self.emit(f"{I}nvgpu.warpgroup.mma.store %res, %Cs : !acc to {cview}")
+
+    def close_consumers(self, I: str) -> str:
+        """The ends of a persistent block's tile loop and of the consumers' branch (ws) opened by
+        `open_consumers`; returns the indentation after them."""
+        if self.persist:
+            I = I[:-2]
+            self.tile_loop_end(I)
+        if self.ws:
+            I = I[:-2]
+            self.emit(f"{I}}}")
+        return I
+
+    def cluster_reduce(self, I: str) -> None:
+        """Split-K: every thread of the cluster (the producer warpgroup too) reduces and stores a
+        share of the tile, reading the peers' partial sums through distributed shared memory
+        (`staged_store`'s "reduce"); nobody leaves before the peers have read its tile."""
+        emit = self.emit
+        emit(f"{I}nvvm.cluster.arrive {{aligned}}")
+        emit(f"{I}nvvm.cluster.wait {{aligned}}")
+        self.staged_store(I, consumers=128 * (self.wgm + self.ws), phase="reduce", cluster=self.splitk)
+        emit(f"{I}nvvm.cluster.arrive {{aligned}}")
+        emit(f"{I}nvvm.cluster.wait {{aligned}}")
+
+    # -- the staged store -------------------------------------------------------------------------
+
+    def staged_store(self, I: str, *, consumers: int, phase: str = "both", cluster: int = 1) -> None:
+        """Accumulators -> a padded f32 tile in shared memory (over the drained pipeline stages:
+        `stage_tile`) -> each of `consumers` threads walks the tile along rows (a warp covers 32
+        consecutive columns: the shared reads are conflict-free, the global stores coalesced)
+        `STORE_VEC` columns at a time (`store_coords`), rounds to the matmul's type, applies the
+        fused epilogue with the extra inputs it reads (`epilogue_values`) and stores what lands
+        inside C (`vector_store`).
+        `phase` "stage" only writes the tile; "reduce" (`cluster` blocks of a split-K cluster,
+        every thread of each) sums the cluster's tiles (`cluster_sum`) and stores, the blocks
+        taking turns over the vectors; "both": stage, then store this block's tile."""
+        c, emit, bn = self.c, self.emit, self.bn
+        if phase != "reduce":
+            self.stage_tile(I, consumers)
+            if phase == "stage":
+                return
+            self.consumer_barrier(I)
+        else:
+            self.cluster_start(I, consumers)
+        used = self.th * self.tw if self.cv else self.bm  # the tile's rows that hold results
+        V = STORE_VEC  # consecutive columns per thread: one vector load from the tile, one vector store
+        if phase == "reduce":
+            emit(f"{I}scf.for %e = %cfirst to {c(used * bn // V)} step {c(consumers * cluster)} {{")
+        else:
+            emit(f"{I}scf.for %e = %tid to {c(used * bn // V)} step {c(consumers)} {{")
+        J, guarded = self.store_coords(I + "  ")
+        if phase == "reduce":
+            v0 = self.cluster_sum(J, cluster)
+        else:
+            emit(f"{J}%v = vector.load %tile[%er, %ec] : {self.tile_type}, vector<{V}xf32>")
+            v0 = "%v"
+        val = self.epilogue_values(J, v0) if self.p.fused else v0
+        self.vector_store(J, val)
+        if guarded:
+            emit(f"{J[:-2]}}}")
         emit(f"{I}}}")
-    if splitk > 1:
-        # Every thread of the cluster (the producer warpgroup too) reduces and stores a share of
-        # the tile, reading the peers' partial sums through distributed shared memory; nobody
-        # leaves before the peers have read its tile.
-        emit(f"{I}nvvm.cluster.arrive {{aligned}}")
-        emit(f"{I}nvvm.cluster.wait {{aligned}}")
-        store(I, consumers=128 * (wgm + ws), phase="reduce", cluster=splitk)
-        emit(f"{I}nvvm.cluster.arrive {{aligned}}")
-        emit(f"{I}nvvm.cluster.wait {{aligned}}")
-    emit(f"{I}gpu.terminator")
-    cdecl = [f"{I}%c{x} = arith.constant {x} : index" for x in sorted(consts)]
-    tm = "swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none"
-    a2, b2, collapse = "%A", "%B", ""
-    a_box = "%hbm, %h64"
-    a_mem = f"memref<{rows}x{K}x{et}>"
-    if cv:  # X as it is (4-D boxes); W as the [KH*KW*C, CO] matrix it already is in memory
-        a_box = f"%h1, %hth, %htw, %h64"
-        a_mem = f"memref<{cv.n}x{cv.h}x{cv.w}x{cv.c}x{et}>"
-        b2 = "%B2"
-        collapse = (f"    %hth = arith.constant {th} : index\n    %htw = arith.constant {tw} : index\n"
-                    f"    %B2 = memref.collapse_shape %B [[0, 1, 2], [3]] : memref<{cv.kh}x{cv.kw}x{cv.c}x{N}x{et}> "
-                    f"into memref<{K}x{N}x{et}>\n")
-        if cv.stride > 1:  # [N*H/s, s, W/s, s, C]: boxes of th coarse rows x tw coarse columns, one phase each
-            st = cv.stride
-            a2, a_box = "%A5", "%hth, %h1, %htw, %h1, %h64"
-            fine = f"memref<{cv.n * cv.h}x{cv.w}x{cv.c}x{et}>"
-            a_mem = f"memref<{cv.n * cv.h // st}x{st}x{cv.w // st}x{st}x{cv.c}x{et}>"
-            collapse += (f"    %A3 = memref.collapse_shape %A [[0, 1], [2], [3]] : memref<{cv.n}x{cv.h}x{cv.w}x{cv.c}x{et}> "
-                         f"into {fine}\n"
-                         f"    %A5 = memref.expand_shape %A3 [[0, 1], [2, 3], [4]] output_shape "
-                         f"[{cv.n * cv.h // st}, {st}, {cv.w // st}, {st}, {cv.c}] : {fine} into {a_mem}\n")
-    if p.batch:
-        B_ = p.batch
-        a2, b2 = "%A2", "%B2"
-        collapse = "".join(
-            f"    {dst} = memref.collapse_shape {src} [[0, 1], [2]] : memref<{B_}x{r}x{cols}x{t}> into "
-            f"memref<{B_ * r}x{cols}x{t}>\n"
-            for dst, src, r, cols, t in (("%A2", "%A", M, K, et), ("%B2", "%B", K, N, et), ("%C2", "%C", M, N, p.out)))
-    return f"""!bar = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = {depth}>
+
+    @property
+    def tile_type(self) -> str:
+        """The staged f32 tile: bm rows of bn columns, padded by `STAGE_PAD`."""
+        return f"memref<{self.bm}x{self.bn + STAGE_PAD}xf32, 3>"
+
+    def consumer_barrier(self, I: str) -> None:
+        """A barrier over the threads that stage and store the tile."""
+        if self.ws:  # the producer warpgroup has left: a named barrier over the consumers only
+            self.emit(f"{I}nvvm.barrier id = %bid1 number_of_threads = %nconsumers")
+        else:
+            self.emit(f"{I}gpu.barrier")
+
+    def stage_tile(self, I: str, consumers: int) -> None:
+        """Each warpgroup's accumulators into its rows of the staged tile, at the start of the
+        dynamic shared memory, once every warpgroup's MMAs have read their last stage."""
+        emit, tile = self.emit, self.tile_type
+        view = f"memref<{self.wm}x{self.bn}xf32, strided<[{self.bn + STAGE_PAD}, 1], offset: ?>, 3>"
+        if self.ws:
+            emit(f"{I}%nconsumers = arith.constant {consumers} : i32")
+            emit(f"{I}%bid1 = arith.constant 1 : i32")
+        self.consumer_barrier(I)  # every warpgroup's MMAs have read their last stage before the tile overwrites it
+        emit(f"{I}%tile = memref.view %dyn[{self.c(0)}][] : memref<?xi8, 3> to {tile}")
+        emit(f"{I}%Ts = memref.subview %tile[%wgfix, 0] [{self.wm}, {self.bn}] [1, 1] : {tile} to {view}")
+        emit(f"{I}nvgpu.warpgroup.mma.store %res, %Ts : !acc to {view}")
+
+    def cluster_start(self, I: str, consumers: int) -> None:
+        """The reduction's start: the tile's address (%tbase, the same in every block of the
+        cluster) and this thread's first vector (%cfirst: the blocks' threads one after another)."""
+        emit = self.emit
+        emit(f"{I}%tbase0 = memref.extract_aligned_pointer_as_index %dyn : memref<?xi8, 3> -> index")
+        emit(f"{I}%tbase = arith.index_cast %tbase0 : index to i64")
+        emit(f"{I}%crank = nvvm.read.ptx.sreg.cluster.ctarank : i32")
+        emit(f"{I}%crk = arith.index_cast %crank : i32 to index")
+        emit(f"{I}%cfirst0 = arith.muli %crk, {self.c(consumers)} : index")
+        emit(f"{I}%cfirst = arith.addi %cfirst0, %tid : index")
+
+    def store_coords(self, J: str) -> tuple[str, bool]:
+        """Vector %e of the tile: its row %er and column %ec in the tile, its column %on of C and
+        its row %om (a convolution: pixel %oy, %ox of %img); where the tile overhangs C, opens
+        the guard of what lands inside. Returns the indentation inside and whether it guards."""
+        c, emit, p, V = self.c, self.emit, self.p, STORE_VEC
+        emit(f"{J}%er = arith.divui %e, {c(self.bn // V)} : index")
+        emit(f"{J}%ecv = arith.remui %e, {c(self.bn // V)} : index")
+        emit(f"{J}%ec = arith.muli %ecv, {c(V)} : index")
+        emit(f"{J}%on = arith.addi %n0, %ec : index")
+        guard = []
+        if self.cv:
+            g, th, tw = self.cv, self.th, self.tw
+            emit(f"{J}%py = arith.divui %er, {c(tw)} : index")
+            emit(f"{J}%px = arith.remui %er, {c(tw)} : index")
+            emit(f"{J}%oy = arith.addi %h0, %py : index")
+            emit(f"{J}%ox = arith.addi %w0, %px : index")
+            for flag, val, ext, step in (("%iny", "%oy", g.oh, th), ("%inx", "%ox", g.ow, tw)):
+                if ext % step:
+                    emit(f"{J}{flag} = arith.cmpi ult, {val}, {c(ext)} : index")
+                    guard.append(flag)
+        else:
+            emit(f"{J}%om = arith.addi %m0, %er : index")
+            if p.m % self.bm:
+                emit(f"{J}%inm = arith.cmpi ult, %om, {c(p.m)} : index")
+                guard.append("%inm")
+        if p.n % self.bn:  # N is a multiple of V (TMA's row strides): a vector is wholly inside or outside
+            emit(f"{J}%inn = arith.cmpi ult, %on, {c(p.n)} : index")
+            guard.append("%inn")
+        if not guard:
+            return J, False
+        flag = guard[0]
+        for i, other in enumerate(guard[1:]):
+            emit(f"{J}%inb{i} = arith.andi {flag}, {other} : i1")
+            flag = f"%inb{i}"
+        emit(f"{J}scf.if {flag} {{")
+        return J + "  ", True
+
+    def cluster_sum(self, J: str, cluster: int) -> str:
+        """The sum of the `cluster` blocks' partial tiles at this vector (`mapa` to each block's
+        tile, `ld.shared::cluster`); returns its SSA name."""
+        c, emit, vf = self.c, self.emit, f"vector<{STORE_VEC}xf32>"
+        emit(f"{J}%eo0 = arith.muli %er, {c(self.bn + STAGE_PAD)} : index")
+        emit(f"{J}%eo1 = arith.addi %eo0, %ec : index")
+        emit(f"{J}%eo2 = arith.muli %eo1, {c(4)} : index")
+        emit(f"{J}%eo3 = arith.index_cast %eo2 : index to i64")
+        emit(f"{J}%eoa = arith.addi %tbase, %eo3 : i64")
+        emit(f"{J}%eop = llvm.inttoptr %eoa : i64 to !llvm.ptr<3>")
+        for r in range(cluster):
+            emit(f"{J}%rk{r} = arith.constant {r} : i32")
+            emit(f"{J}%rp{r} = nvvm.mapa %eop, %rk{r} : !llvm.ptr<3> -> !llvm.ptr<7>")
+            emit(f"{J}%rv{r} = llvm.load %rp{r} {{alignment = 16 : i64}} : !llvm.ptr<7> -> {vf}")
+        for r in range(1, cluster):
+            prev = "%rv0" if r == 1 else f"%rs{r - 1}"
+            emit(f"{J}%rs{r} = arith.addf {prev}, %rv{r} : {vf}")
+        return f"%rs{cluster - 1}"
+
+    def epilogue_values(self, J: str, v0: str) -> str:
+        """The f32 sums `v0` element by element rounded to the matmul's type and passed through
+        the fused epilogue (with the extra inputs it reads at the element's indices), gathered
+        into a vector of C's type; returns its SSA name."""
+        c, emit, p, V = self.c, self.emit, self.p, STORE_VEC
+        vf, vo = f"vector<{V}xf32>", f"vector<{V}x{p.out}>"
+        dim_names = (["%img", "%oy", "%ox", "%on"] if self.cv else ["%bz", "%om", "%on"] if p.batch
+                     else ["%om", "%on"])
+        col = len(dim_names) - 1
+        emit(f"{J}%y0 = arith.constant dense<0.0> : {vo}")
+        for j in range(V):
+            emit(f"{J}%v{j} = vector.extract {v0}[{j}] : f32 from {vf}")
+            x_ = f"%v{j}"
+            if p.acc != "f32":
+                emit(f"{J}%va{j} = arith.truncf %v{j} : f32 to {p.acc}")
+                x_ = f"%va{j}"
+            if p.epilogue:
+                ins, tys = [x_], [p.acc]
+                if any(col in x.dims for x in p.extras):
+                    emit(f"{J}%on{j} = arith.addi %on, {c(j)} : index")
+                names = dim_names[:col] + [f"%on{j}"]
+                for x in p.extras:
+                    name, t = _arg(p, x.arg)
+                    idx = ", ".join(names[d] for d in x.dims)
+                    emit(f"{J}%l{x.arg}_{j} = memref.load {name}[{idx}] : {t}")
+                    ins.append(f"%l{x.arg}_{j}")
+                    tys.append(x.dtype)
+                emit(f"{J}%r{j} = func.call @{EPILOGUE}({', '.join(ins)}) : ({', '.join(tys)}) -> {p.out}")
+                x_ = f"%r{j}"
+            emit(f"{J}%y{j + 1} = vector.insert {x_}, %y{j} [{j}] : {p.out} into {vo}")
+        return f"%y{V}"
+
+    def vector_store(self, J: str, val: str) -> None:
+        """The vector `val` into C at row %om (a batch matmul: of the tall C; a convolution: pixel
+        %oy, %ox of image %img), column %on."""
+        p, emit = self.p, self.emit
+        vo = f"vector<{STORE_VEC}x{p.out}>"
+        # The vector's first column is a multiple of V and C's rows are multiples of 16 bytes long
+        # (N % 8 == 0), so the store is aligned as long as C's base is (numpy, PyTorch and the MLIR
+        # runtime allocate at >= 16 bytes); without the attribute NVPTX splits it into scalar stores.
+        align = f"{{alignment = {min(16, STORE_VEC * _BYTES[p.out])}}}"
+        if self.cv:
+            _, ct = _arg(p, p.n_args)
+            emit(f"{J}vector.store {val}, %C[%img, %oy, %ox, %on] {align} : {ct}, {vo}")
+        else:
+            row = "%om"
+            if p.batch:
+                emit(f"{J}%ocr = arith.addi %om, %boff : index")
+                row = "%ocr"
+            emit(f"{J}vector.store {val}, {self.cname}[{row}, %on] {align} : memref<{self.rows}x{p.n}x{p.out}>, {vo}")
+
+    # -- the host function ------------------------------------------------------------------------
+
+    def tma_operands(self) -> tuple[str, str, str, str, str]:
+        """A and B as their TMA descriptors see them: (A's SSA name, B's, the host lines that
+        reshape them, A's box, A's memref type). A matrix's A is read in bm x 64 boxes; a
+        convolution's X as it is in 1 x th x tw x 64 boxes (strided: its folded
+        [N*H/s, s, W/s, s, C] view, th x 1 x tw x 1 x 64) and W as the [KH*KW*C, CO] matrix it
+        already is; a batch matmul's A, B (and C) as one tall matrix each."""
+        p, cv, et, K = self.p, self.cv, self.p.et, self.p.k
+        a2, b2, collapse = "%A", "%B", ""
+        a_box = "%hbm, %h64"
+        a_mem = f"memref<{self.rows}x{K}x{et}>"
+        if cv:  # X as it is (4-D boxes); W as the [KH*KW*C, CO] matrix it already is in memory
+            a_box = "%h1, %hth, %htw, %h64"
+            a_mem = f"memref<{cv.n}x{cv.h}x{cv.w}x{cv.c}x{et}>"
+            b2 = "%B2"
+            collapse = (f"    %hth = arith.constant {self.th} : index\n    %htw = arith.constant {self.tw} : index\n"
+                        f"    %B2 = memref.collapse_shape %B [[0, 1, 2], [3]] : memref<{cv.kh}x{cv.kw}x{cv.c}x{p.n}x{et}> "
+                        f"into memref<{K}x{p.n}x{et}>\n")
+            if cv.stride > 1:  # [N*H/s, s, W/s, s, C]: boxes of th coarse rows x tw coarse columns, one phase each
+                st = cv.stride
+                a2, a_box = "%A5", "%hth, %h1, %htw, %h1, %h64"
+                fine = f"memref<{cv.n * cv.h}x{cv.w}x{cv.c}x{et}>"
+                a_mem = f"memref<{cv.n * cv.h // st}x{st}x{cv.w // st}x{st}x{cv.c}x{et}>"
+                collapse += (f"    %A3 = memref.collapse_shape %A [[0, 1], [2], [3]] : memref<{cv.n}x{cv.h}x{cv.w}x{cv.c}x{et}> "
+                             f"into {fine}\n"
+                             f"    %A5 = memref.expand_shape %A3 [[0, 1], [2, 3], [4]] output_shape "
+                             f"[{cv.n * cv.h // st}, {st}, {cv.w // st}, {st}, {cv.c}] : {fine} into {a_mem}\n")
+        if p.batch:
+            B_ = p.batch
+            a2, b2 = "%A2", "%B2"
+            collapse = "".join(
+                f"    {dst} = memref.collapse_shape {src} [[0, 1], [2]] : memref<{B_}x{r}x{cols}x{t}> into "
+                f"memref<{B_ * r}x{cols}x{t}>\n"
+                for dst, src, r, cols, t in (("%A2", "%A", p.m, K, et), ("%B2", "%B", K, p.n, et),
+                                             ("%C2", "%C", p.m, p.n, p.out)))
+        return a2, b2, collapse, a_box, a_mem
+
+    def module(self, func_name: str, I: str) -> str:
+        """The module: the types of the kernel (mbarrier group, TMA descriptors, accumulator,
+        wgmma descriptors), the host function `func_name` (the TMA descriptors of A and B, the
+        launch: a grid of tiles -- persistent, `blocks` blocks; split-K, clusters along z --, the
+        shared memory of the stages or of the staged tile, whichever is larger) around the body
+        emitted so far (its constants declared first, at indentation `I`), and the epilogue."""
+        p, et, K, N = self.p, self.p.et, self.p.k, self.p.n
+        bm, wm, wn, depth, ws, persist, splitk = self.bm, self.wm, self.wn, self.depth, self.ws, self.persist, self.splitk
+        vA, vB = self.vA, self.vB
+        cdecl = [f"{I}%c{x} = arith.constant {x} : index" for x in sorted(self.consts)]
+        tm = "swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none"
+        a2, b2, collapse, a_box, a_mem = self.tma_operands()
+        smem = max(depth * self.stage, staged_tile_bytes(bm, self.bn) if self.staged else 0)
+        return f"""!bar = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = {depth}>
 !tmA = !nvgpu.tensormap.descriptor<tensor = {vA}, {tm}>
 !tmB = !nvgpu.tensormap.descriptor<tensor = {vB}, {tm}>
 !acc = !nvgpu.warpgroup.accumulator<fragmented = vector<{wm}x{wn}xf32>>
@@ -1016,19 +1373,19 @@ module {{
     %h1 = arith.constant 1 : index
     %h64 = arith.constant 64 : index
     %hbm = arith.constant {bm} : index
-    %hgx = arith.constant {blocks if persist else gx} : index
-    %hgy = arith.constant {1 if persist else gy} : index
-    %hthreads = arith.constant {128 * (wgm + ws)} : index
+    %hgx = arith.constant {self.blocks if persist else self.gx} : index
+    %hgy = arith.constant {1 if persist else self.gy} : index
+    %hthreads = arith.constant {128 * (self.wgm + ws)} : index
     %hbatch = arith.constant {p.batch or splitk} : index
     %hsk = arith.constant {splitk} : index
-    %smem = arith.constant {max(depth * stage, staged_tile_bytes(bm, bn) if staged else 0)} : i32
+    %smem = arith.constant {smem} : i32
 {collapse}    %uA = memref.cast {a2} : {a_mem} to memref<*x{et}>
     %uB = memref.cast {b2} : memref<{(p.batch or 1) * K}x{N}x{et}> to memref<*x{et}>
     %tA = nvgpu.tma.create.descriptor %uA box[{a_box}] : memref<*x{et}> -> !tmA
     %tB = nvgpu.tma.create.descriptor %uB box[%h64, %h64] : memref<*x{et}> -> !tmB
     gpu.launch {"clusters(%kx, %ky, %kz) in (%ksx = %h1, %ksy = %h1, %ksz = %hsk) " if splitk > 1 else ""}blocks(%bx, %by, %bz) in (%gx = %hgx, %gy = %hgy, %gz = %hbatch) threads(%tx, %ty, %tz) in (%sx = %hthreads, %sy = %h1, %sz = %h1) dynamic_shared_memory_size %smem {{
 {chr(10).join(cdecl)}
-{chr(10).join(lines)}
+{chr(10).join(self.lines)}
     }}
     return
   }}
@@ -1058,146 +1415,5 @@ def _arg(p: TcProblem, i: int) -> tuple[str, str]:
 
 
 def _signature(p: TcProblem) -> str:
+    """The host function's arguments: the inputs, then the result."""
     return ", ".join(f"{name}: {t}" for name, t in (_arg(p, i) for i in range(p.n_args + 1)))
-
-
-def _staged_store(p: TcProblem, emit, c, I: str, *, bm: int, bn: int, wm: int, consumers: int, ws: bool,
-                  cname: str, rows: int, patch: tuple[int, int] | None = None, phase: str = "both",
-                  cluster: int = 1) -> None:
-    """Accumulators -> a padded f32 tile in shared memory (over the drained pipeline stages) ->
-    each consumer thread walks the tile along rows (a warp covers 32 consecutive columns: the
-    shared reads are conflict-free, the global stores coalesced), rounds to the matmul's type,
-    applies the fused epilogue with the extra inputs it reads, and stores what lands inside C
-    (`cname`, `rows` rows: a batch matmul's tall C, row %boff + the row within the batch; a
-    convolution's `patch` of th x tw pixels: row i is pixel (%h0 + i / tw, %w0 + i % tw) of %img).
-    `phase` "stage" only writes the tile; "reduce" (`cluster` blocks of a split-K cluster, every
-    thread of each) sums the cluster's tiles (`mapa` + `ld.shared::cluster`) and stores, the
-    blocks taking turns over the vectors; "both": stage, then store this block's tile."""
-    M, N = p.m, p.n
-    bnp = bn + STAGE_PAD
-    tile = f"memref<{bm}x{bnp}xf32, 3>"
-    view = f"memref<{wm}x{bn}xf32, strided<[{bnp}, 1], offset: ?>, 3>"
-
-    def barrier() -> None:
-        if ws:  # the producer warpgroup has left: a named barrier over the consumers only
-            emit(f"{I}nvvm.barrier id = %bid1 number_of_threads = %nconsumers")
-        else:
-            emit(f"{I}gpu.barrier")
-
-    if phase != "reduce":
-        if ws:
-            emit(f"{I}%nconsumers = arith.constant {consumers} : i32")
-            emit(f"{I}%bid1 = arith.constant 1 : i32")
-        barrier()  # every warpgroup's MMAs have read their last stage before the tile overwrites it
-        emit(f"{I}%tile = memref.view %dyn[{c(0)}][] : memref<?xi8, 3> to {tile}")
-        emit(f"{I}%Ts = memref.subview %tile[%wgfix, 0] [{wm}, {bn}] [1, 1] : {tile} to {view}")
-        emit(f"{I}nvgpu.warpgroup.mma.store %res, %Ts : !acc to {view}")
-        if phase == "stage":
-            return
-        barrier()
-    else:
-        emit(f"{I}%tbase0 = memref.extract_aligned_pointer_as_index %dyn : memref<?xi8, 3> -> index")
-        emit(f"{I}%tbase = arith.index_cast %tbase0 : index to i64")
-        emit(f"{I}%crank = nvvm.read.ptx.sreg.cluster.ctarank : i32")
-        emit(f"{I}%crk = arith.index_cast %crank : i32 to index")
-        emit(f"{I}%cfirst0 = arith.muli %crk, {c(consumers)} : index")
-        emit(f"{I}%cfirst = arith.addi %cfirst0, %tid : index")
-    used = patch[0] * patch[1] if patch else bm  # the tile's rows that hold results
-    V = STORE_VEC  # consecutive columns per thread: one vector load from the tile, one vector store
-    if phase == "reduce":
-        emit(f"{I}scf.for %e = %cfirst to {c(used * bn // V)} step {c(consumers * cluster)} {{")
-    else:
-        emit(f"{I}scf.for %e = %tid to {c(used * bn // V)} step {c(consumers)} {{")
-    J = I + "  "
-    emit(f"{J}%er = arith.divui %e, {c(bn // V)} : index")
-    emit(f"{J}%ecv = arith.remui %e, {c(bn // V)} : index")
-    emit(f"{J}%ec = arith.muli %ecv, {c(V)} : index")
-    emit(f"{J}%on = arith.addi %n0, %ec : index")
-    guard = []
-    if patch:
-        g, (th, tw) = p.conv, patch
-        emit(f"{J}%py = arith.divui %er, {c(tw)} : index")
-        emit(f"{J}%px = arith.remui %er, {c(tw)} : index")
-        emit(f"{J}%oy = arith.addi %h0, %py : index")
-        emit(f"{J}%ox = arith.addi %w0, %px : index")
-        for flag, val, ext, step in (("%iny", "%oy", g.oh, th), ("%inx", "%ox", g.ow, tw)):
-            if ext % step:
-                emit(f"{J}{flag} = arith.cmpi ult, {val}, {c(ext)} : index")
-                guard.append(flag)
-    else:
-        emit(f"{J}%om = arith.addi %m0, %er : index")
-        if M % bm:
-            emit(f"{J}%inm = arith.cmpi ult, %om, {c(M)} : index")
-            guard.append("%inm")
-    if N % bn:  # N is a multiple of V (TMA's row strides): a vector is wholly inside or outside
-        emit(f"{J}%inn = arith.cmpi ult, %on, {c(N)} : index")
-        guard.append("%inn")
-    if guard:
-        flag = guard[0]
-        for i, other in enumerate(guard[1:]):
-            emit(f"{J}%inb{i} = arith.andi {flag}, {other} : i1")
-            flag = f"%inb{i}"
-        emit(f"{J}scf.if {flag} {{")
-        J += "  "
-    vf, vo = f"vector<{V}xf32>", f"vector<{V}x{p.out}>"
-    if phase == "reduce":  # the sum of the cluster's partial tiles at this vector
-        emit(f"{J}%eo0 = arith.muli %er, {c(bn + STAGE_PAD)} : index")
-        emit(f"{J}%eo1 = arith.addi %eo0, %ec : index")
-        emit(f"{J}%eo2 = arith.muli %eo1, {c(4)} : index")
-        emit(f"{J}%eo3 = arith.index_cast %eo2 : index to i64")
-        emit(f"{J}%eoa = arith.addi %tbase, %eo3 : i64")
-        emit(f"{J}%eop = llvm.inttoptr %eoa : i64 to !llvm.ptr<3>")
-        for r in range(cluster):
-            emit(f"{J}%rk{r} = arith.constant {r} : i32")
-            emit(f"{J}%rp{r} = nvvm.mapa %eop, %rk{r} : !llvm.ptr<3> -> !llvm.ptr<7>")
-            emit(f"{J}%rv{r} = llvm.load %rp{r} {{alignment = 16 : i64}} : !llvm.ptr<7> -> {vf}")
-        for r in range(1, cluster):
-            prev = "%rv0" if r == 1 else f"%rs{r - 1}"
-            emit(f"{J}%rs{r} = arith.addf {prev}, %rv{r} : {vf}")
-        v0 = f"%rs{cluster - 1}"
-    else:
-        emit(f"{J}%v = vector.load %tile[%er, %ec] : {tile}, {vf}")
-        v0 = "%v"
-    val = v0
-    if p.fused:
-        dim_names = (["%img", "%oy", "%ox", "%on"] if patch else ["%bz", "%om", "%on"] if p.batch
-                     else ["%om", "%on"])
-        col = len(dim_names) - 1
-        emit(f"{J}%y0 = arith.constant dense<0.0> : {vo}")
-        for j in range(V):
-            emit(f"{J}%v{j} = vector.extract {v0}[{j}] : f32 from {vf}")
-            x_ = f"%v{j}"
-            if p.acc != "f32":
-                emit(f"{J}%va{j} = arith.truncf %v{j} : f32 to {p.acc}")
-                x_ = f"%va{j}"
-            if p.epilogue:
-                ins, tys = [x_], [p.acc]
-                if any(col in x.dims for x in p.extras):
-                    emit(f"{J}%on{j} = arith.addi %on, {c(j)} : index")
-                names = dim_names[:col] + [f"%on{j}"]
-                for x in p.extras:
-                    name, t = _arg(p, x.arg)
-                    idx = ", ".join(names[d] for d in x.dims)
-                    emit(f"{J}%l{x.arg}_{j} = memref.load {name}[{idx}] : {t}")
-                    ins.append(f"%l{x.arg}_{j}")
-                    tys.append(x.dtype)
-                emit(f"{J}%r{j} = func.call @{EPILOGUE}({', '.join(ins)}) : ({', '.join(tys)}) -> {p.out}")
-                x_ = f"%r{j}"
-            emit(f"{J}%y{j + 1} = vector.insert {x_}, %y{j} [{j}] : {p.out} into {vo}")
-        val = f"%y{V}"
-    # The vector's first column is a multiple of V and C's rows are multiples of 16 bytes long
-    # (N % 8 == 0), so the store is aligned as long as C's base is (numpy, PyTorch and the MLIR
-    # runtime allocate at >= 16 bytes); without the attribute NVPTX splits it into scalar stores.
-    align = f"{{alignment = {min(16, V * _BYTES[p.out])}}}"
-    if patch:
-        _, ct = _arg(p, p.n_args)
-        emit(f"{J}vector.store {val}, %C[%img, %oy, %ox, %on] {align} : {ct}, {vo}")
-    else:
-        row = "%om"
-        if p.batch:
-            emit(f"{J}%ocr = arith.addi %om, %boff : index")
-            row = "%ocr"
-        emit(f"{J}vector.store {val}, {cname}[{row}, %on] {align} : memref<{rows}x{N}x{p.out}>, {vo}")
-    if guard:
-        emit(f"{J[:-2]}}}")
-    emit(f"{I}}}")
