@@ -257,6 +257,12 @@ def _bench_network(args: argparse.Namespace, net) -> int:
         print(f"tuned estimate {est * 1e3:.3f} ms = sum over tasks of weight x logged latency{note}; "
               f"measured end to end {t_tuned * 1e3:.3f} ms: {t_tuned / est:.2f}x the estimate "
               f"(gap {(t_tuned - est) * 1e3:+.3f} ms)")
+    if getattr(args, "profile", False):
+        profiled = compile_network(net, args.log, threads=threads, profile=True)
+        prof = min((profiled.profile(*inputs, number=args.number) for _ in range(3)), key=lambda p: p.wall)
+        print(f"profile (the best of 3 timings of {args.number} calls, per model call; 'logged': the tuner's "
+              f"warm, alone latency):")
+        print(prof.table())
     return 0
 
 
@@ -405,6 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
     source_args(b)
     b.add_argument("--log", help="the tuning log")
     b.add_argument("--number", type=int, default=10, help="calls per timing (default 10)")
+    b.add_argument("--profile", action="store_true",
+                   help="for a model: also time every task's call inside the model and the parent's own ops "
+                        "(a build with per-call timers), next to each task's logged latency")
     split_arg(b)
     b.set_defaults(fn=cmd_bench)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -79,9 +80,13 @@ class CompiledNetwork(_Compiled):
 
     The intermediates between tasks live in a static arena, allocated once (`targets/cpu/arena.py`):
     calls of one compiled network are serialised by a lock (safe from several threads, not
-    concurrent); compile it twice for concurrent calls."""
+    concurrent); compile it twice for concurrent calls.
 
-    def __init__(self, net: Network, records: dict[str, Record | None], threads: int | None = None) -> None:
+    `profile=True` adds timers around every task's call (`targets/cpu/profile.py`), read by
+    `profile()`."""
+
+    def __init__(self, net: Network, records: dict[str, Record | None], threads: int | None = None,
+                 *, profile: bool = False) -> None:
         self._lock = threading.Lock()
         self.network = net
         self.task = net.as_task()  # the whole model as a task record: inputs, outputs, flops
@@ -90,7 +95,7 @@ class CompiledNetwork(_Compiled):
         target.set_threads(threads)
         scripts = {h: r.script for h, r in records.items() if r is not None}
         callees = {name: net.tasks[i] for name, i in net.calls.items()}
-        self._kernel = target.compile_network(self.task, callees, scripts)
+        self._kernel = target.compile_network(self.task, callees, scripts, **({"profile": True} if profile else {}))
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
         with self._lock:
@@ -103,6 +108,73 @@ class CompiledNetwork(_Compiled):
     @property
     def tuned_tasks(self) -> int:
         return sum(r is not None for r in self.records.values())
+
+    def profile(self, *arrays: np.ndarray, number: int = 10) -> NetworkProfile:
+        """Time `number` calls in the native loop (after one warm-up call) and split each call's
+        time into its tasks' calls and the parent's own ops (compiled with `profile=True`)."""
+        if self._kernel.profile_segments is None:
+            raise ValueError("compile the network with profile=True to profile it")
+        with self._lock:
+            ins = [np.ascontiguousarray(a, dtype=s.numpy_dtype()) for a, s in zip(arrays, self.task.inputs, strict=True)]
+            self._kernel.time(ins, 1)
+            self._kernel.read_profile()
+            wall = self._kernel.time(ins, number) / number
+            acc = self._kernel.read_profile() / number
+        tasks = {name: self.network.tasks[i] for name, i in self.network.calls.items()}
+        calls, parent = [], []
+        for seg, t in zip(self._kernel.profile_segments, acc, strict=True):
+            if seg.kind == "call":
+                task = tasks.get(seg.callee)
+                rec = self.records.get(task.hash) if task is not None else None
+                calls.append(CallTime(seg.callee, task.name if task else seg.callee, float(t),
+                                      rec.latency if rec is not None else None))
+            elif seg.kind == "parent":
+                parent.append((seg.callee, float(t)))
+        return NetworkProfile(wall, calls, parent)
+
+
+@dataclass(frozen=True)
+class CallTime:
+    """One task call inside a profiled model: seconds per model call, and the task's best
+    logged latency (timed warm and alone by the tuner; None: untuned)."""
+
+    callee: str
+    task: str
+    seconds: float
+    logged: float | None
+
+
+@dataclass(frozen=True)
+class NetworkProfile:
+    """`CompiledNetwork.profile`: the end-to-end time per call (`wall`, timed around the native
+    loop), each task call's time in the model, and the parent's own ops between calls (`parent`:
+    (the callee they precede, '' for the tail), seconds)."""
+
+    wall: float
+    calls: list[CallTime]
+    parent: list[tuple[str, float]]
+
+    @property
+    def in_calls(self) -> float:
+        return sum(c.seconds for c in self.calls)
+
+    @property
+    def in_parent(self) -> float:
+        return sum(t for _, t in self.parent)
+
+    def table(self) -> str:
+        """A text table: every call with its in-model and logged time, then the parent's total."""
+        lines = [f"{'call':<28} {'task':<40} {'in model ms':>11} {'logged ms':>10} {'ratio':>6}"]
+        for c in self.calls:
+            logged = f"{c.logged * 1e3:>10.3f}" if c.logged is not None else f"{'-':>10}"
+            ratio = f"{c.seconds / c.logged:>5.2f}x" if c.logged else f"{'':>6}"
+            lines.append(f"{c.callee[:28]:<28} {c.task[:40]:<40} {c.seconds * 1e3:>11.3f} {logged} {ratio}")
+        logged = sum(c.logged for c in self.calls if c.logged is not None)
+        lines.append(f"{'sum of calls':<69} {self.in_calls * 1e3:>11.3f} {logged * 1e3:>10.3f}")
+        lines.append(f"{'parent ops (between calls)':<69} {self.in_parent * 1e3:>11.3f}")
+        rest = self.wall - self.in_calls - self.in_parent
+        lines.append(f"{'end to end (native loop)':<69} {self.wall * 1e3:>11.3f}   (unattributed {rest * 1e3:+.3f})")
+        return "\n".join(lines)
 
 
 
@@ -132,9 +204,9 @@ def extract_for_log(source: str | Path | ir.Module, log: str | Path | None, *, w
 
 
 def compile_network(net: Network, log: str | Path | None = None, *, threads: int | None = None,
-                    records: list[Record] | None = None) -> CompiledNetwork:
+                    records: list[Record] | None = None, profile: bool = False) -> CompiledNetwork:
     """Compile a partitioned model with the best record of each of its tasks in `log` (`records`:
-    the log's records when the caller has loaded them already)."""
+    the log's records when the caller has loaded them already; `profile`: see `CompiledNetwork`)."""
     if records is None:
         records = load_records(log) if log is not None else []
         if log is not None:
@@ -149,7 +221,7 @@ def compile_network(net: Network, log: str | Path | None = None, *, threads: int
         log_ = logging.getLogger(__name__)
         log_.warning("%s: no record for %d of %d tasks (%s): they run untuned", log, len(missing), len(net.tasks),
                      ", ".join(missing[:6]) + (", ..." if len(missing) > 6 else ""))
-    return CompiledNetwork(net, chosen, threads)
+    return CompiledNetwork(net, chosen, threads, profile=profile)
 
 
 def compile(

@@ -102,8 +102,9 @@ class Target(abc.ABC):
         raise NotImplementedError(f"target {self.name!r} has no build artifacts")
 
     def compile_network(self, task: SearchTask, callees: dict[str, SearchTask],
-                        scripts: dict[str, str | None]) -> Kernel:
-        """A whole model in one module, each callee with its script (`ansor.compile`)."""
+                        scripts: dict[str, str | None], *, profile: bool = False) -> Kernel:
+        """A whole model in one module, each callee with its script (`ansor.compile`); `profile`:
+        with timers around the callees' calls (CPU: `targets/cpu/profile.py`)."""
         raise NotImplementedError(f"target {self.name!r} cannot compile whole models yet")
 
     def reference_task(self, task: SearchTask) -> SearchTask | None:

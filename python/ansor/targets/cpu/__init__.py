@@ -55,10 +55,10 @@ class CpuTarget(Target):
         set_threads(n)
 
     def compile_network(self, task: SearchTask, callees: dict[str, SearchTask],
-                        scripts: dict[str, str | None]) -> Kernel:
+                        scripts: dict[str, str | None], *, profile: bool = False) -> Kernel:
         from ansor.targets.cpu.lowering import compile_network
 
-        return compile_network(task, callees, scripts)
+        return compile_network(task, callees, scripts, profile=profile)
 
     def describe(self) -> str:
         from ansor.targets.cpu import params

@@ -384,6 +384,14 @@ class CompiledKernel:
     #: the arguments' addresses -> the packed argument array built for them
     _packed: dict = field(default_factory=dict, repr=False)
     _funcs: dict = field(default_factory=dict, repr=False)
+    #: a profiled model's segments, one per timer tick (`profile.py`); None: not profiled
+    profile_segments: list | None = None
+
+    def read_profile(self) -> np.ndarray:
+        """Seconds accumulated in each profile segment since the last read (zeroes them)."""
+        out = np.zeros(len(self.profile_segments), dtype=np.float64)
+        self._func("__ansor_profile")(self._args([out], ()))
+        return out
 
     def _func(self, name: str):
         """The packed-interface function `name`, looked up once (`ExecutionEngine.invoke` looks it
@@ -516,10 +524,12 @@ def schedule_callees(module: ir.Module, callees: dict[str, SearchTask], scripts:
 
 
 def compile_network(task: SearchTask, callees: dict[str, SearchTask], scripts: dict[str, str | None], *,
-                    opt_level: int = 3, arena: bool = True) -> CompiledKernel:
+                    opt_level: int = 3, arena: bool = True, profile: bool = False) -> CompiledKernel:
     """Compile a partitioned model (`task.ir`, entry `task.func_name`) with each callee scheduled
     by `scripts` (task hash -> script; see `schedule_callees`); `arena`: the intermediates between
-    callees live in a static arena (`arena.py`; calls must not overlap). Raises `LoweringError`."""
+    callees live in a static arena (`arena.py`; calls must not overlap); `profile`: timers around
+    every callee call (`profile.py`; the kernel's `profile_segments`, `read_profile`). Raises
+    `LoweringError`."""
     _native.register_everything()
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(task.ir)
@@ -527,7 +537,13 @@ def compile_network(task: SearchTask, callees: dict[str, SearchTask], scripts: d
         for op in module.body.operations:
             if op.operation.name == "func.func" and str(op.operation.attributes["sym_name"]).strip('"') == task.func_name:
                 op.operation.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
-        return _lower_and_jit(module, task, opt_level, arena=arena)
+        if not profile:
+            return _lower_and_jit(module, task, opt_level, arena=arena)
+        segments: list = []
+        _lower(module, task, arena=arena, profile=segments)
+        kernel = _jit(module, task, opt_level)
+        kernel.profile_segments = segments
+        return kernel
 
 
 def build_task(task: SearchTask, script: str | None) -> bytes:
@@ -566,14 +582,20 @@ def _lower_and_jit(module: ir.Module, task: SearchTask, opt_level: int, *, arena
     return _jit(module, task, opt_level)
 
 
-def _lower(module: ir.Module, task: SearchTask, *, arena: bool = False) -> None:
-    """Everything of `_lower_and_jit` up to the LLVM dialect, in place."""
+def _lower(module: ir.Module, task: SearchTask, *, arena: bool = False, profile: list | None = None) -> None:
+    """Everything of `_lower_and_jit` up to the LLVM dialect, in place. `profile`: a list that
+    receives the segments of timers added around the entry's calls (`profile.py`)."""
     run_passes(module, _BUFFERIZE, "lower")
     if arena:
         from ansor.targets.cpu.arena import arena_intermediates
 
         arena_intermediates(module, task.func_name)
     run_passes(module, _DEALLOCATE, "lower")
+    if profile is not None:
+        from ansor.targets.cpu.profile import profile_calls
+
+        timer = "omp_get_wtime" if any("omp" in Path(lib).name for lib in runtime_libs()) else "rtclock"
+        profile.extend(profile_calls(module, task.func_name, timer))
     strided_copies_to_linalg(module)
     run_passes(module, _EXPAND_MATH_CPU, "lower")
     expand_erf(module)
