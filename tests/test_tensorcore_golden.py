@@ -111,34 +111,9 @@ func.func @bscaled(%A: tensor<6x197x128xf16>, %B: tensor<6x128x200xf16>, %s: ten
 }
 """
 
-#: A dilated (2), padded (2) bf16 convolution + bias + ReLU over a batch of 2 ragged 20x20 images.
-_CONV_BIAS_RELU = """#id4 = affine_map<(a, b, c, d) -> (a, b, c, d)>
-#ch = affine_map<(a, b, c, d) -> (d)>
-func.func @conv_bias_relu(%X: tensor<2x20x20x128xbf16>, %W: tensor<3x3x128x96xbf16>, %b: tensor<96xf32>)
-    -> tensor<2x20x20x96xbf16> {
-  %zero = arith.constant 0.0 : f32
-  %hzero = arith.constant 0.0 : bf16
-  %xp = tensor.pad %X low[0, 2, 2, 0] high[0, 2, 2, 0] {
-  ^bb0(%i0: index, %i1: index, %i2: index, %i3: index):
-    tensor.yield %hzero : bf16
-  } : tensor<2x20x20x128xbf16> to tensor<2x24x24x128xbf16>
-  %e = tensor.empty() : tensor<2x20x20x96xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<2x20x20x96xf32>) -> tensor<2x20x20x96xf32>
-  %c = linalg.conv_2d_nhwc_hwcf {dilations = dense<2> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
-      ins(%xp, %W : tensor<2x24x24x128xbf16>, tensor<3x3x128x96xbf16>) outs(%init : tensor<2x20x20x96xf32>)
-      -> tensor<2x20x20x96xf32>
-  %o = tensor.empty() : tensor<2x20x20x96xbf16>
-  %y = linalg.generic {indexing_maps = [#id4, #ch, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
-      ins(%c, %b : tensor<2x20x20x96xf32>, tensor<96xf32>) outs(%o : tensor<2x20x20x96xbf16>) {
-  ^bb0(%v: f32, %bv: f32, %out: bf16):
-    %s = arith.addf %v, %bv : f32
-    %r = arith.maximumf %s, %zero : f32
-    %h = arith.truncf %r : f32 to bf16
-    linalg.yield %h : bf16
-  } -> tensor<2x20x20x96xbf16>
-  return %y : tensor<2x20x20x96xbf16>
-}
-"""
+#: A dilated (2), padded (2) bf16 convolution + bias + ReLU over a batch of 2 ragged 20x20 images
+#: (test_tensorcore.py's, imported: the tests folder is on sys.path, as test_gpu imports test_sketches).
+from test_tensorcore import _CONV_BIAS_RELU  # noqa: E402
 
 #: A convolution returning its f32 sums (no epilogue: staged only because its tile is a patch).
 _CONV_F32 = """func.func @conv_f32(%X: tensor<1x16x16x64xf16>, %W: tensor<3x3x64x64xf16>) -> tensor<1x14x14x64xf32> {

@@ -82,14 +82,22 @@ unsigned forwardInBody(Block *body) {
     for (Value v : drop)
       lastWrite.erase(v);
   };
+  // `op` (a transfer of `view`, memref operand `mem`) accesses what the pending write of its
+  // view wrote: same indices and map, the written type, neither masked. That write or null.
+  auto pendingSame = [&](Operation *op, Value view, unsigned mem, ValueRange indices, Type type,
+                         Value mask) -> vector::TransferWriteOp {
+    auto it = lastWrite.find(view);
+    if (it == lastWrite.end() || mask || it->second.getMask() ||
+        !sameAccess(op, it->second, mem, 1, indices, it->second.getIndices()) ||
+        it->second.getVector().getType() != type)
+      return nullptr;
+    return it->second;
+  };
   for (Operation &top : llvm::make_early_inc_range(*body)) {
     if (auto r = dyn_cast<vector::TransferReadOp>(top)) {
       Value view = r.getBase();
-      auto it = lastWrite.find(view);
-      if (it != lastWrite.end() && !r.getMask() && !it->second.getMask() &&
-          sameAccess(r, it->second, 0, 1, r.getIndices(), it->second.getIndices()) &&
-          it->second.getVector().getType() == r.getVector().getType()) {
-        r.getVector().replaceAllUsesWith(it->second.getVector());
+      if (auto pending = pendingSame(r, view, 0, r.getIndices(), r.getVector().getType(), r.getMask())) {
+        r.getVector().replaceAllUsesWith(pending.getVector());
         r->erase();
         ++removed;
         continue;
@@ -102,11 +110,8 @@ unsigned forwardInBody(Block *body) {
     }
     if (auto w = dyn_cast<vector::TransferWriteOp>(top)) {
       Value view = w.getBase();
-      auto it = lastWrite.find(view);
-      if (it != lastWrite.end() && !w.getMask() && !it->second.getMask() &&
-          sameAccess(w, it->second, 1, 1, w.getIndices(), it->second.getIndices()) &&
-          it->second.getVector().getType() == w.getVector().getType()) {
-        dead.push_back(it->second); // overwritten before anything read it
+      if (auto pending = pendingSame(w, view, 1, w.getIndices(), w.getVector().getType(), w.getMask())) {
+        dead.push_back(pending); // overwritten before anything read it
         ++removed;
       }
       forgetOverlapping(view);
