@@ -57,6 +57,10 @@ def main() -> None:
                 curve = best_so_far(log)
                 runs[f"{label}, seed {seed}"] = {"prior_programs": n, "best_so_far_s": curve}
                 print(f"  seed {seed}, {label} ({n} prior programs): best {curve[-1] * 1e3:.3f} ms", flush=True)
+                # Saved after every run: a call cut short by a time limit keeps the runs it finished.
+                write_results(Path(a.out), "cross-host-prior", meta,
+                              {"task": task.name, "prior": a.prior, "prior_hosts": prior_hosts,
+                               "trials": a.trials, "batch_size": a.batch_size, "runs": runs, "complete": False})
     marks = list(range(a.batch_size, a.trials + 1, a.batch_size))
     print(f"\n{task.name}: best-so-far latency (ms) after N trials, learned search, batch {a.batch_size}")
     print("| run | " + " | ".join(str(m) for m in marks) + " | prior reaches the no-prior final best at |")
@@ -79,7 +83,8 @@ def main() -> None:
     path = write_results(Path(a.out), "cross-host-prior", meta,
                          {"task": task.name, "prior": a.prior, "prior_hosts": prior_hosts, "trials": a.trials,
                           "batch_size": a.batch_size, "runs": runs, "final_ratio": ratios,
-                          "prior_reaches_no_prior_best_at": [x if math.isfinite(x) else None for x in reach]})
+                          "prior_reaches_no_prior_best_at": [x if math.isfinite(x) else None for x in reach],
+                          "complete": True})
     print(f"wrote {path}")
 
 
