@@ -7,7 +7,12 @@ For every task call of the model (compiled with the log's best records):
   the tuner's runner, the best of its repeats, possibly on a quieter or noisier day);
 - `alone warm`: the same schedule compiled as its own function and timed now, alone, in a native
   loop on the model's input shapes (median of `--rounds` rounds, each the best of 3 loops);
-- `alone cold`: one call after 64 MiB of other data went through the caches (median of rounds);
+- `alone cold` / `weights cold`: what a tuning log measured with `ansor tune --cache-flush` / `--cache-flush
+  weights` would hold for the schedule: the runner's own timing (`measure.measurer.time_kernel`, one
+  call per repeat into preallocated outputs, median of 3 repeats, median of rounds) after evicting
+  every cache (`all`) or only the lines of every input but the first (`weights`, TVM's
+  enable_cpu_cache_flush: the weights come from memory, the input the previous task wrote, the code
+  and the threads stay hot);
 - `in model`: the call's time inside the model, from a build with timers around every call
   (`CompiledNetwork(profile=True)`, `ansor/targets/cpu/profile.py`), median over rounds of
   `--number` model calls; the parent's own ops between calls are one more row.
@@ -22,7 +27,6 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 
@@ -50,31 +54,29 @@ def prepare(args: argparse.Namespace) -> dict:
 
 def measure(state: dict, args: argparse.Namespace) -> dict:
     """Time it all: `args.rounds` rounds, each of every measurement in turn."""
-    import numpy as np
+    from ansor.measure.measurer import RunOptions, time_kernel
 
     net, plain, profiled, inputs = state["net"], state["plain"], state["profiled"], state["inputs"]
-    flush = np.ones(64 << 18, dtype=np.float32)  # 64 MiB
     plain.time(*inputs, number=2)
-    rounds = {"end_to_end": [], "profiled_wall": [], "calls": [], "parent": [], "alone_warm": [], "alone_cold": []}
+    rounds = {"end_to_end": [], "profiled_wall": [], "calls": [], "parent": [], "alone_warm": [], "alone_cold": [],
+              "weights_cold": []}
+    cold_opts = {"alone_cold": RunOptions(repeat=3, cache_flush="all"),
+                 "weights_cold": RunOptions(repeat=3, cache_flush="weights")}
     for _ in range(args.rounds):
         rounds["end_to_end"].append(min(plain.time(*inputs, number=args.number) for _ in range(3)))
         prof = min((profiled.profile(*inputs, number=args.number) for _ in range(3)), key=lambda p: p.wall)
         rounds["profiled_wall"].append(prof.wall)
         rounds["calls"].append([c.seconds for c in prof.calls])
         rounds["parent"].append(prof.in_parent)
-        warm, cold = {}, {}
+        warm, cold = {}, {k: {} for k in cold_opts}
         for h, (fn, ins) in state["alone"].items():
             n = max(1, int(0.02 / max(fn.time(*ins, number=1), 1e-6)))
             warm[h] = min(fn.time(*ins, number=n) for _ in range(3))
-            ts = []
-            for _ in range(3):
-                flush += 1.0
-                t0 = time.perf_counter()
-                fn.time(*ins, number=1)
-                ts.append(time.perf_counter() - t0)
-            cold[h] = statistics.median(ts)
+            for k, opts in cold_opts.items():
+                cold[k][h] = statistics.median(time_kernel(fn._kernel, ins, opts))
         rounds["alone_warm"].append(warm)
-        rounds["alone_cold"].append(cold)
+        for k in cold_opts:
+            rounds[k].append(cold[k])
     tasks = {name: net.tasks[i] for name, i in net.calls.items()}
     rows = []
     for j, c in enumerate(prof.calls):
@@ -82,6 +84,7 @@ def measure(state: dict, args: argparse.Namespace) -> dict:
         rows.append({"callee": c.callee, "task": t.name, "logged": c.logged,
                      "alone_warm": statistics.median(r[t.hash] for r in rounds["alone_warm"]),
                      "alone_cold": statistics.median(r[t.hash] for r in rounds["alone_cold"]),
+                     "weights_cold": statistics.median(r[t.hash] for r in rounds["weights_cold"]),
                      "in_model": statistics.median(r[j] for r in rounds["calls"])})
     return {"rows": rows, "rounds": rounds,
             "end_to_end": statistics.median(rounds["end_to_end"]),
@@ -99,19 +102,20 @@ def report(state: dict, res: dict, args: argparse.Namespace) -> None:
     meta = host_meta(args.threads)
     print(host_line(meta))
     rows = res["rows"]
-    s = {k: sum(r[k] or 0.0 for r in rows) for k in ("logged", "alone_warm", "alone_cold", "in_model")}
+    s = {k: sum(r[k] or 0.0 for r in rows) for k in ("logged", "alone_warm", "alone_cold", "weights_cold", "in_model")}
     print(f"{net.name}: {len(net.tasks)} tasks ({len(net.calls)} calls), {missing} untuned; estimate "
           f"{est * 1e3:.3f} ms; end to end {res['end_to_end'] * 1e3:.3f} ms ({res['end_to_end'] / est:.2f}x); "
           f"profiled build {res['profiled_wall'] * 1e3:.3f} ms")
-    print(f"{'call':<11} {'task':<26} {'logged':>8} {'alone warm':>10} {'alone cold':>10} {'in model':>9} "
-          f"{'model/warm':>10}   (ms)")
+    print(f"{'call':<11} {'task':<26} {'logged':>8} {'alone warm':>10} {'alone cold':>10} {'wts cold':>9} "
+          f"{'in model':>9} {'model/warm':>10}   (ms)")
     for r in rows:
         logged = f"{r['logged'] * 1e3:>8.3f}" if r["logged"] else f"{'-':>8}"
         print(f"{r['callee'][-11:]:<11} {r['task'][:26]:<26} {logged} {r['alone_warm'] * 1e3:>10.3f} "
-              f"{r['alone_cold'] * 1e3:>10.3f} {r['in_model'] * 1e3:>9.3f} {r['in_model'] / r['alone_warm']:>9.2f}x")
+              f"{r['alone_cold'] * 1e3:>10.3f} {r['weights_cold'] * 1e3:>9.3f} {r['in_model'] * 1e3:>9.3f} "
+              f"{r['in_model'] / r['alone_warm']:>9.2f}x")
     print(f"{'sum of calls':<38} {s['logged'] * 1e3:>8.3f} {s['alone_warm'] * 1e3:>10.3f} "
-          f"{s['alone_cold'] * 1e3:>10.3f} {s['in_model'] * 1e3:>9.3f}")
-    print(f"{'parent ops':<38} {'':>8} {'':>10} {'':>10} {res['parent'] * 1e3:>9.3f}")
+          f"{s['alone_cold'] * 1e3:>10.3f} {s['weights_cold'] * 1e3:>9.3f} {s['in_model'] * 1e3:>9.3f}")
+    print(f"{'parent ops':<38} {'':>8} {'':>10} {'':>10} {'':>9} {res['parent'] * 1e3:>9.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "kind": "model_profile", "command": " ".join(["python -m bench.model_profile", *sys.argv[1:]]),

@@ -138,7 +138,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     _setup_target(args)
     if args.cache_flush and not get_target(args.target).supports_cache_flush:
-        raise ValueError(f"--cache-flush does not apply to --target {args.target}")
+        flag = "--cache-flush-weights" if args.cache_flush == "weights" else "--cache-flush"
+        raise ValueError(f"{flag} does not apply to --target {args.target}")
     opts = RunOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                       cache_flush=args.cache_flush,
                       timeout_s=args.timeout, threads=args.threads)
@@ -257,6 +258,9 @@ def _bench_network(args: argparse.Namespace, net) -> int:
         print(f"tuned estimate {est * 1e3:.3f} ms = sum over tasks of weight x logged latency{note}; "
               f"measured end to end {t_tuned * 1e3:.3f} ms: {t_tuned / est:.2f}x the estimate "
               f"(gap {(t_tuned - est) * 1e3:+.3f} ms)")
+        hint = _warm_estimate_hint(net, tuned.records)
+        if hint:
+            print(hint)
     if getattr(args, "profile", False):
         profiled = compile_network(net, args.log, threads=threads, profile=True)
         prof = min((profiled.profile(*inputs, number=args.number) for _ in range(3)), key=lambda p: p.wall)
@@ -264,6 +268,28 @@ def _bench_network(args: argparse.Namespace, net) -> int:
               f"warm, alone latency):")
         print(prof.table())
     return 0
+
+
+def _warm_estimate_hint(net, records: dict) -> str | None:
+    """A note when the estimate counts as cached the weights that a model call reads from memory:
+    the log was measured warm, and the tasks' inputs other than their first (their weights, what
+    `--cache-flush-weights` evicts) add up to more than the last-level cache per model call."""
+    import numpy as np
+
+    from ansor.measure.measurer import largest_cache_bytes
+
+    recs = [r for r in records.values() if r is not None]
+    llc = largest_cache_bytes()
+    if not recs or not llc or any((r.provenance or {}).get("cache_flush") for r in recs):
+        return None
+    weights = sum(int(np.prod(x.shape)) * np.dtype(x.numpy_dtype()).itemsize
+                  for i in net.calls.values() for x in net.tasks[i].inputs[1:])
+    if weights <= llc:
+        return None
+    return (f"note: a model call reads {weights / 2**20:.1f} MiB of task inputs other than each task's first "
+            f"(its weights), more than the {llc / 2**20:.0f} MiB last-level cache, but the log timed every task "
+            f"warm with them cached; tune with --cache-flush-weights (its own --log) for an estimate that reads "
+            f"them from memory")
 
 
 def network_estimate(net, records: dict) -> tuple[float, int]:
@@ -372,9 +398,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--repeat", type=int, default=3, help="measurements per candidate (default 3)")
     t.add_argument("--min-repeat-ms", type=float, default=100.0, help="raise --number until a measurement takes this long")
     t.add_argument("--timeout", type=float, default=30.0, help="seconds allowed per candidate (build + run)")
-    t.add_argument("--cache-flush", action="store_true",
-                   help="cpu: time each of --repeat calls after evicting the CPU caches (TVM's "
-                        "enable_cpu_cache_flush; closer to a call inside a network; use its own --log)")
+    t.add_argument("--cache-flush", action="store_const", const="all", default=False,
+                   help="cpu: time each of --repeat calls after evicting every CPU cache (inputs, "
+                        "outputs, code all cold; use its own --log)")
+    t.add_argument("--cache-flush-weights", dest="cache_flush", action="store_const", const="weights",
+                   help="cpu: time each of --repeat calls after evicting every input but the first "
+                        "(TVM's enable_cpu_cache_flush): a model's task reads its weights from memory, "
+                        "its input from cache, as inside a model whose weights exceed the last-level "
+                        "cache (use its own --log)")
     t.add_argument("--search", choices=["learned", "random"], default="learned",
                    help="learned: evolutionary search guided by the XGBoost cost model (Ansor); "
                         "random: uniform random annotations (default learned)")

@@ -107,12 +107,18 @@ class RunOptions:
     #: task's reduction length and the reference's RMS (atol).
     rtol: float | None = None
     atol: float | None = None
-    #: TVM's `enable_cpu_cache_flush`: each of the `repeat` measurements is one call timed after
-    #: writing a buffer of twice the last-level cache (`number` and `min_repeat_ms` are ignored),
-    #: so inputs and weights come from memory as they do inside a network, not from a cache
-    #: warmed by the previous call. Latencies measured this way are not comparable with warm
-    #: ones: keep them in their own log.
-    cache_flush: bool = False
+    #: Cold measurement (CPU): each of the `repeat` measurements is one call timed after the
+    #: caches were prepared (`number` and `min_repeat_ms` are ignored; `prepare_caches`).
+    #: `True` or "all": a buffer of twice the last-level cache is written first, so every input,
+    #: output, the code and the idle threads are cold. "weights": every input but the first is
+    #: evicted line by line (TVM's `enable_cpu_cache_flush` flushes every argument but the
+    #: first), as inside a model whose weights exceed the last-level cache while each task's
+    #: input was just written by the previous task. Latencies measured either way are not
+    #: comparable with warm ones: keep them in their own log.
+    cache_flush: bool | str = False
+
+    def __post_init__(self) -> None:
+        flush_mode(self.cache_flush)  # a bad value fails here, not in a worker
 
 
 #: A candidate whose first call is this many times slower than the task's best so far is timed
@@ -378,7 +384,7 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
         # (This used to compare the *first* call, which includes JIT compilation and was
         # always slower than slow_s: every candidate but the first was timed by one cold
         # call, ~2-5x too slow for 0.05 ms kernels and biased against parallel ones.)
-        costs = _time_kernel(kernel, inputs, opts, slow_s=req.get("slow_s", math.inf))
+        costs = time_kernel(kernel, inputs, opts, slow_s=req.get("slow_s", math.inf))
         phases["time"] = time.perf_counter() - t_verified
         return {"costs": costs, "error": None, "msg": "", "build_s": build_s, "phases": phases}
 
@@ -408,7 +414,7 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
                     bad = verify_kernel(base_kernel, inputs, outs, opts)
                     if bad is not None:
                         raise RuntimeError(f"the default GPU program is wrong: {bad}")
-                costs = _time_kernel(base_kernel, inputs, opts, slow_s=1.0)
+                costs = time_kernel(base_kernel, inputs, opts, slow_s=1.0)
                 np.savez(req["ref_path"], **{f"a{i}": a for i, a in enumerate(inputs + outs)})
                 conn.send({"costs": costs, "error": None, "msg": "", "build_s": 0.0})
                 continue
@@ -450,9 +456,8 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
             conn.send({"costs": (), "error": "runtime", "msg": last, "build_s": time.perf_counter() - t_start})
 
 
-def flush_bytes() -> int:
-    """Size of the buffer written before a cold measurement: twice the largest CPU cache the
-    kernel reports (sysfs), at least 64 MiB."""
+def largest_cache_bytes() -> int:
+    """Size of the largest CPU cache the kernel reports (sysfs; 0 when it reports none)."""
     largest = 0
     for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
         try:
@@ -460,7 +465,13 @@ def flush_bytes() -> int:
             largest = max(largest, int(text.rstrip("KMG")) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1], 1))
         except (OSError, ValueError):
             continue
-    return max(2 * largest, 64 << 20)
+    return largest
+
+
+def flush_bytes() -> int:
+    """Size of the buffer written before a cold measurement: twice the largest CPU cache, at
+    least 64 MiB."""
+    return max(2 * largest_cache_bytes(), 64 << 20)
 
 
 @functools.cache
@@ -474,19 +485,48 @@ def flush_cpu_caches() -> None:
     np.add(buf, 1.0, out=buf)
 
 
-def _time_kernel(kernel: Any, inputs: list[np.ndarray], opts: RunOptions, slow_s: float = math.inf) -> tuple[float, ...]:
+#: `RunOptions.cache_flush` values -> mode (None: warm).
+_FLUSH_MODES = {False: None, None: None, "none": None, True: "all", "all": "all", "weights": "weights"}
+
+
+def flush_mode(value: bool | str | None) -> str | None:
+    """The cold-measurement mode `value` asks for: None (warm), "all" or "weights"."""
+    try:
+        return _FLUSH_MODES[value]
+    except (KeyError, TypeError):
+        raise ValueError(f"cache_flush={value!r}: expected False, True, 'all' or 'weights'") from None
+
+
+def prepare_caches(inputs: list[np.ndarray], mode: str) -> None:
+    """Before a cold call. "all": evict the caches wholesale (`flush_cpu_caches`). "weights":
+    evict every input but the first, line by line (`targets/cpu/cacheflush.py`), leaving the
+    first input, the outputs, the code and the threads as the previous call left them; where
+    that cannot run (not x86), evict everything and read the first input back in."""
+    if mode == "weights":
+        from ansor.targets.cpu import cacheflush
+
+        if cacheflush.available():
+            cacheflush.evict(inputs[1:])
+            return
+    flush_cpu_caches()
+    if mode == "weights" and inputs:
+        np.add.reduce(np.ascontiguousarray(inputs[0]).reshape(-1).view(np.uint8), dtype=np.uint64)
+
+
+def time_kernel(kernel: Any, inputs: list[np.ndarray], opts: RunOptions, slow_s: float = math.inf) -> tuple[float, ...]:
     """Per-call seconds, one per repeat. A call slower than `slow_s` is timed once (the untuned
     baseline of a large task can take seconds per call). With `opts.cache_flush`, each repeat is
-    one call after `flush_cpu_caches`."""
+    one call after `prepare_caches` (everything evicted, or for "weights" every input but the first)."""
     est = kernel.time(inputs, 1)  # also a warm-up
     if est > slow_s:
         return (est,)
-    if opts.cache_flush and get_target(kernel.task.target).supports_cache_flush:
+    mode = flush_mode(opts.cache_flush)
+    if mode and get_target(kernel.task.target).supports_cache_flush:
         outs = kernel.alloc_outputs()
         kernel.time(inputs, 1, outs)  # the outputs' pages are mapped before any timing
         costs = []
         for _ in range(opts.repeat):
-            flush_cpu_caches()
+            prepare_caches(inputs, mode)
             costs.append(kernel.time(inputs, 1, outs))
         return tuple(costs)
     number = max(opts.number, math.ceil(opts.min_repeat_ms / 1e3 / max(est, 1e-9)))

@@ -63,14 +63,15 @@ def host(target: str = "cpu") -> dict[str, Any]:
     return out
 
 
-def provenance(measurer: str, *, threads: int = 0, cache_flush: bool = False, target: str = "cpu") -> dict[str, Any]:
+def provenance(measurer: str, *, threads: int = 0, cache_flush: bool | str = False, target: str = "cpu") -> dict[str, Any]:
     """What a record says about how it was measured. `measurer` names the implementation
-    ("local", "synthetic", ...); `threads` 0 means all cores (recorded as the count)."""
+    ("local", "synthetic", ...); `threads` 0 means all cores (recorded as the count);
+    `cache_flush` is recorded as false, true (everything cold) or "weights"."""
     h = host(target)
     return {
         "measurer": measurer,
         "threads": threads or h["cores"],
-        "cache_flush": bool(cache_flush),
+        "cache_flush": "weights" if cache_flush == "weights" else cache_flush in (True, "all"),
         "cpu": h["cpu"],
         "gpu": h.get("gpu"),
         "node": h["node"],  # the machine's name (a cluster's records name each runner's node)
