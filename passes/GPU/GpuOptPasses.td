@@ -264,6 +264,35 @@ def GpuGuardPaddedReads : Pass<"ansor-gpu-guard-padded-reads", "::mlir::ModuleOp
     dims fails (`arith.select`, no branch: unrolled tiles stay one block); a
     vector read is split into 1-D pieces along its last dim, or into elements where that dim is
     padded or strided. Any other use fails the pass with the message the Python rewrite raised.
+
+    A result computed into a padded buffer (ragged GPU tiles: the tiled op padded to a multiple
+    of the block tile, `targets/cuda/rules.py`) is the other side: a static non-workgroup
+    `memref.alloc` whose zero-offset, unit-stride `memref.subview` is copied (`memref.copy`, same
+    block) into a destination of the subview's shape after the kernels. Each load, store and
+    transfer of it (inside a `gpu.launch` or not) becomes 1-D transfers along one row of the destination
+    (a rank-reducing `memref.subview` per row, so `ansor-gpu-hoist-accumulators` still pairs a
+    thread's accumulator reads and writes), `in_bounds = [false]`: lanes past the row's end are
+    masked (masked loads and stores, no branch). A row outside the destination is clamped into
+    it for the view and accessed at the row's end, so every lane is masked. The buffer, the
+    copy and its view are removed, and so are a copy into the interior from an uninitialised
+    buffer (a padded `tensor.empty`) and a fill outside the kernels where nothing reads the
+    buffer (the kernels write every element copied out); any other use fails the pass.
+
+    ```mlir
+    // before
+    %buf = memref.alloc() : memref<128x256xf32>
+    gpu.launch ... {
+      vector.transfer_write %acc, %tile[%c0, %c0] {in_bounds = [true, true]}
+          : vector<4x4xf32>, memref<4x4xf32, strided<[256, 1], offset: ?>>
+    }
+    %in = memref.subview %buf[0, 0] [97, 197] [1, 1] : ...
+    memref.copy %in, %out : memref<97x197xf32, strided<[256, 1]>> to memref<97x197xf32>
+    // after: per row r of the tile, with %i = the row's index
+    %ok = arith.cmpi ult, %i, %c97 : index
+    %row = memref.subview %out[min(%i, 96), 0] [1, 197] [1, 1] : ... to memref<197xf32, ...>
+    %j = arith.select %ok, %col, %c197 : index
+    vector.transfer_write %acc_r, %row[%j] {in_bounds = [false]} : vector<4xf32>, memref<197xf32, ...>
+    ```
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"];

@@ -3,6 +3,9 @@
 // alloc + fill(pad) + copy(src -> interior view); reads of the alloc (through subviews)
 //   --> reads of src at the shifted indices, clamped into src, and a select of the padding value
 //       where they were out of bounds on the padded dims
+// alloc (padded result) + copy(interior view -> dest) after the kernels; accesses of the alloc
+//   --> 1-D transfers of a row of dest, out-of-bounds lanes masked (rows out of bounds: the
+//       column index moved past the row's end, so every lane is masked)
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/GPU/GpuOptUtils.h"
@@ -148,8 +151,9 @@ std::optional<PadBuffer> padBuffer(memref::AllocOp alloc) {
   return pb;
 }
 
-struct Guard {
-  PadBuffer &pb;
+/// Subview chains from one root buffer: which dims they keep, indices into the root.
+struct ViewWalk {
+  Value root;
   std::optional<Error> err;
 
   bool fail(Operation *op, std::string msg) {
@@ -188,7 +192,6 @@ struct Guard {
   /// Indices into the root of element `idx` of view `v`.
   std::optional<SmallVector<Ix>> rootIndices(Operation *user, Value v, SmallVector<Ix> idx,
                                              IndexBuilder &b) {
-    Value root = pb.alloc.getResult();
     while (v != root) {
       Operation *def = v.getDefiningOp();
       auto op = dyn_cast_or_null<memref::SubViewOp>(def);
@@ -217,7 +220,6 @@ struct Guard {
   }
 
   std::optional<SmallVector<int64_t>> dimsToRoot(Value v) {
-    Value root = pb.alloc.getResult();
     SmallVector<int64_t> dims;
     for (int64_t d = 0; d < cast<MemRefType>(v.getType()).getRank(); ++d)
       dims.push_back(d);
@@ -234,7 +236,6 @@ struct Guard {
   }
 
   std::optional<bool> unitStride(Value v, int64_t d) {
-    Value root = pb.alloc.getResult();
     while (v != root) {
       auto op = v.getDefiningOp<memref::SubViewOp>();
       std::optional<SmallVector<int64_t>> kept = keptDims(op);
@@ -247,6 +248,13 @@ struct Guard {
     }
     return true;
   }
+
+};
+
+struct Guard : ViewWalk {
+  PadBuffer &pb;
+
+  Guard(PadBuffer &pb) : ViewWalk{pb.alloc.getResult(), std::nullopt}, pb(pb) {}
 
   /// Source indices of padded-buffer indices `p`, and whether they are inside the source:
   /// an i1 value, or (cond null) `known`. Where `cond` is a value, every index it tests is
@@ -324,7 +332,6 @@ struct Guard {
   }
 
   bool rewriteTransferRead(vector::TransferReadOp op) {
-    Value root = pb.alloc.getResult();
     if (op.getMask())
       return fail(op, "masked transfer_read of a padded buffer");
     Location loc = op.getLoc();
@@ -475,6 +482,312 @@ struct Guard {
   }
 };
 
+/// A result computed into a padded buffer (a tile that overhangs the result), copied out of
+/// its interior after the kernels: `memref.copy(subview(alloc)[0..][dest shape], dest)`.
+struct ResultBuffer {
+  memref::AllocOp alloc;
+  Value dest;
+  SmallVector<int64_t> shape;    // dest's (the interior's) shape
+  SmallVector<Operation *> init; // the copy out, a dead copy in and its source, the interior view
+  SmallVector<int64_t> padded;   // dims the alloc is larger on
+};
+
+/// A fill of `buf` with a constant (`linalg.fill`, or a `linalg.map` yielding a constant).
+bool isFillOf(Operation *op, Value buf) {
+  StringRef name = op->getName().getStringRef();
+  if (name == "linalg.fill")
+    return op->getNumOperands() == 2 && op->getOperand(1) == buf;
+  if (name != "linalg.map" || op->getNumOperands() != 1 || op->getOperand(0) != buf)
+    return false;
+  Block &body = op->getRegion(0).front();
+  for (Operation &o : body.without_terminator())
+    if (!isa<arith::ConstantOp>(o) && o.getName().getStringRef() != "linalg.index")
+      return false;
+  return true;
+}
+
+std::optional<ResultBuffer> resultBuffer(memref::AllocOp alloc) {
+  Value buf = alloc.getResult();
+  auto mt = cast<MemRefType>(buf.getType());
+  if (!mt.hasStaticShape())
+    return std::nullopt;
+  for (OpOperand &use : buf.getUses()) {
+    auto sv = dyn_cast<memref::SubViewOp>(use.getOwner());
+    if (!sv || use.getOperandNumber() != 0)
+      continue;
+    ArrayRef<int64_t> offs = sv.getStaticOffsets(), sizes = sv.getStaticSizes(),
+                      strides = sv.getStaticStrides();
+    if (llvm::any_of(offs, [](int64_t x) { return x != 0; }) ||
+        llvm::any_of(strides, [](int64_t x) { return x != 1; }) || sv.getType().getRank() != mt.getRank())
+      continue;
+    // the copy out, and at most a copy in of an uninitialised buffer (a `tensor.empty` result
+    // padded: bufferization copies the garbage in; the kernel writes every element read out)
+    memref::CopyOp out, in;
+    bool other = false;
+    for (OpOperand &u : sv.getResult().getUses()) {
+      auto copy = dyn_cast<memref::CopyOp>(u.getOwner());
+      if (copy && u.getOperandNumber() == 0 && !out)
+        out = copy;
+      else if (copy && u.getOperandNumber() == 1 && !in && copy.getSource().getDefiningOp<memref::AllocOp>() &&
+               copy.getSource().hasOneUse())
+        in = copy;
+      else
+        other = true;
+    }
+    if (other || !out || out->getBlock() != alloc->getBlock() || (in && in->getBlock() != alloc->getBlock()))
+      continue;
+    auto dt = dyn_cast<MemRefType>(out.getTarget().getType());
+    if (!dt || !dt.hasStaticShape() || dt.getShape() != sizes)
+      continue;
+    ResultBuffer rb{alloc, out.getTarget(), SmallVector<int64_t>(sizes), {out}, {}};
+    if (in) {
+      rb.init.push_back(in);
+      rb.init.push_back(in.getSource().getDefiningOp());
+    }
+    rb.init.push_back(sv);
+    for (int64_t k = 0; k < mt.getRank(); ++k)
+      if (sizes[k] != mt.getShape()[k])
+        rb.padded.push_back(k);
+    if (rb.padded.empty())
+      return std::nullopt;
+    return rb;
+  }
+  return std::nullopt;
+}
+
+/// Moves every access of a padded result buffer onto its destination (see GpuOptPasses.td):
+/// each access becomes 1-D transfers along a row of the destination (a rank-reducing view of
+/// it, one per row, so `ansor-gpu-hoist-accumulators` still pairs a thread's reads and writes),
+/// not in bounds on the row: lanes past its end are masked, and a row outside the destination
+/// (clamped into it for the view) reads and writes at the row's end, every lane masked. No
+/// branch: masked loads and stores.
+struct ResultGuard : ViewWalk {
+  ResultBuffer &rb;
+
+  ResultGuard(ResultBuffer &rb) : ViewWalk{rb.alloc.getResult(), std::nullopt}, rb(rb) {}
+
+  /// Rewrites one access: `view` at `baseIdx`, a vector of `shape` (empty: a scalar) whose dim
+  /// r is the view's dim `vdims[r]`; `value` is what a write stores. Returns the value read
+  /// (null for a write), or nullopt on error.
+  std::optional<Value> rewrite(Operation *op, Value view, ValueRange baseIdx, ArrayRef<int64_t> shape,
+                               ArrayRef<int64_t> vdims, Type elem, Value value) {
+    Location loc = op->getLoc();
+    OpBuilder ob(op);
+    IndexBuilder b{ob, loc};
+    int64_t rank = (int64_t)rb.shape.size();
+    std::optional<SmallVector<int64_t>> rootDims = dimsToRoot(view);
+    if (!rootDims)
+      return std::nullopt;
+    bool contiguous = false;
+    if (!shape.empty() && (*rootDims)[vdims.back()] == rank - 1) {
+      std::optional<bool> unit = unitStride(view, vdims.back());
+      if (!unit)
+        return std::nullopt;
+      contiguous = *unit;
+    }
+    int64_t piece = contiguous ? shape.back() : 1;
+    SmallVector<int64_t> outer(shape.begin(), shape.end() - (contiguous ? 1 : 0));
+    auto pieceT = VectorType::get({piece}, elem);
+    Value zero = arith::ConstantOp::create(ob, loc, ob.getZeroAttr(elem));
+    Value acc = shape.empty() ? Value() : Value(arith::ConstantOp::create(
+                                              ob, loc, VectorType::get(shape, elem),
+                                              DenseElementsAttr::get(VectorType::get(shape, elem),
+                                                                     ob.getZeroAttr(elem))));
+    Value result = shape.empty() ? zero : acc;
+    SmallVector<int64_t> pos(outer.size(), 0);
+    bool done = llvm::is_contained(outer, 0);
+    while (!done) {
+      SmallVector<Ix> idx;
+      for (Value v : baseIdx)
+        idx.push_back(Ix{v});
+      for (auto [r, o] : llvm::enumerate(pos))
+        if (o)
+          idx[vdims[r]] = b.add(idx[vdims[r]], Ix{Value(), o});
+      std::optional<SmallVector<Ix>> p = rootIndices(op, view, idx, b);
+      if (!p)
+        return std::nullopt;
+      // rows (all dims but the last) outside dest: known, or an i1 `rowOk`
+      Value rowOk;
+      bool out = false;
+      SmallVector<Ix> q(*p);
+      for (int64_t k : rb.padded) {
+        if (k == rank - 1)
+          continue;
+        if (q[k].isConst()) {
+          out = out || q[k].c >= rb.shape[k];
+          continue;
+        }
+        Value bound = b.value(Ix{Value(), rb.shape[k]});
+        Value c = arith::CmpIOp::create(ob, loc, arith::CmpIPredicate::ult, q[k].v, bound);
+        rowOk = rowOk ? Value(arith::AndIOp::create(ob, loc, rowOk, c)) : c;
+        q[k] = Ix{arith::MinUIOp::create(ob, loc, q[k].v, b.value(Ix{Value(), rb.shape[k] - 1}))};
+      }
+      Value piecePart;
+      if (value && !out) {
+        if (shape.empty())
+          piecePart = vector::BroadcastOp::create(ob, loc, pieceT, value);
+        else if (contiguous && shape.size() == 1)
+          piecePart = value;
+        else if (contiguous)
+          piecePart = vector::ExtractOp::create(ob, loc, value, pos);
+        else
+          piecePart = vector::BroadcastOp::create(ob, loc, pieceT,
+                                                  vector::ExtractOp::create(ob, loc, value, pos));
+      }
+      Value got;
+      if (!out) {
+        Value col = b.value(q[rank - 1]);
+        if (rowOk)
+          col = arith::SelectOp::create(ob, loc, rowOk, col, b.value(Ix{Value(), rb.shape[rank - 1]}));
+        Value row = rb.dest;
+        if (rank > 1) {
+          SmallVector<OpFoldResult> offs, sizes, strides;
+          for (int64_t k = 0; k < rank; ++k) {
+            offs.push_back(k == rank - 1 ? OpFoldResult(ob.getIndexAttr(0))
+                                         : (q[k].isConst() ? OpFoldResult(ob.getIndexAttr(q[k].c))
+                                                           : OpFoldResult(q[k].v)));
+            sizes.push_back(ob.getIndexAttr(k == rank - 1 ? rb.shape[k] : 1));
+            strides.push_back(ob.getIndexAttr(1));
+          }
+          auto destT = cast<MemRefType>(rb.dest.getType());
+          auto rowT = memref::SubViewOp::inferRankReducedResultType({rb.shape[rank - 1]}, destT,
+                                                                    offs, sizes, strides);
+          row = memref::SubViewOp::create(ob, loc, cast<MemRefType>(rowT), rb.dest, offs, sizes,
+                                          strides);
+        }
+        auto map = AffineMapAttr::get(AffineMap::getMinorIdentityMap(1, 1, op->getContext()));
+        if (value)
+          vector::TransferWriteOp::create(ob, loc, piecePart, row, ValueRange{col}, map, Value(),
+                                          ob.getBoolArrayAttr({false}));
+        else
+          got = vector::TransferReadOp::create(ob, loc, pieceT, row, ValueRange{col}, map, zero,
+                                               Value(), ob.getBoolArrayAttr({false}));
+      }
+      if (!value) {
+        if (!got)
+          got = arith::ConstantOp::create(ob, loc, pieceT, DenseElementsAttr::get(pieceT, ob.getZeroAttr(elem)));
+        if (shape.empty())
+          result = vector::ExtractOp::create(ob, loc, got, ArrayRef<int64_t>{0});
+        else if (contiguous && shape.size() == 1)
+          result = got;
+        else if (contiguous)
+          result = vector::InsertOp::create(ob, loc, got, result, pos);
+        else
+          result = vector::InsertOp::create(ob, loc, vector::ExtractOp::create(ob, loc, got, ArrayRef<int64_t>{0}),
+                                            result, pos);
+      }
+      done = true;
+      for (int64_t i = (int64_t)pos.size() - 1; i >= 0; --i) {
+        if (++pos[i] < outer[i]) {
+          done = false;
+          break;
+        }
+        pos[i] = 0;
+      }
+      if (pos.empty())
+        done = true;
+    }
+    return value ? Value() : result;
+  }
+
+  /// The view dims of a transfer's vector dims; nullopt (and an error) for a broadcast dim.
+  std::optional<SmallVector<int64_t>> transferDims(Operation *op, AffineMap map) {
+    SmallVector<int64_t> dims;
+    for (AffineExpr e : map.getResults()) {
+      auto d = dyn_cast<AffineDimExpr>(e);
+      if (!d) {
+        fail(op, "broadcasting transfer of a padded result buffer");
+        return std::nullopt;
+      }
+      dims.push_back(d.getPosition());
+    }
+    return dims;
+  }
+
+  bool rewriteOne(Operation *o) {
+    std::optional<Value> r;
+    if (auto ld = dyn_cast<memref::LoadOp>(o)) {
+      r = rewrite(o, ld.getMemref(), ld.getIndices(), {}, {}, ld.getType(), Value());
+    } else if (auto st = dyn_cast<memref::StoreOp>(o)) {
+      r = rewrite(o, st.getMemref(), st.getIndices(), {}, {}, st.getValueToStore().getType(),
+                  st.getValueToStore());
+    } else if (auto tr = dyn_cast<vector::TransferReadOp>(o)) {
+      if (tr.getMask())
+        return fail(o, "masked transfer_read of a padded result buffer");
+      std::optional<SmallVector<int64_t>> dims = transferDims(o, tr.getPermutationMap());
+      if (!dims)
+        return false;
+      r = rewrite(o, tr.getBase(), tr.getIndices(), tr.getVectorType().getShape(), *dims,
+                  tr.getVectorType().getElementType(), Value());
+    } else {
+      auto tw = cast<vector::TransferWriteOp>(o);
+      if (tw.getMask())
+        return fail(o, "masked transfer_write of a padded result buffer");
+      std::optional<SmallVector<int64_t>> dims = transferDims(o, tw.getPermutationMap());
+      if (!dims)
+        return false;
+      r = rewrite(o, tw.getBase(), tw.getIndices(), tw.getVectorType().getShape(), *dims,
+                  tw.getVectorType().getElementType(), tw.getVector());
+    }
+    if (!r)
+      return false;
+    if (*r)
+      o->getResult(0).replaceAllUsesWith(*r);
+    o->erase();
+    return true;
+  }
+
+  /// Moves every access of the buffer to dest and removes it; false on error (see `err`).
+  bool run() {
+    SmallVector<Operation *> accesses, views, gone, fills;
+    bool reads = false;
+    SmallVector<Value> stack{rb.alloc.getResult()};
+    while (!stack.empty()) {
+      Value v = stack.pop_back_val();
+      for (OpOperand &use : v.getUses()) {
+        Operation *o = use.getOwner();
+        if (llvm::is_contained(rb.init, o))
+          continue;
+        unsigned n = use.getOperandNumber();
+        if (isa<memref::SubViewOp>(o) && n == 0) {
+          views.push_back(o);
+          stack.push_back(o->getResult(0));
+        } else if ((isa<vector::TransferReadOp, memref::LoadOp>(o) && n == 0) ||
+                   (isa<vector::TransferWriteOp, memref::StoreOp>(o) && n == 1)) {
+          reads = reads || isa<vector::TransferReadOp, memref::LoadOp>(o);
+          accesses.push_back(o);
+        } else if (v == rb.alloc.getResult() && isFillOf(o, v) && o->getBlock() == rb.alloc->getBlock()) {
+          fills.push_back(o); // dead when nothing reads the buffer
+        } else if (isa<memref::DeallocOp>(o) ||
+                   (isa<memref::CopyOp>(o) && o->getOperand(0) == o->getOperand(1))) {
+          gone.push_back(o); // a dealloc, a copy of a view onto itself
+        } else {
+          return fail(o, "padded result buffer used by '" + o->getName().getStringRef().str() +
+                             "' (only loads and stores can be guarded)");
+        }
+      }
+    }
+    if (!fills.empty() && reads)
+      return fail(fills.front(), "padded result buffer filled outside the kernel that reads it");
+    for (Operation *o : gone)
+      o->erase();
+    for (Operation *o : fills)
+      o->erase();
+    for (Operation *o : accesses)
+      if (!rewriteOne(o))
+        return false;
+    for (Operation *o : llvm::reverse(views))
+      if (o->getResult(0).use_empty())
+        o->erase();
+    for (Operation *o : rb.init)
+      o->erase();
+    if (!rb.alloc.getResult().use_empty())
+      return fail(rb.alloc, "padded result buffer still used after moving its accesses");
+    rb.alloc.erase();
+    return true;
+  }
+};
+
 struct GpuGuardPaddedReads
     : public ansor::impl::GpuGuardPaddedReadsBase<GpuGuardPaddedReads> {
   void runOnOperation() override {
@@ -490,7 +803,25 @@ struct GpuGuardPaddedReads
       });
     }
     for (PadBuffer &pb : bufs) {
-      Guard g{pb, std::nullopt};
+      Guard g(pb);
+      if (!g.run()) {
+        g.err->op->emitError() << g.err->msg;
+        return signalPassFailure();
+      }
+    }
+    std::vector<ResultBuffer> results;
+    for (Operation &f : getOperation().getBody()->getOperations()) {
+      if (f.getName().getStringRef() != "func.func")
+        continue;
+      f.walk<WalkOrder::PreOrder>([&](memref::AllocOp alloc) {
+        if (isWorkgroup(alloc.getType()))
+          return;
+        if (std::optional<ResultBuffer> rb = resultBuffer(alloc))
+          results.push_back(std::move(*rb));
+      });
+    }
+    for (ResultBuffer &rb : results) {
+      ResultGuard g(rb);
       if (!g.run()) {
         g.err->op->emitError() << g.err->msg;
         return signalPassFailure();

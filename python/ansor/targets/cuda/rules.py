@@ -28,6 +28,14 @@ Rules, tried on the op graph (element-wise producers are already inlined by `loo
 4. the **skip** sketch: the default GPU schedule (`default_script`), which is also the untuned
    program (the baseline and the reference outputs).
 
+**Ragged tiles** (rules 1 and 3): a mapped space loop (or a sum of products' reduction loop)
+whose extent is not a multiple of `RAGGED_QUANTUM` splits within its `padded_extent` instead
+(`GpuStage.split_extents`), so its block tile need not divide the extent: the script first pads
+the op to a multiple of the block tile (`_GpuRenderer.pad_ragged`) and the levels below nest
+exactly; the lowering guards the edges (padded inputs: clamped loads + selects; the padded result:
+masked row stores; `ansor-gpu-guard-padded-reads`). Sampling draws a ragged block tile with
+probability `GPU_RAGGED_PROB`; `GpuSearchSpace` switches them off at `ragged_prob` = 0.
+
 At most three space loops are mapped to blocks/threads (x = the output's innermost); other space
 loops are iterated inside each thread. Annotation respects the device: threads per block in
 [32, 1024], shared memory per block <= 48 KiB, at most 64 accumulators per thread (virtual
@@ -49,6 +57,7 @@ from ansor.core.task import SearchTask
 from ansor.space.sketch import SkipSketch
 from ansor.core.loops import fusable_consumer
 from ansor.space.script import ANY, PARAM, ScriptBuilder
+from ansor.space.search_space import SearchSpace
 
 from ansor.targets.cuda.params import (
     AXES,
@@ -85,10 +94,29 @@ class GpuStage:
     decompose_op: str = ""  # the transform op turning such a tile into the 1-D op
     vectorize_optional: bool = False  # the register tile stays scalar where the vectorizer declines
     operand_types: tuple[str, ...] = ()  # element types of the op's inputs, then its output
+    # per dim, the extent its tile sizes nest in: `padded_extent` of a ragged-capable dim (whose
+    # block tile need not divide the extent), else the extent; () = the extents
+    split_extents: tuple[int, ...] = ()
 
     @property
     def reduce(self) -> tuple[int, ...]:
         return tuple(d for d, k in enumerate(self.kinds) if k == "R")
+
+    def split_extent(self, d: int) -> int:
+        return self.split_extents[d] if self.split_extents else self.extents[d]
+
+    def ragged_dims(self, values: Mapping[str, int]) -> tuple[int, ...]:
+        """The dims whose block tile (`R0` tile of a reduction dim) does not divide the extent."""
+        return tuple(d for d, e in enumerate(self.extents) if self.split_extent(d) != e
+                     and e % int(values[self.knob(d, 1)]))
+
+    def padded_extents(self, values: Mapping[str, int]) -> list[int]:
+        """The op's extents rounded up to a multiple of the block tile on ragged dims."""
+        out = list(self.extents)
+        for d in self.ragged_dims(values):
+            t = int(values[self.knob(d, 1)])
+            out[d] = -(-out[d] // t) * t
+        return out
 
     def knob(self, d: int, level: int) -> str:
         return f"op{self.op}.d{d}.t{level}"
@@ -130,6 +158,9 @@ class GpuSketch(Sketch):
     def sample(self, rng: random.Random, *, max_tries: int = 4000) -> Schedule:
         return sample_gpu(self, rng, max_tries=max_tries)
 
+    def search_space(self, ragged_prob: float) -> GpuSearchSpace:
+        return GpuSearchSpace(self, ragged_prob)
+
     def __hash__(self) -> int:
         return hash((self.name, self.rules, self.gpu_stage))
 
@@ -138,8 +169,60 @@ class GpuSketch(Sketch):
             other.name, other.rules, other.gpu_stage)
 
 
+class GpuSearchSpace(SearchSpace):
+    """The generic search space of a GPU sketch, with ragged block tiles switched off when the
+    search's `ragged_prob` is 0 (sampling, mutation and transfer then keep exact tiles)."""
+
+    def __init__(self, sketch: GpuSketch, ragged_prob: float) -> None:
+        super().__init__(sketch, ragged_prob)
+        self.gpu_sketch = sketch
+
+    def valid(self, values: Mapping[str, int]) -> bool:
+        if not super().valid(values):
+            return False
+        return self.ragged_prob > 0 or not self.gpu_sketch.gpu_stage.ragged_dims(values)
+
+    def sample(self, rng: random.Random) -> Schedule:
+        return sample_gpu(self.gpu_sketch, rng, ragged=self.ragged_prob > 0)
+
+
 # ----------------------------------------------------------------------------------------------
 # Rules
+
+
+#: Extents that are multiples of this (or below it) keep exact tiles; others are ragged-capable.
+RAGGED_QUANTUM = 16
+#: Probability that sampling gives a ragged-capable loop a block tile that does not divide its
+#: extent (exact splits of such extents, 97 or 1023, are mostly 1 or the whole extent); the
+#: search's `ragged_prob` = 0 switches ragged tiles off (the ablation).
+GPU_RAGGED_PROB = 0.75
+#: Ops whose reduction loops may be ragged: sums of products, to which zero padding adds nothing.
+_SUM_OF_PRODUCTS = frozenset({"linalg.matmul", "linalg.batch_matmul", "linalg.matvec", "linalg.vecmat",
+                              "linalg.batch_matvec", "linalg.batch_vecmat", "linalg.matmul_transpose_a",
+                              "linalg.matmul_transpose_b", "linalg.batch_matmul_transpose_a",
+                              "linalg.batch_matmul_transpose_b"})
+
+
+def padded_extent(e: int) -> int:
+    """The extent a ragged-capable loop's tile sizes nest in: `e` rounded up to a power of two
+    below 64, to a multiple of 64 above; `e` itself when exact tiles suffice (a multiple of
+    `RAGGED_QUANTUM`, or smaller)."""
+    if e < RAGGED_QUANTUM or e % RAGGED_QUANTUM == 0:
+        return e
+    if e < 64:
+        return 1 << (e - 1).bit_length()
+    return -(-e // 64) * 64
+
+
+def _split_extents(op: OpLoops, mapped: tuple[int, ...], *, fused: bool) -> tuple[int, ...]:
+    """Per loop, the extent its tiles nest in (`padded_extent` where ragged tiles apply): the
+    mapped space loops of an op whose inputs are indexed by plain loops, and the reduction loops
+    of a sum of products; none with a fused consumer or a windowed op (whose input rows would
+    be padded too)."""
+    if fused or op.name in DECOMPOSE or not all(op.plain_inputs) or not op.plain_output:
+        return op.extents
+    return tuple(padded_extent(e) if (k == "S" and d in mapped) or (k == "R" and op.name in _SUM_OF_PRODUCTS)
+                 else e for d, (k, e) in enumerate(zip(op.kinds, op.extents, strict=True)))
 
 
 def _mapped_dims(op: OpLoops) -> tuple[int, ...]:
@@ -195,8 +278,9 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
     if fc is not None and len(fc[0].input_dims) and fc[0].output_dims != tuple(range(len(fc[0].extents))):
         return None, "consumer with a permuted output"
     promoted = tuple(i for i, dims in enumerate(op.input_dims) if op.plain_inputs[i] and len(dims) >= 2)
+    mapped = _mapped_dims(op)
     stage = GpuStage(
-        op=op.index, op_name=op.name, extents=op.extents, kinds=op.kinds, mapped=_mapped_dims(op),
+        op=op.index, op_name=op.name, extents=op.extents, kinds=op.kinds, mapped=mapped,
         input_dims=op.input_dims, output_dims=op.output_dims, promoted=promoted, elem_bytes=_elem_bytes(task),
         init=inits[0].index if inits else None,
         consumer=fc[0].index if fc else None, consumer_dims=fc[1] if fc else (),
@@ -205,6 +289,8 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         decompose_rows=DECOMPOSE[op.name][0] if op.name in DECOMPOSE else (),
         decompose_op=DECOMPOSE[op.name][1] if op.name in DECOMPOSE else "",
         operand_types=_operand_types(task, op.index),
+        # ragged tiles pad the op; the padded result is an accumulator the fill initialises
+        split_extents=_split_extents(op, mapped, fused=fc is not None or not inits),
     )
     rule = f"gpu_multi_level_tiling(op{op.index})"
     if fc:
@@ -238,6 +324,7 @@ def _thread_binding_stage(task: SearchTask, ops: list[OpLoops], padded: bool) ->
         output_dims=e.output_dims, promoted=(), elem_bytes=_elem_bytes(task),
         # a gather or strided read: the vectorizer may decline; the thread's loop is then scalar
         vectorize_optional=not e.is_elementwise(),
+        split_extents=_split_extents(e, mapped, fused=False),
     )
     return stage, f"gpu_thread_binding(op{e.index})"
 
@@ -261,14 +348,16 @@ def _splits(stage: GpuStage) -> tuple[LoopSplit, ...]:
             levels = 5 if d in stage.mapped else 1
         else:
             levels = 3
-        out.append(LoopSplit(stage.op, d, k, e, False, levels))
+        out.append(LoopSplit(stage.op, d, k, stage.split_extent(d), False, levels))
     return tuple(out)
 
 
 def _knobs(stage: GpuStage, splits: tuple[LoopSplit, ...]) -> tuple[Knob, ...]:
     from ansor.space.sketch import divisors
 
-    knobs = [Knob(n, divisors(s.extent)) for s in splits for n in s.tile_knobs]
+    # a ragged-capable loop: exact tiles of its extent, or any tiles nesting in its padded extent
+    knobs = [Knob(n, tuple(sorted(set(divisors(s.extent)) | set(divisors(stage.extents[s.dim])))))
+             for s in splits for n in s.tile_knobs]
     knobs.append(Knob(stage.unroll_knob, GPU_UNROLL_OPTIONS))
     return tuple(knobs)
 
@@ -312,11 +401,11 @@ def default_script(task: SearchTask) -> str:
             continue
         if s.kind == "S":
             n = max(d for d in range(1, min(threads_left, 32 if s.dim == stage.mapped[0] else 8) + 1)
-                    if s.extent % d == 0)
+                    if stage.extents[s.dim] % d == 0)
             threads_left //= n
             values.update(zip(s.tile_knobs, (n, n, 1, 1), strict=True))
         else:
-            r = max(d for d in range(1, 9) if s.extent % d == 0)
+            r = max(d for d in range(1, 9) if stage.extents[s.dim] % d == 0)
             values.update(zip(s.tile_knobs, (r, 1), strict=True))
     err = validate_gpu(stage, knobs, values, strict_threads=False)
     if err:
@@ -381,8 +470,12 @@ def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, 
         else:
             thread_tile *= e
             continue
-        if any(chain[i] % chain[i + 1] for i in range(len(chain) - 1)):
-            return f"op{stage.op} loop d{d}: tile sizes {chain[1:]} do not nest in extent {e}"
+        # the block tile divides the extent or, on a ragged-capable loop, the padded extent
+        # (the op is then padded to a multiple of it); the levels below nest exactly
+        top = stage.split_extent(d)
+        if (chain[0] % chain[1] and top % chain[1]) or any(chain[i] % chain[i + 1] for i in range(1, len(chain) - 1)):
+            where = f"extent {e}" + (f" (padded {top})" if top != e else "")
+            return f"op{stage.op} loop d{d}: tile sizes {chain[1:]} do not nest in {where}"
         if kind == "S" and d in stage.decompose_rows and chain[4] != 1:
             return f"op{stage.op} loop d{d}: a windowed op's output-row register tile must be 1"
         if kind == "S":
@@ -411,15 +504,25 @@ def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, 
     return None
 
 
-def sample_gpu(sketch: GpuSketch, rng: random.Random, *, max_tries: int = 4000) -> Schedule:
-    """A uniformly random valid annotation (rejection sampling over factorizations)."""
+def _ragged_factors(split: LoopSplit, extent: int) -> tuple[tuple[int, ...], ...]:
+    """Factorizations of `split`'s padded extent whose block tile does not divide `extent`."""
+    return tuple(f for f in factorizations(split.extent, split.levels) if extent % math.prod(f[1:]))
+
+
+def sample_gpu(sketch: GpuSketch, rng: random.Random, *, max_tries: int = 4000, ragged: bool = True) -> Schedule:
+    """A random valid annotation (rejection sampling over factorizations): a ragged-capable
+    loop takes, with probability `GPU_RAGGED_PROB` (never when not `ragged`), a factorization of
+    its padded extent whose block tile does not divide the extent, else one of the extent."""
     stage = sketch.gpu_stage
     for _ in range(max_tries):
         values: dict[str, int] = {}
         for s in sketch.splits:
             if not s.tile_knobs:
                 continue
-            choices = factorizations(s.extent, s.levels)
+            extent = stage.extents[s.dim]
+            choices = factorizations(extent, s.levels)
+            if ragged and s.extent != extent and rng.random() < GPU_RAGGED_PROB:
+                choices = _ragged_factors(s, extent) or choices
             if s.kind == "S" and s.op == stage.op and s.dim in stage.decompose_rows:
                 # a windowed op's output-row register tile is 1 (validate_gpu): sampled as such,
                 # since rejection alone rarely meets it on two rows (a 3-D convolution)
@@ -543,8 +646,15 @@ class _GpuRenderer(ScriptBuilder):
         n_thr = {d: self.expr(st.knob(d, 2), st.knob(d, 3)) for d in st.mapped}
         to_vectorize: list[tuple[str, list[int] | None]] = []
 
-        self.emit(f"// S0: blocks ({', '.join(f'd{d}->{AXES[st.mapped.index(d)]}' for d in st.mapped)})")
         op = self.match(st.op)
+        fill_h = None
+        ragged = st.ragged_dims(self.values) if self.values is not None else ()
+        if ragged:
+            op, fill_h = self.pad_ragged(op, ragged)
+        elif self.values is None and st.split_extents and st.split_extents != st.extents:
+            self.emit("// ragged tiles: where a block tile does not divide its loop, the op is first padded to a")
+            self.emit("// multiple of it (guarded reads, masked writes: ansor-gpu-guard-padded-reads)")
+        self.emit(f"// S0: blocks ({', '.join(f'd{d}->{AXES[st.mapped.index(d)]}' for d in st.mapped)})")
         if st.consumer is not None:
             cons = self.match(st.consumer)
             csizes = [self.value(st.knob(st.consumer_dims[c], 1)) if st.consumer_dims[c] in st.mapped else "0"
@@ -556,9 +666,10 @@ class _GpuRenderer(ScriptBuilder):
         else:
             blk_op, blk = self.tile_forall(op, self.space_sizes(1), block_map)
         if self.values is not None:
-            self.ext = [int(self.values[st.knob(d, 1)]) if d in st.mapped else e for d, e in enumerate(st.extents)]
+            full = st.padded_extents(self.values)
+            self.ext = [int(self.values[st.knob(d, 1)]) if d in st.mapped else e for d, e in enumerate(full)]
         if st.init is not None:
-            fill = self.match(st.init)
+            fill = fill_h or self.match(st.init)
             fill_b, blk = self.fuse_into(fill, blk)
             self.emit("// the initialiser: one row per thread")
             fsizes = [n_thr[d] if d in st.mapped else "0" for d in st.output_dims]
@@ -578,9 +689,7 @@ class _GpuRenderer(ScriptBuilder):
             cur, _ = self.tile_for(cur, [self.value(st.knob(d, 1)) if d in red else "0" for d in range(nd)])
             if st.promoted:
                 n_ops = len(st.input_dims) + 1
-                default = "f32" if st.elem_bytes == 4 else "f64"
-                types = st.operand_types if len(st.operand_types) == n_ops else (default,) * n_ops
-                zeros = ", ".join(f"0.0 : {t}" if t.startswith(("f", "bf")) else f"0 : {t}" for t in types)
+                zeros = self.zeros()
                 flags = ", ".join("1" if i in st.promoted else "0" for i in range(n_ops))
                 padded, pad, cb = self.fresh("padded"), self.fresh("pad"), self.fresh("cb")
                 self.emit(f"// cache read: inputs {list(st.promoted)} into shared memory, copied by all threads")
@@ -731,6 +840,39 @@ class _GpuRenderer(ScriptBuilder):
                   f": {ANY}, {PARAM}")
         self.emit("transform.yield")
         return "\n".join(head + self.lines + ["  }", "}"]) + "\n"
+
+    def zeros(self) -> str:
+        """Padding values of the op's operands: a zero of each one's element type."""
+        st = self.st
+        n_ops = len(st.input_dims) + 1
+        default = "f32" if st.elem_bytes == 4 else "f64"
+        types = st.operand_types if len(st.operand_types) == n_ops else (default,) * n_ops
+        return ", ".join(f"0.0 : {t}" if t.startswith(("f", "bf")) else f"0 : {t}" for t in types)
+
+    def pad_ragged(self, op: str, ragged: tuple[int, ...]) -> tuple[str, str | None]:
+        """Pad `op` to a multiple of its block tile on the `ragged` dims (tiles then nest exactly).
+        The padded inputs become guarded reads and the padded result masked writes
+        (`ansor-gpu-guard-padded-reads`); canonicalization turns the padded fill into a fill of
+        the padded result. Returns the padded op and its fill (None without one)."""
+        st = self.st
+        assert self.values is not None
+        mult = [int(self.values[st.knob(d, 1)]) for d in ragged]  # one per padded dim
+        self.emit(f"// ragged tiles: loops {list(ragged)} padded to a multiple of the block tile")
+        padded, pad, cb = self.fresh("padded"), self.fresh("pad"), self.fresh("cb")
+        self.emit(f"{padded}, {pad}, {cb} = transform.structured.pad {op} pad_to_multiple_of "
+                  f"[{', '.join(map(str, mult))}] {{padding_values = [{self.zeros()}], "
+                  f"padding_dimensions = [{', '.join(map(str, ragged))}], copy_back_op = \"none\"}} "
+                  f": ({ANY}) -> ({ANY}, {ANY}, {ANY})")
+        f = self.fresh("f")
+        self.emit(f'{f} = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
+        self.emit(f"transform.apply_patterns to {f} {{")
+        self.emit("  transform.apply_patterns.canonicalization")
+        self.emit(f"}} : {ANY}")
+        if st.init is None:
+            return padded, None
+        fill = self.fresh("fill")
+        self.emit(f"{fill} = transform.get_producer_of_operand {padded}[{len(st.input_dims)}] : ({ANY}) -> {ANY}")
+        return padded, fill
 
     def unroll_later(self, loops: list[str]) -> None:
         """Tag `loops` (just made by `tile_for`) for full unrolling after the mapping to threads."""
