@@ -588,12 +588,15 @@ struct ResultGuard : ViewWalk {
     int64_t piece = contiguous ? shape.back() : 1;
     SmallVector<int64_t> outer(shape.begin(), shape.end() - (contiguous ? 1 : 0));
     auto pieceT = VectorType::get({piece}, elem);
-    Value zero = arith::ConstantOp::create(ob, loc, ob.getZeroAttr(elem));
-    Value acc = shape.empty() ? Value() : Value(arith::ConstantOp::create(
-                                              ob, loc, VectorType::get(shape, elem),
-                                              DenseElementsAttr::get(VectorType::get(shape, elem),
-                                                                     ob.getZeroAttr(elem))));
-    Value result = shape.empty() ? zero : acc;
+    // a read: the padding of masked lanes, and the value read, assembled piece by piece
+    Value zero, result;
+    if (!value) {
+      zero = arith::ConstantOp::create(ob, loc, ob.getZeroAttr(elem));
+      if (!shape.empty()) {
+        auto vt = VectorType::get(shape, elem);
+        result = arith::ConstantOp::create(ob, loc, vt, DenseElementsAttr::get(vt, ob.getZeroAttr(elem)));
+      }
+    }
     SmallVector<int64_t> pos(outer.size(), 0);
     bool done = llvm::is_contained(outer, 0);
     while (!done) {
