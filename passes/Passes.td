@@ -69,11 +69,31 @@ def AutoUnroll : Pass<"ansor-auto-unroll"> {
     through the unrolled copies. The attribute is removed afterwards (`N = 0` just removes it).
 
     With option `max-unrolled-work=M` (M > 0), the straight-line code left in one annotated op is
-    capped too: while the work of its outermost unrolled loops sums to more than M, the largest
-    of them stays a loop (its inner loops may still unroll). Each loop fits the max step alone,
-    but a register tile unrolled by the schedule leaves one copy of the reduction nest per
-    accumulator: the CUDA target passes M = 2048 (32 copies of a 576-step nest were 18432 FMAs
-    per thread and over 90 s in LLVM).
+    capped too, measured by what it becomes as scalar GPU code, not by work: while the sizes of
+    its outermost unrolled loops sum to more than M, the largest of them stays a loop (its inner
+    loops may still unroll), where
+
+        size(L) = trip(L) * (sum of size(C) over the scf.for loops C directly nested in L
+                             + sum of cost(op) over L's other ops, nested regions included)
+        cost(op) = 0 for constants, views (memref.subview), terminators and moves between vector
+                     registers (vector.broadcast / extract / insert / shape_cast / transpose /
+                     to_elements / from_elements / extract_strided_slice / insert_strided_slice);
+                   a vector transfer, load or store: one access per 128 bits of each contiguous
+                     row (minor-identity map, in bounds, unit innermost stride: what
+                     `convert-vector-to-scf{full-unroll}` and NVPTX make of it), else one per element;
+                   vector.contract: the points of its iteration space;
+                   a linalg op: its iterations * (its operands + its payload ops);
+                   any other op (arithmetic, math, barriers, index code): the elements of its
+                     widest vector operand or result (NVPTX has no f32 vector arithmetic: a
+                     vector<16xf32> fma is 16 FMAs), 1 for scalars.
+
+    Each loop fits the max step alone, but a register tile unrolled by the schedule leaves one
+    copy of the reduction nest per accumulator (32 copies of a 576-step nest were 18432 FMAs per
+    thread and over 90 s in LLVM), and work counts a vectorized step as about one op: a
+    576-step reduction loop whose body held shared-memory copies, 16 vector<4xf32> FMAs and two
+    barriers was work 576 and became a kernel of 1729 barriers and ~108K lines (~30 s to PTX).
+    The CUDA target passes M = 2048 (`ANSOR_CUDA_MAX_UNROLLED_WORK`); the CPU pipeline passes
+    no cap, so there only work counts.
 
     With option `default-max-step=N` (N > 0), loops outside every annotated op are handled as if
     the anchor op carried `ansor.auto_unroll_max_step = N`. The default 0 touches only annotated
@@ -94,8 +114,9 @@ def AutoUnroll : Pass<"ansor-auto-unroll"> {
            "Max step applied to loops outside any annotated op (0: leave them alone)">,
     Option<"maxUnrolledWork", "max-unrolled-work", "int64_t", /*default=*/"0",
            "Cap on the straight-line code unrolling leaves in one annotated op: the sum of the "
-           "work of its outermost unrolled loops; the largest nests stay loops until it fits "
-           "(0: no cap, Ansor's per-loop rule alone)">
+           "sizes (scalar GPU instructions, see the description) of its outermost unrolled "
+           "loops; the largest nests stay loops until it fits (0: no cap, Ansor's per-loop rule "
+           "alone)">
   ];
   let dependentDialects = ["::mlir::ansor::AnsorDialect", "::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect"];

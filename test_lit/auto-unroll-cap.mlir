@@ -2,7 +2,8 @@
 // RUN: %ansor-opt %s -allow-unregistered-dialect -ansor-auto-unroll -canonicalize | FileCheck %s --check-prefix=NOCAP
 
 // Four sibling nests (a register tile the schedule unrolled leaves one reduction nest per
-// accumulator), each of work 2 * 2 = 4 <= the max step 4. Unrolled whole they are 16 straight-line
+// accumulator), each of work 2 * 2 = 4 <= the max step 4 and of size 4 (one scalar op per
+// iteration; sizes are tested in auto-unroll-size.mlir). Unrolled whole they are 16 straight-line
 // ops; with max-unrolled-work=8 the largest outermost nests stay loops (largest first, then the
 // next) until the unrolled code fits: every outer loop stays, every inner loop unrolls (4 x 2).
 // CHECK-LABEL: func.func @siblings

@@ -221,8 +221,10 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     if bench:
         add_bench_wrapper(module, task.func_name)
     # The unrolled code of one thread is capped (AutoUnroll in passes/Passes.td,
-    # `config.CUDA_MAX_UNROLLED_WORK`): the per-loop rule alone let 32 copies of a reduction nest
-    # unroll into 18432 FMAs and 90+ s of NVPTX.
+    # `config.CUDA_MAX_UNROLLED_WORK`), counted in the scalar instructions it becomes: the per-loop
+    # rule alone let 32 copies of a reduction nest unroll into 18432 FMAs and 90+ s of NVPTX, and
+    # a cap counted in loop iterations let a 576-step loop of copies, FMAs and barriers unroll into
+    # 1729 barriers and ~108K lines.
     cap = config.CUDA_MAX_UNROLLED_WORK
     unroll = f"ansor-auto-unroll{{max-unrolled-work={cap}}}" if cap > 0 else "ansor-auto-unroll"
     run_passes(module, f"{unroll},canonicalize,loop-invariant-code-motion,cse", "lower")
