@@ -48,6 +48,8 @@ _TASKS = {
     "matmul-1x1023x1000": lambda: workloads.get("matmul-1x1023x1000"),  # small M
     "matmul-100x50257x64": lambda: workloads.get("matmul-100x50257x64"),  # a vocabulary projection
     "scale-97x197": lambda: _SCALE_197,
+    # 3x3 convolution, stride 1, zero padding 1, on a 97x97 image: rows of 97 pixels
+    "c2d-1x97x97x32x48x3x1x1": lambda: workloads.get("c2d-1x97x97x32x48x3x1x1"),
 }
 
 
@@ -96,8 +98,7 @@ def test_prime_matmul_gets_ragged_knobs() -> None:
     exact["op1.d2.t1"] = 61
     assert st.ragged_dims(exact) == () and sk.validate(exact) is None
     script = sk.script(MM_RAGGED)
-    assert "transform.structured.pad %m1 pad_to_multiple_of [64, 64, 8] {" in script
-    assert "padding_dimensions = [0, 1, 2]" in script
+    assert "transform.structured.pad_tiling_interface %m1 to padding_sizes [64, 64, 8] pad_to_multiple_of" in script
     assert "tile_using_forall %padded2 tile_sizes [64, 64, 0]" in script
     # an exact schedule renders as before: no padding of the op
     assert "pad_to_multiple_of" not in sk.script(exact)
@@ -211,7 +212,7 @@ def test_guarded_result_matches_numpy_on_the_cpu() -> None:
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.consumed}) {
     %mm = transform.structured.match ops{["linalg.matmul"]} in %root : (!transform.any_op) -> !transform.any_op
-    %p, %pad, %cb = transform.structured.pad %mm pad_to_multiple_of [8, 8, 4] {padding_values = [0.0 : f32, 0.0 : f32, 0.0 : f32], padding_dimensions = [0, 1, 2], copy_back_op = "none"} : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op)
+    %p, %pad = transform.structured.pad_tiling_interface %mm to padding_sizes [8, 8, 4] pad_to_multiple_of {padding_values = [0.0 : f32, 0.0 : f32, 0.0 : f32]} : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %f = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op
     transform.apply_patterns to %f { transform.apply_patterns.canonicalization } : !transform.any_op
     %fill = transform.get_producer_of_operand %p[2] : (!transform.any_op) -> !transform.any_op
@@ -260,6 +261,47 @@ module attributes {transform.with_named_sequence} {
     np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
 
 
+def _as_cpu_loops(script: str) -> str:
+    """A GPU sketch's script without the mapping to blocks and threads (and what follows it):
+    its `scf.forall`s over blocks and threads stay loops, its shared-memory tiles plain buffers."""
+    lines = script.splitlines()
+    cut = next(i for i, line in enumerate(lines) if "map_forall_to_blocks" in line)
+    end = next(i for i, line in enumerate(lines) if line.strip() == "transform.yield")
+    assert cut < end
+    return "\n".join(lines[:cut] + lines[end:]).replace("memory_space = 3, ", "").replace(", emit_dealloc", "")
+
+
+@pytest.mark.parametrize("name", ["matmul-97x197x61", "matmul-1x1023x1000", "scale-97x197"])
+def test_ragged_gpu_scripts_run_as_loops_on_the_cpu(name: str) -> None:
+    """The ragged GPU scripts themselves, up to the mapping to the GPU, then the guards, run on
+    the CPU (blocks and threads as loops) into NaN-poisoned outputs: every element of the edge
+    tiles is written, once and right."""
+    from ansor.core import native as _native
+    from ansor.core.mlir import apply_script, parse_payload, run_passes
+    from ansor.targets.cpu.lowering import _lower_and_jit
+    from mlir import ir
+
+    task = _task(name)
+    sk = _sketch(task)
+    schedules = ([MM_RAGGED] if name == "matmul-97x197x61" else []) + _ragged_samples(sk, 2, seed=5)
+    rng = np.random.default_rng(3)
+    inputs = [rng.standard_normal(s.shape).astype(np.float32) for s in task.inputs]
+    want = _reference(name, inputs)
+    _native.register_everything()
+    for v in schedules:
+        with ir.Context(), ir.Location.unknown():
+            module = parse_payload(task)
+            run_passes(module, "ansor-gpu-own-fill-destinations", "lower")
+            apply_script(module, _as_cpu_loops(sk.script(v)))
+            run_passes(module, "canonicalize,cse,buffer-results-to-out-params{hoist-static-allocs "
+                               "modify-public-functions},canonicalize,cse", "lower")
+            run_passes(module, "ansor-gpu-guard-padded-reads", "lower")
+            assert "memref.copy" not in str(module)  # no padded buffer left
+            run_passes(module, "convert-vector-to-scf{full-unroll=true target-rank=0}", "lower")
+            (out,) = _lower_and_jit(module, task, 2).run(inputs, [np.full(task.outputs[0].shape, np.nan, np.float32)])
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3, err_msg=str(v))
+
+
 # ----------------------------------------------------------------------------------------------
 # On an NVIDIA GPU
 
@@ -267,6 +309,11 @@ module attributes {transform.with_named_sequence} {
 def _reference(name: str, inputs: list[np.ndarray]) -> np.ndarray:
     if name.startswith("matmul"):
         return inputs[0].astype(np.float64) @ inputs[1].astype(np.float64)
+    if name.startswith("c2d"):
+        x, w = (a.astype(np.float64) for a in inputs)
+        p = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+        h, wd = x.shape[1:3]
+        return sum(np.einsum("nhwc,cf->nhwf", p[:, i:i + h, j:j + wd], w[i, j]) for i in range(3) for j in range(3))
     return inputs[0] * np.float32(2.5) + np.float32(2.5)
 
 

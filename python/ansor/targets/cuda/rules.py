@@ -31,7 +31,8 @@ Rules, tried on the op graph (element-wise producers are already inlined by `loo
 **Ragged tiles** (rules 1 and 3): a mapped space loop (or a sum of products' reduction loop)
 whose extent is not a multiple of `RAGGED_QUANTUM` splits within its `padded_extent` instead
 (`GpuStage.split_extents`), so its block tile need not divide the extent: the script first pads
-the op to a multiple of the block tile (`_GpuRenderer.pad_ragged`) and the levels below nest
+the op's iteration domain to a multiple of the block tile (`_GpuRenderer.pad_ragged`,
+`transform.structured.pad_tiling_interface`) and the levels below nest
 exactly; the lowering guards the edges (padded inputs: clamped loads + selects; the padded result:
 masked row stores; `ansor-gpu-guard-padded-reads`). Sampling draws a ragged block tile with
 probability `GPU_RAGGED_PROB`; `GpuSearchSpace` switches them off at `ragged_prob` = 0.
@@ -216,10 +217,10 @@ def padded_extent(e: int) -> int:
 
 def _split_extents(op: OpLoops, mapped: tuple[int, ...], *, fused: bool) -> tuple[int, ...]:
     """Per loop, the extent its tiles nest in (`padded_extent` where ragged tiles apply): the
-    mapped space loops of an op whose inputs are indexed by plain loops, and the reduction loops
-    of a sum of products; none with a fused consumer or a windowed op (whose input rows would
-    be padded too)."""
-    if fused or op.name in DECOMPOSE or not all(op.plain_inputs) or not op.plain_output:
+    mapped space loops of an op whose inputs are indexed by plain loops or a windowed op's (whose
+    padded output rows read padded input rows: out-of-range results only), and the reduction
+    loops of a sum of products; none with a fused consumer."""
+    if fused or not (all(op.plain_inputs) or op.name in DECOMPOSE) or not op.plain_output:
         return op.extents
     return tuple(padded_extent(e) if (k == "S" and d in mapped) or (k == "R" and op.name in _SUM_OF_PRODUCTS)
                  else e for d, (k, e) in enumerate(zip(op.kinds, op.extents, strict=True)))
@@ -850,19 +851,20 @@ class _GpuRenderer(ScriptBuilder):
         return ", ".join(f"0.0 : {t}" if t.startswith(("f", "bf")) else f"0 : {t}" for t in types)
 
     def pad_ragged(self, op: str, ragged: tuple[int, ...]) -> tuple[str, str | None]:
-        """Pad `op` to a multiple of its block tile on the `ragged` dims (tiles then nest exactly).
+        """Pad `op`'s iteration domain to a multiple of its block tile on the `ragged` dims (tiles
+        then nest exactly; a convolution's input rows follow its output rows).
         The padded inputs become guarded reads and the padded result masked writes
         (`ansor-gpu-guard-padded-reads`); canonicalization turns the padded fill into a fill of
         the padded result. Returns the padded op and its fill (None without one)."""
         st = self.st
         assert self.values is not None
-        mult = [int(self.values[st.knob(d, 1)]) for d in ragged]  # one per padded dim
+        sizes = [self.value(st.knob(d, 1)) if d in ragged else "0" for d in range(len(st.kinds))]
         self.emit(f"// ragged tiles: loops {list(ragged)} padded to a multiple of the block tile")
-        padded, pad, cb = self.fresh("padded"), self.fresh("pad"), self.fresh("cb")
-        self.emit(f"{padded}, {pad}, {cb} = transform.structured.pad {op} pad_to_multiple_of "
-                  f"[{', '.join(map(str, mult))}] {{padding_values = [{self.zeros()}], "
-                  f"padding_dimensions = [{', '.join(map(str, ragged))}], copy_back_op = \"none\"}} "
-                  f": ({ANY}) -> ({ANY}, {ANY}, {ANY})")
+        # (the iteration domain is padded: a convolution's input rows follow its output rows)
+        padded, pad = self.fresh("padded"), self.fresh("pad")
+        self.emit(f"{padded}, {pad} = transform.structured.pad_tiling_interface {op} to padding_sizes "
+                  f"[{', '.join(sizes)}] pad_to_multiple_of {{padding_values = [{self.zeros()}]}} "
+                  f": ({ANY}) -> ({ANY}, {ANY})")
         f = self.fresh("f")
         self.emit(f'{f} = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
         self.emit(f"transform.apply_patterns to {f} {{")
