@@ -217,10 +217,13 @@ def padded_extent(e: int) -> int:
 
 def _split_extents(op: OpLoops, mapped: tuple[int, ...], *, fused: bool) -> tuple[int, ...]:
     """Per loop, the extent its tiles nest in (`padded_extent` where ragged tiles apply): the
-    mapped space loops of an op whose inputs are indexed by plain loops or a windowed op's (whose
-    padded output rows read padded input rows: out-of-range results only), and the reduction
+    mapped space loops of an op whose inputs are indexed by plain loops or a stride-1 windowed
+    op's (whose padded output rows read padded input rows: out-of-range results only), and the reduction
     loops of a sum of products; none with a fused consumer."""
-    if fused or not (all(op.plain_inputs) or op.name in DECOMPOSE) or not op.plain_output:
+    # (a strided window: `transform.structured.pad_tiling_interface` sizes the input to the rows
+    # the padded output reads, fewer than a padded input producer already has: a failed build)
+    windowed = op.name in DECOMPOSE and not op.window_dims
+    if fused or not (all(op.plain_inputs) or windowed) or not op.plain_output:
         return op.extents
     return tuple(padded_extent(e) if (k == "S" and d in mapped) or (k == "R" and op.name in _SUM_OF_PRODUCTS)
                  else e for d, (k, e) in enumerate(zip(op.kinds, op.extents, strict=True)))
