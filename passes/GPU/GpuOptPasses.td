@@ -263,7 +263,9 @@ def GpuGuardPaddedReads : Pass<"ansor-gpu-guard-padded-reads", "::mlir::ModuleOp
     indices clamped into it, and selects the padding value where an in-bounds test on the padded
     dims fails (`arith.select`, no branch: unrolled tiles stay one block); a
     vector read is split into 1-D pieces along its last dim, or into elements where that dim is
-    padded or strided. Any other use fails the pass with the message the Python rewrite raised.
+    padded or strided; a linalg op that only reads the buffer (a whole tile's copy to shared
+    memory) is lowered to loops first. Any other use fails the pass with the message the Python
+    rewrite raised.
 
     A result computed into a padded buffer (ragged GPU tiles: the tiled op padded to a multiple
     of the block tile, `targets/cuda/rules.py`) is the other side: a static non-workgroup

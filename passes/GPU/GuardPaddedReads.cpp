@@ -11,6 +11,9 @@
 #include "passes/GPU/GpuOptUtils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/IR/PatternMatch.h"
 
 #include <string>
 #include <vector>
@@ -438,8 +441,36 @@ struct Guard : ViewWalk {
     return true;
   }
 
+  /// Linalg ops that only read the buffer (a copy to shared memory left whole: one thread's
+  /// share of it is the whole tile) become loops of loads and stores first; false on error.
+  bool readersToLoops() {
+    SmallVector<linalg::LinalgOp> readers;
+    SmallVector<Value> stack{pb.alloc.getResult()};
+    while (!stack.empty()) {
+      Value v = stack.pop_back_val();
+      for (OpOperand &use : v.getUses()) {
+        Operation *o = use.getOwner();
+        if (isa<memref::SubViewOp>(o) && use.getOperandNumber() == 0)
+          stack.push_back(o->getResult(0));
+        else if (auto l = dyn_cast<linalg::LinalgOp>(o); l && !llvm::is_contained(pb.init, o) &&
+                                                          l.isDpsInput(&use) && !llvm::is_contained(readers, l))
+          readers.push_back(l);
+      }
+    }
+    for (linalg::LinalgOp l : readers) {
+      IRRewriter rw(l->getContext());
+      rw.setInsertionPoint(l);
+      if (failed(linalg::linalgOpToLoops(rw, l)))
+        return fail(l, "cannot lower '" + l->getName().getStringRef().str() + "' reading a padded buffer to loops");
+      rw.eraseOp(l);
+    }
+    return true;
+  }
+
   /// Guards every read of the buffer and removes it; false on error (see `err`).
   bool run() {
+    if (!readersToLoops())
+      return false;
     SmallVector<Operation *> reads, views, deallocs;
     SmallVector<Value> stack{pb.alloc.getResult()};
     while (!stack.empty()) {
