@@ -259,8 +259,12 @@ def _bench_network(args: argparse.Namespace, net) -> int:
               f"measured end to end {t_tuned * 1e3:.3f} ms: {t_tuned / est:.2f}x the estimate "
               f"(gap {(t_tuned - est) * 1e3:+.3f} ms)")
         hint = _warm_estimate_hint(net, tuned.records)
-        if hint:
+        if hint and not getattr(args, "retime", False):
             print(hint)
+    if getattr(args, "retime", False):
+        for label, t in _retimed_estimates(net, tuned.records, threads).items():
+            print(f"re-timed estimate, {label}: {t * 1e3:.3f} ms: measured end to end is {t_tuned / t:.2f}x "
+                  f"(gap {(t_tuned - t) * 1e3:+.3f} ms)")
     if getattr(args, "profile", False):
         profiled = compile_network(net, args.log, threads=threads, profile=True)
         prof = min((profiled.profile(*inputs, number=args.number) for _ in range(3)), key=lambda p: p.wall)
@@ -290,6 +294,31 @@ def _warm_estimate_hint(net, records: dict) -> str | None:
             f"(its weights), more than the {llc / 2**20:.0f} MiB last-level cache, but the log timed every task "
             f"warm with them cached; tune with --cache-flush-weights (its own --log) for an estimate that reads "
             f"them from memory")
+
+
+def _retimed_estimates(net, records: dict, threads: int) -> dict[str, float]:
+    """The estimate again from each tuned task's schedule compiled alone and timed now by the
+    tuner's own timing (`time_kernel`, median of the repeats), warm and with every input but the
+    first evicted (`cache_flush="weights"`): what the log would say if tuned here, today."""
+    import statistics
+
+    from ansor.compile import CompiledFunction
+    from ansor.measure.measurer import RunOptions, make_inputs, time_kernel
+
+    modes = {"warm, alone (as the log was timed)": RunOptions(repeat=5, min_repeat_ms=50),
+             "weights evicted (--cache-flush-weights)": RunOptions(repeat=5, cache_flush="weights")}
+    if any((r.provenance or {}).get("cache_flush") is True for r in records.values() if r is not None):
+        modes["everything evicted (--cache-flush)"] = RunOptions(repeat=5, cache_flush="all")
+    sums = dict.fromkeys(modes, 0.0)
+    for t in net.tasks:
+        rec = records.get(t.hash)
+        if rec is None:
+            continue
+        kernel = CompiledFunction(t, rec, threads)._kernel
+        ins = make_inputs(t)
+        for label, opts in modes.items():
+            sums[label] += t.weight * statistics.median(time_kernel(kernel, ins, opts))
+    return sums
 
 
 def network_estimate(net, records: dict) -> tuple[float, int]:
@@ -445,6 +474,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--profile", action="store_true",
                    help="for a model: also time every task's call inside the model and the parent's own ops "
                         "(a build with per-call timers), next to each task's logged latency")
+    b.add_argument("--retime", action="store_true",
+                   help="for a model: also re-time every task's logged schedule alone, now, warm and with "
+                        "its weights evicted (--cache-flush-weights), and print both sums next to the "
+                        "measured time (on another day or machine the log's latencies may not hold)")
     split_arg(b)
     b.set_defaults(fn=cmd_bench)
 
