@@ -154,6 +154,30 @@ std::optional<PadBuffer> padBuffer(memref::AllocOp alloc) {
   return pb;
 }
 
+/// Steps `pos` to the next position in a box of `outer` (row-major, like itertools.product);
+/// false after the last one.
+bool nextPosition(SmallVector<int64_t> &pos, ArrayRef<int64_t> outer) {
+  for (int64_t i = (int64_t)pos.size() - 1; i >= 0; --i) {
+    if (++pos[i] < outer[i])
+      return true;
+    pos[i] = 0;
+  }
+  return false;
+}
+
+/// Indices of the element at offset `pos` of a vector read or written at `base`: vector dim r
+/// moves view dim `vdims[r]` (none: a broadcast dim).
+SmallVector<Ix> positionIndices(ValueRange base, ArrayRef<int64_t> pos,
+                                ArrayRef<std::optional<int64_t>> vdims, IndexBuilder &b) {
+  SmallVector<Ix> idx;
+  for (Value v : base)
+    idx.push_back(Ix{v});
+  for (auto [r, o] : llvm::enumerate(pos))
+    if (o && vdims[r])
+      idx[*vdims[r]] = b.add(idx[*vdims[r]], Ix{Value(), o});
+  return idx;
+}
+
 /// Subview chains from one root buffer: which dims they keep, indices into the root.
 struct ViewWalk {
   Value root;
@@ -163,6 +187,42 @@ struct ViewWalk {
     if (!err)
       err = Error{op, std::move(msg)};
     return false;
+  }
+
+  /// Erases the `views` left unused, the `init` ops, then `alloc`; false (`msg`) if still used.
+  bool removeBuffer(ArrayRef<Operation *> views, ArrayRef<Operation *> init, memref::AllocOp alloc,
+                    StringRef msg) {
+    for (Operation *o : llvm::reverse(views))
+      if (o->getResult(0).use_empty())
+        o->erase();
+    for (Operation *o : init)
+      o->erase();
+    if (!alloc.getResult().use_empty())
+      return fail(alloc, msg.str());
+    alloc.erase();
+    return true;
+  }
+
+  /// Visits every use of the root and of its subviews (those collected into `views`) but the
+  /// ops in `skip`; stops with false when `visit` does.
+  bool walkUses(ArrayRef<Operation *> skip, SmallVector<Operation *> &views,
+                function_ref<bool(OpOperand &, Value)> visit) {
+    SmallVector<Value> stack{root};
+    while (!stack.empty()) {
+      Value v = stack.pop_back_val();
+      for (OpOperand &use : v.getUses()) {
+        Operation *o = use.getOwner();
+        if (llvm::is_contained(skip, o))
+          continue;
+        if (isa<memref::SubViewOp>(o) && use.getOperandNumber() == 0) {
+          views.push_back(o);
+          stack.push_back(o->getResult(0));
+        } else if (!visit(use, v)) {
+          return false;
+        }
+      }
+    }
+    return true;
   }
 
   /// Source dims of a subview that its (possibly rank-reduced) result keeps.
@@ -392,12 +452,7 @@ struct Guard : ViewWalk {
     SmallVector<int64_t> pos(outer.size(), 0);
     bool done = llvm::is_contained(outer, 0);
     while (!done) {
-      SmallVector<Ix> idx;
-      for (Value v : baseIdx)
-        idx.push_back(Ix{v});
-      for (auto [r, o] : llvm::enumerate(pos))
-        if (o && vdims[r])
-          idx[*vdims[r]] = b.add(idx[*vdims[r]], Ix{Value(), o});
+      SmallVector<Ix> idx = positionIndices(baseIdx, pos, vdims, b);
       std::optional<SmallVector<Ix>> p = rootIndices(op, view, idx, b);
       if (!p)
         return false;
@@ -426,15 +481,7 @@ struct Guard : ViewWalk {
       } else {
         acc = vector::InsertOp::create(ob, loc, val, acc, prefix);
       }
-      // next position (row-major, like itertools.product)
-      done = true;
-      for (int64_t i = (int64_t)pos.size() - 1; i >= 0; --i) {
-        if (++pos[i] < outer[i]) {
-          done = false;
-          break;
-        }
-        pos[i] = 0;
-      }
+      done = !nextPosition(pos, outer);
     }
     op.getResult().replaceAllUsesWith(acc);
     op.erase();
@@ -445,18 +492,13 @@ struct Guard : ViewWalk {
   /// share of it is the whole tile) become loops of loads and stores first; false on error.
   bool readersToLoops() {
     SmallVector<linalg::LinalgOp> readers;
-    SmallVector<Value> stack{pb.alloc.getResult()};
-    while (!stack.empty()) {
-      Value v = stack.pop_back_val();
-      for (OpOperand &use : v.getUses()) {
-        Operation *o = use.getOwner();
-        if (isa<memref::SubViewOp>(o) && use.getOperandNumber() == 0)
-          stack.push_back(o->getResult(0));
-        else if (auto l = dyn_cast<linalg::LinalgOp>(o); l && !llvm::is_contained(pb.init, o) &&
-                                                          l.isDpsInput(&use) && !llvm::is_contained(readers, l))
-          readers.push_back(l);
-      }
-    }
+    SmallVector<Operation *> views;
+    walkUses(pb.init, views, [&](OpOperand &use, Value) {
+      if (auto l = dyn_cast<linalg::LinalgOp>(use.getOwner());
+          l && l.isDpsInput(&use) && !llvm::is_contained(readers, l))
+        readers.push_back(l);
+      return true;
+    });
     for (linalg::LinalgOp l : readers) {
       IRRewriter rw(l->getContext());
       rw.setInsertionPoint(l);
@@ -472,44 +514,28 @@ struct Guard : ViewWalk {
     if (!readersToLoops())
       return false;
     SmallVector<Operation *> reads, views, deallocs;
-    SmallVector<Value> stack{pb.alloc.getResult()};
-    while (!stack.empty()) {
-      Value v = stack.pop_back_val();
-      for (OpOperand &use : v.getUses()) {
-        Operation *o = use.getOwner();
-        if (llvm::is_contained(pb.init, o))
-          continue;
-        unsigned n = use.getOperandNumber();
-        if (isa<memref::SubViewOp>(o) && n == 0) {
-          views.push_back(o);
-          stack.push_back(o->getResult(0));
-        } else if (isa<vector::TransferReadOp, memref::LoadOp>(o) && n == 0) {
-          reads.push_back(o);
-        } else if (isa<memref::DeallocOp>(o)) {
-          deallocs.push_back(o);
-        } else {
-          return fail(o, "padded buffer used by '" + o->getName().getStringRef().str() +
-                             "' (only reads can be guarded)");
-        }
-      }
-    }
+    bool ok = walkUses(pb.init, views, [&](OpOperand &use, Value) {
+      Operation *o = use.getOwner();
+      if (isa<vector::TransferReadOp, memref::LoadOp>(o) && use.getOperandNumber() == 0)
+        reads.push_back(o);
+      else if (isa<memref::DeallocOp>(o))
+        deallocs.push_back(o);
+      else
+        return fail(o, "padded buffer used by '" + o->getName().getStringRef().str() +
+                           "' (only reads can be guarded)");
+      return true;
+    });
+    if (!ok)
+      return false;
     for (Operation *o : reads) {
       bool ok = isa<memref::LoadOp>(o) ? rewriteLoad(cast<memref::LoadOp>(o))
                                        : rewriteTransferRead(cast<vector::TransferReadOp>(o));
       if (!ok)
         return false;
     }
-    for (Operation *o : llvm::reverse(views))
-      if (o->getResult(0).use_empty())
-        o->erase();
     for (Operation *o : deallocs)
       o->erase();
-    for (Operation *o : pb.init)
-      o->erase();
-    if (!pb.alloc.getResult().use_empty())
-      return fail(pb.alloc, "padded buffer still used after guarding its reads");
-    pb.alloc.erase();
-    return true;
+    return removeBuffer(views, pb.init, pb.alloc, "padded buffer still used after guarding its reads");
   }
 };
 
@@ -601,7 +627,7 @@ struct ResultGuard : ViewWalk {
   /// r is the view's dim `vdims[r]`; `value` is what a write stores. Returns the value read
   /// (null for a write), or nullopt on error.
   std::optional<Value> rewrite(Operation *op, Value view, ValueRange baseIdx, ArrayRef<int64_t> shape,
-                               ArrayRef<int64_t> vdims, Type elem, Value value) {
+                               ArrayRef<std::optional<int64_t>> vdims, Type elem, Value value) {
     Location loc = op->getLoc();
     OpBuilder ob(op);
     IndexBuilder b{ob, loc};
@@ -610,8 +636,8 @@ struct ResultGuard : ViewWalk {
     if (!rootDims)
       return std::nullopt;
     bool contiguous = false;
-    if (!shape.empty() && (*rootDims)[vdims.back()] == rank - 1) {
-      std::optional<bool> unit = unitStride(view, vdims.back());
+    if (!shape.empty() && (*rootDims)[*vdims.back()] == rank - 1) {
+      std::optional<bool> unit = unitStride(view, *vdims.back());
       if (!unit)
         return std::nullopt;
       contiguous = *unit;
@@ -631,12 +657,7 @@ struct ResultGuard : ViewWalk {
     SmallVector<int64_t> pos(outer.size(), 0);
     bool done = llvm::is_contained(outer, 0);
     while (!done) {
-      SmallVector<Ix> idx;
-      for (Value v : baseIdx)
-        idx.push_back(Ix{v});
-      for (auto [r, o] : llvm::enumerate(pos))
-        if (o)
-          idx[vdims[r]] = b.add(idx[vdims[r]], Ix{Value(), o});
+      SmallVector<Ix> idx = positionIndices(baseIdx, pos, vdims, b);
       std::optional<SmallVector<Ix>> p = rootIndices(op, view, idx, b);
       if (!p)
         return std::nullopt;
@@ -710,23 +731,14 @@ struct ResultGuard : ViewWalk {
           result = vector::InsertOp::create(ob, loc, vector::ExtractOp::create(ob, loc, got, ArrayRef<int64_t>{0}),
                                             result, pos);
       }
-      done = true;
-      for (int64_t i = (int64_t)pos.size() - 1; i >= 0; --i) {
-        if (++pos[i] < outer[i]) {
-          done = false;
-          break;
-        }
-        pos[i] = 0;
-      }
-      if (pos.empty())
-        done = true;
+      done = !nextPosition(pos, outer);
     }
     return value ? Value() : result;
   }
 
   /// The view dims of a transfer's vector dims; nullopt (and an error) for a broadcast dim.
-  std::optional<SmallVector<int64_t>> transferDims(Operation *op, AffineMap map) {
-    SmallVector<int64_t> dims;
+  std::optional<SmallVector<std::optional<int64_t>>> transferDims(Operation *op, AffineMap map) {
+    SmallVector<std::optional<int64_t>> dims;
     for (AffineExpr e : map.getResults()) {
       auto d = dyn_cast<AffineDimExpr>(e);
       if (!d) {
@@ -748,7 +760,7 @@ struct ResultGuard : ViewWalk {
     } else if (auto tr = dyn_cast<vector::TransferReadOp>(o)) {
       if (tr.getMask())
         return fail(o, "masked transfer_read of a padded result buffer");
-      std::optional<SmallVector<int64_t>> dims = transferDims(o, tr.getPermutationMap());
+      std::optional<SmallVector<std::optional<int64_t>>> dims = transferDims(o, tr.getPermutationMap());
       if (!dims)
         return false;
       r = rewrite(o, tr.getBase(), tr.getIndices(), tr.getVectorType().getShape(), *dims,
@@ -757,7 +769,7 @@ struct ResultGuard : ViewWalk {
       auto tw = cast<vector::TransferWriteOp>(o);
       if (tw.getMask())
         return fail(o, "masked transfer_write of a padded result buffer");
-      std::optional<SmallVector<int64_t>> dims = transferDims(o, tw.getPermutationMap());
+      std::optional<SmallVector<std::optional<int64_t>>> dims = transferDims(o, tw.getPermutationMap());
       if (!dims)
         return false;
       r = rewrite(o, tw.getBase(), tw.getIndices(), tw.getVectorType().getShape(), *dims,
@@ -775,32 +787,26 @@ struct ResultGuard : ViewWalk {
   bool run() {
     SmallVector<Operation *> accesses, views, gone, fills;
     bool reads = false;
-    SmallVector<Value> stack{rb.alloc.getResult()};
-    while (!stack.empty()) {
-      Value v = stack.pop_back_val();
-      for (OpOperand &use : v.getUses()) {
-        Operation *o = use.getOwner();
-        if (llvm::is_contained(rb.init, o))
-          continue;
-        unsigned n = use.getOperandNumber();
-        if (isa<memref::SubViewOp>(o) && n == 0) {
-          views.push_back(o);
-          stack.push_back(o->getResult(0));
-        } else if ((isa<vector::TransferReadOp, memref::LoadOp>(o) && n == 0) ||
-                   (isa<vector::TransferWriteOp, memref::StoreOp>(o) && n == 1)) {
-          reads = reads || isa<vector::TransferReadOp, memref::LoadOp>(o);
-          accesses.push_back(o);
-        } else if (v == rb.alloc.getResult() && isFillOf(o, v) && o->getBlock() == rb.alloc->getBlock()) {
-          fills.push_back(o); // dead when nothing reads the buffer
-        } else if (isa<memref::DeallocOp>(o) ||
-                   (isa<memref::CopyOp>(o) && o->getOperand(0) == o->getOperand(1))) {
-          gone.push_back(o); // a dealloc, a copy of a view onto itself
-        } else {
-          return fail(o, "padded result buffer used by '" + o->getName().getStringRef().str() +
-                             "' (only loads and stores can be guarded)");
-        }
+    bool ok = walkUses(rb.init, views, [&](OpOperand &use, Value v) {
+      Operation *o = use.getOwner();
+      unsigned n = use.getOperandNumber();
+      if ((isa<vector::TransferReadOp, memref::LoadOp>(o) && n == 0) ||
+          (isa<vector::TransferWriteOp, memref::StoreOp>(o) && n == 1)) {
+        reads = reads || isa<vector::TransferReadOp, memref::LoadOp>(o);
+        accesses.push_back(o);
+      } else if (v == rb.alloc.getResult() && isFillOf(o, v) && o->getBlock() == rb.alloc->getBlock()) {
+        fills.push_back(o); // dead when nothing reads the buffer
+      } else if (isa<memref::DeallocOp>(o) ||
+                 (isa<memref::CopyOp>(o) && o->getOperand(0) == o->getOperand(1))) {
+        gone.push_back(o); // a dealloc, a copy of a view onto itself
+      } else {
+        return fail(o, "padded result buffer used by '" + o->getName().getStringRef().str() +
+                           "' (only loads and stores can be guarded)");
       }
-    }
+      return true;
+    });
+    if (!ok)
+      return false;
     if (!fills.empty() && reads)
       return fail(fills.front(), "padded result buffer filled outside the kernel that reads it");
     for (Operation *o : gone)
@@ -810,57 +816,41 @@ struct ResultGuard : ViewWalk {
     for (Operation *o : accesses)
       if (!rewriteOne(o))
         return false;
-    for (Operation *o : llvm::reverse(views))
-      if (o->getResult(0).use_empty())
-        o->erase();
-    for (Operation *o : rb.init)
-      o->erase();
-    if (!rb.alloc.getResult().use_empty())
-      return fail(rb.alloc, "padded result buffer still used after moving its accesses");
-    rb.alloc.erase();
-    return true;
+    return removeBuffer(views, rb.init, rb.alloc, "padded result buffer still used after moving its accesses");
   }
 };
+
+/// Finds every buffer `find` recognises in the module's functions, then guards each with a
+/// `G`; false (after the error) when one fails.
+template <typename G, typename Buffer>
+bool guardAll(ModuleOp module, std::optional<Buffer> (*find)(memref::AllocOp)) {
+  std::vector<Buffer> bufs;
+  for (Operation &f : module.getBody()->getOperations()) {
+    if (f.getName().getStringRef() != "func.func")
+      continue;
+    f.walk<WalkOrder::PreOrder>([&](memref::AllocOp alloc) {
+      if (isWorkgroup(alloc.getType()))
+        return;
+      if (std::optional<Buffer> b = find(alloc))
+        bufs.push_back(std::move(*b));
+    });
+  }
+  for (Buffer &b : bufs) {
+    G g(b);
+    if (!g.run()) {
+      g.err->op->emitError() << g.err->msg;
+      return false;
+    }
+  }
+  return true;
+}
 
 struct GpuGuardPaddedReads
     : public ansor::impl::GpuGuardPaddedReadsBase<GpuGuardPaddedReads> {
   void runOnOperation() override {
-    std::vector<PadBuffer> bufs;
-    for (Operation &f : getOperation().getBody()->getOperations()) {
-      if (f.getName().getStringRef() != "func.func")
-        continue;
-      f.walk<WalkOrder::PreOrder>([&](memref::AllocOp alloc) {
-        if (isWorkgroup(alloc.getType()))
-          return;
-        if (std::optional<PadBuffer> pb = padBuffer(alloc))
-          bufs.push_back(std::move(*pb));
-      });
-    }
-    for (PadBuffer &pb : bufs) {
-      Guard g(pb);
-      if (!g.run()) {
-        g.err->op->emitError() << g.err->msg;
-        return signalPassFailure();
-      }
-    }
-    std::vector<ResultBuffer> results;
-    for (Operation &f : getOperation().getBody()->getOperations()) {
-      if (f.getName().getStringRef() != "func.func")
-        continue;
-      f.walk<WalkOrder::PreOrder>([&](memref::AllocOp alloc) {
-        if (isWorkgroup(alloc.getType()))
-          return;
-        if (std::optional<ResultBuffer> rb = resultBuffer(alloc))
-          results.push_back(std::move(*rb));
-      });
-    }
-    for (ResultBuffer &rb : results) {
-      ResultGuard g(rb);
-      if (!g.run()) {
-        g.err->op->emitError() << g.err->msg;
-        return signalPassFailure();
-      }
-    }
+    if (!guardAll<Guard, PadBuffer>(getOperation(), padBuffer) ||
+        !guardAll<ResultGuard, ResultBuffer>(getOperation(), resultBuffer))
+      return signalPassFailure();
   }
 };
 
