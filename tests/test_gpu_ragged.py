@@ -50,6 +50,9 @@ _TASKS = {
     "scale-97x197": lambda: _SCALE_197,
     # 3x3 convolution, stride 1, zero padding 1, on a 97x97 image: rows of 97 pixels
     "c2d-1x97x97x32x48x3x1x1": lambda: workloads.get("c2d-1x97x97x32x48x3x1x1"),
+    # fused consumers: GELU(A @ B + bias), and a convolution + batch norm + ReLU
+    "mmgelu-97x197x61": lambda: workloads.get("mmgelu-97x197x61"),
+    "convlayer-1x97x97x32x48x3x1x1": lambda: workloads.get("convlayer-1x97x97x32x48x3x1x1"),
 }
 
 
@@ -194,7 +197,7 @@ def test_ragged_candidates_lower_to_ptx_without_a_gpu(name: str) -> None:
     for v in _ragged_samples(sk, 3, seed=11):
         ptx = emit_ptx(task, sk.script(v), arch="sm_90")
         assert ".entry" in ptx and "%ctaid" in ptx and "setp" in ptx
-        if name.startswith("matmul"):
+        if name.startswith(("matmul", "mmgelu")):
             assert "fma.rn.f32" in ptx
 
 
@@ -271,7 +274,7 @@ def _as_cpu_loops(script: str) -> str:
     return "\n".join(lines[:cut] + lines[end:]).replace("memory_space = 3, ", "").replace(", emit_dealloc", "")
 
 
-@pytest.mark.parametrize("name", ["matmul-97x197x61", "matmul-1x1023x1000", "scale-97x197"])
+@pytest.mark.parametrize("name", ["matmul-97x197x61", "matmul-1x1023x1000", "scale-97x197", "mmgelu-97x197x61"])
 def test_ragged_gpu_scripts_run_as_loops_on_the_cpu(name: str) -> None:
     """The ragged GPU scripts themselves, up to the mapping to the GPU, then the guards, run on
     the CPU (blocks and threads as loops) into NaN-poisoned outputs: every element of the edge
@@ -307,13 +310,20 @@ def test_ragged_gpu_scripts_run_as_loops_on_the_cpu(name: str) -> None:
 
 
 def _reference(name: str, inputs: list[np.ndarray]) -> np.ndarray:
+    if name.startswith("mmgelu"):
+        from ansor.measure.interp import numpy_program
+
+        prog = numpy_program(_TASKS[name](), anchored=False)
+        assert prog is not None
+        return prog(*inputs)[0]
     if name.startswith("matmul"):
         return inputs[0].astype(np.float64) @ inputs[1].astype(np.float64)
-    if name.startswith("c2d"):
-        x, w = (a.astype(np.float64) for a in inputs)
+    if name.startswith(("c2d", "convlayer")):  # 3x3, stride 1, zero padding 1 (+ scale, shift, ReLU)
+        x, w = (a.astype(np.float64) for a in inputs[:2])
         p = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
         h, wd = x.shape[1:3]
-        return sum(np.einsum("nhwc,cf->nhwf", p[:, i:i + h, j:j + wd], w[i, j]) for i in range(3) for j in range(3))
+        conv = sum(np.einsum("nhwc,cf->nhwf", p[:, i:i + h, j:j + wd], w[i, j]) for i in range(3) for j in range(3))
+        return conv if name.startswith("c2d") else np.maximum(conv * inputs[2] + inputs[3], 0.0)
     return inputs[0] * np.float32(2.5) + np.float32(2.5)
 
 

@@ -300,4 +300,25 @@ def GpuGuardPaddedReads : Pass<"ansor-gpu-guard-padded-reads", "::mlir::ModuleOp
                            "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"];
 }
 
+def GpuFoldRaggedPads : Pass<"ansor-gpu-fold-ragged-pads"> {
+  let summary = "Read a padded op's padded result where a ragged consumer pads its slice";
+  let description = [{
+    With ragged GPU tiles (`targets/cuda/rules.py`) an op and its fused element-wise consumer
+    are both padded to a multiple of the block tile; the consumer then reads
+    `tensor.pad(tensor.extract_slice(%padded_result))`. Each `tensor.pad` marked `ansor.ragged`
+    (by the script) whose source is a zero-offset, unit-stride `tensor.extract_slice` of a value
+    of the pad's own type, padded only at the high end, is replaced by that value: the padding
+    region then holds the op's out-of-range results instead of the padding value, which only
+    the consumer's out-of-range results read (they are never stored). Other marked pads lose
+    the mark and stay.
+
+    ```mlir
+    // before
+    %s = tensor.extract_slice %mm[0, 0] [97, 197] [1, 1] : tensor<128x256xf32> to tensor<97x197xf32>
+    %p = tensor.pad %s low[0, 0] high[31, 59] { ... } {ansor.ragged} : tensor<97x197xf32> to tensor<128x256xf32>
+    // after: %mm used in place of %p
+    ```
+  }];
+}
+
 #endif // ANSOR_GPU_OPT_PASSES_TD

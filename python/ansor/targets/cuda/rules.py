@@ -31,8 +31,8 @@ Rules, tried on the op graph (element-wise producers are already inlined by `loo
 **Ragged tiles** (rules 1 and 3): a mapped space loop (or a sum of products' reduction loop)
 whose extent is not a multiple of `RAGGED_QUANTUM` splits within its `padded_extent` instead
 (`GpuStage.split_extents`), so its block tile need not divide the extent: the script first pads
-the op's iteration domain to a multiple of the block tile (`_GpuRenderer.pad_ragged`,
-`transform.structured.pad_tiling_interface`) and the levels below nest
+the op's iteration domain (and a fused consumer's) to a multiple of the block tile
+(`_GpuRenderer.pad_ragged`, `transform.structured.pad_tiling_interface`) and the levels below nest
 exactly; the lowering guards the edges (padded inputs: clamped loads + selects; the padded result:
 masked row stores; `ansor-gpu-guard-padded-reads`). Sampling draws a ragged block tile with
 probability `GPU_RAGGED_PROB`; `GpuSearchSpace` switches them off at `ragged_prob` = 0.
@@ -215,15 +215,16 @@ def padded_extent(e: int) -> int:
     return -(-e // 64) * 64
 
 
-def _split_extents(op: OpLoops, mapped: tuple[int, ...], *, fused: bool) -> tuple[int, ...]:
+def _split_extents(op: OpLoops, mapped: tuple[int, ...], *, unfilled: bool = False) -> tuple[int, ...]:
     """Per loop, the extent its tiles nest in (`padded_extent` where ragged tiles apply): the
     mapped space loops of an op whose inputs are indexed by plain loops or a stride-1 windowed
     op's (whose padded output rows read padded input rows: out-of-range results only), and the reduction
-    loops of a sum of products; none with a fused consumer."""
+    loops of a sum of products; none for a reduction without a fill (`unfilled`: its padded
+    result would start from a padded copy of its initial value)."""
     # (a strided window: `transform.structured.pad_tiling_interface` sizes the input to the rows
     # the padded output reads, fewer than a padded input producer already has: a failed build)
     windowed = op.name in DECOMPOSE and not op.window_dims
-    if fused or not (all(op.plain_inputs) or windowed) or not op.plain_output:
+    if unfilled or not (all(op.plain_inputs) or windowed) or not op.plain_output:
         return op.extents
     return tuple(padded_extent(e) if (k == "S" and d in mapped) or (k == "R" and op.name in _SUM_OF_PRODUCTS)
                  else e for d, (k, e) in enumerate(zip(op.kinds, op.extents, strict=True)))
@@ -294,7 +295,7 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         decompose_op=DECOMPOSE[op.name][1] if op.name in DECOMPOSE else "",
         operand_types=_operand_types(task, op.index),
         # ragged tiles pad the op; the padded result is an accumulator the fill initialises
-        split_extents=_split_extents(op, mapped, fused=fc is not None or not inits),
+        split_extents=_split_extents(op, mapped, unfilled=not inits),
     )
     rule = f"gpu_multi_level_tiling(op{op.index})"
     if fc:
@@ -328,7 +329,7 @@ def _thread_binding_stage(task: SearchTask, ops: list[OpLoops], padded: bool) ->
         output_dims=e.output_dims, promoted=(), elem_bytes=_elem_bytes(task),
         # a gather or strided read: the vectorizer may decline; the thread's loop is then scalar
         vectorize_optional=not e.is_elementwise(),
-        split_extents=_split_extents(e, mapped, fused=False),
+        split_extents=_split_extents(e, mapped),
     )
     return stage, f"gpu_thread_binding(op{e.index})"
 
@@ -858,7 +859,8 @@ class _GpuRenderer(ScriptBuilder):
         then nest exactly; a convolution's input rows follow its output rows).
         The padded inputs become guarded reads and the padded result masked writes
         (`ansor-gpu-guard-padded-reads`); canonicalization turns the padded fill into a fill of
-        the padded result. Returns the padded op and its fill (None without one)."""
+        the padded result. A fused consumer is padded alike and reads the padded result
+        (`ansor-gpu-fold-ragged-pads`). Returns the padded op and its fill (None without one)."""
         st = self.st
         assert self.values is not None
         sizes = [self.value(st.knob(d, 1)) if d in ragged else "0" for d in range(len(st.kinds))]
@@ -870,6 +872,18 @@ class _GpuRenderer(ScriptBuilder):
                   f": ({ANY}) -> ({ANY}, {ANY})")
         f = self.fresh("f")
         self.emit(f'{f} = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
+        if st.consumer is not None:
+            # the consumer too; it then reads its padded slice of the padded result, which
+            # ansor-gpu-fold-ragged-pads replaces by the padded result itself
+            csizes = [sizes[d] for d in st.consumer_dims]
+            cpadded, cpad = self.fresh("padded"), self.fresh("pad")
+            self.emit(f"{cpadded}, {cpad} = transform.structured.pad_tiling_interface {self.match(st.consumer)} to "
+                      f"padding_sizes [{', '.join(csizes)}] pad_to_multiple_of : ({ANY}) -> ({ANY}, {ANY})")
+            self.emit(f'transform.annotate {cpad} "ansor.ragged" : {ANY}')
+            f2 = self.fresh("f")
+            self.emit(f'{f2} = transform.apply_registered_pass "ansor-gpu-fold-ragged-pads" to {f} : ({ANY}) -> {ANY}')
+            f = f2
+            padded = self.match(st.op)  # (the pass invalidated the handles inside the function)
         self.emit(f"transform.apply_patterns to {f} {{")
         self.emit("  transform.apply_patterns.canonicalization")
         self.emit(f"}} : {ANY}")
