@@ -91,7 +91,7 @@ def AutoUnroll : Pass<"ansor-auto-unroll"> {
     copy of the reduction nest per accumulator (32 copies of a 576-step nest were 18432 FMAs per
     thread and over 90 s in LLVM), and work counts a vectorized step as about one op: a
     576-step reduction loop whose body held shared-memory copies, 16 vector<4xf32> FMAs and two
-    barriers was work 576 and became a kernel of 1729 barriers and ~108K lines (~30 s to PTX).
+    barriers was work 576 and became a kernel of 1729 barriers and ~108K lines (32 s to PTX).
     The CUDA target passes M = 2048 (`ANSOR_CUDA_MAX_UNROLLED_WORK`); the CPU pipeline passes
     no cap, so there only work counts.
 
