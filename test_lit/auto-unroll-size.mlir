@@ -166,3 +166,47 @@ func.func @linalg_copy(%a: memref<8xf32>, %b: memref<8xf32>) {
   } {ansor.auto_unroll_max_step = 64 : i64}
   return
 }
+
+// -----
+
+// vector.contract weighs its multiply-adds (4 x 4 x 8 = 128 a step: 2 steps are 256 > 64, a loop;
+// by its widest operand, 32, they would be 64 and unroll); a vector.load of 16 contiguous f32 is
+// 4 accesses of 128 bits (8 steps of it, an index multiply and a use: 8 * 6 = 48, unrolled; by
+// elements, 8 * 18 = 144).
+// CHECK-LABEL: func.func @contract
+// CHECK: scf.for
+// CHECK-COUNT-1: vector.contract
+// CHECK-NOT: vector.contract
+// CHECK-LABEL: func.func @wide_load
+// CHECK-NOT: scf.for
+// CHECK-COUNT-8: vector.load
+// NOCAP-LABEL: func.func @contract
+// NOCAP-NOT: scf.for
+// NOCAP-COUNT-2: vector.contract
+#lhs = affine_map<(m, n, k) -> (m, k)>
+#rhs = affine_map<(m, n, k) -> (k, n)>
+#acc = affine_map<(m, n, k) -> (m, n)>
+func.func @contract(%a: vector<4x8xf32>, %b: vector<8x4xf32>, %c0v: vector<4x4xf32>) -> vector<4x4xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %r = scf.for %i = %c0 to %c2 step %c1 iter_args(%acc = %c0v) -> vector<4x4xf32> {
+    %d = vector.contract {indexing_maps = [#lhs, #rhs, #acc], iterator_types = ["parallel", "parallel", "reduction"],
+                          kind = #vector.kind<add>} %a, %b, %acc : vector<4x8xf32>, vector<8x4xf32> into vector<4x4xf32>
+    scf.yield %d : vector<4x4xf32>
+  } {ansor.auto_unroll_max_step = 8 : i64}
+  return %r : vector<4x4xf32>
+}
+func.func @wide_load(%m: memref<128xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c16 = arith.constant 16 : index
+  scf.for %i = %c0 to %c8 step %c1 {
+    %off = arith.muli %i, %c16 : index
+    %v = vector.load %m[%off] : memref<128xf32>, vector<16xf32>
+    %e = vector.extract %v[3] : f32 from vector<16xf32>
+    "use.it"(%e) : (f32) -> ()
+  } {ansor.auto_unroll_max_step = 8 : i64}
+  return
+}
