@@ -50,16 +50,14 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ansor.space.schedule import SamplingError, Schedule, factorizations, sizes_from_factors
-from ansor.core.loops import OP_ATTR, OpLoops, analyze_graph
-from ansor.space.windowed import DECOMPOSE
-from ansor.space.sketch import Knob, LoopSplit, Sketch
+from ansor.core.dtypes import element_bytes
+from ansor.core.loops import OP_ATTR, OpLoops, analyze_graph, fusable_consumer
 from ansor.core.task import SearchTask
-from ansor.space.sketch import SkipSketch
-from ansor.core.loops import fusable_consumer
+from ansor.space.schedule import SamplingError, Schedule, factorizations, sizes_from_factors
 from ansor.space.script import ANY, PARAM, ScriptBuilder
 from ansor.space.search_space import SearchSpace
-
+from ansor.space.sketch import Knob, LoopSplit, Sketch, SkipSketch
+from ansor.space.windowed import DECOMPOSE
 from ansor.targets.cuda.params import (
     AXES,
     GPU_UNROLL_OPTIONS,
@@ -72,7 +70,6 @@ from ansor.targets.cuda.params import (
     MAX_VTHREAD,
     MIN_THREADS_PER_BLOCK,
 )
-from ansor.core.dtypes import element_bytes
 
 
 @dataclass(frozen=True)
