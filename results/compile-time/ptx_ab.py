@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import host_meta, random_inputs, write_results  # noqa: E402
+from bench.common import host_meta, random_inputs, write_results
 
 _CHILD = """
 import hashlib, json, re, sys, time
