@@ -277,7 +277,9 @@ def _bench_network(args: argparse.Namespace, net) -> int:
 def _warm_estimate_hint(net, records: dict) -> str | None:
     """A note when the estimate counts as cached the weights that a model call reads from memory:
     the log was measured warm, and the tasks' inputs other than their first (their weights, what
-    `--cache-flush-weights` evicts) add up to more than the last-level cache per model call."""
+    `--cache-flush-weights` evicts) add up to more than the last-level cache per model call. It
+    points to `--retime` rather than to tuning with `--cache-flush-weights`: single cold calls
+    rank candidates less precisely (results/arena/README.md)."""
     import numpy as np
 
     from ansor.measure.measurer import largest_cache_bytes
@@ -292,8 +294,7 @@ def _warm_estimate_hint(net, records: dict) -> str | None:
         return None
     return (f"note: a model call reads {weights / 2**20:.1f} MiB of task inputs other than each task's first "
             f"(its weights), more than the {llc / 2**20:.0f} MiB last-level cache, but the log timed every task "
-            f"warm with them cached; tune with --cache-flush-weights (its own --log) for an estimate that reads "
-            f"them from memory")
+            f"warm with them cached; add --retime for an estimate that reads them from memory")
 
 
 def _retimed_estimates(net, records: dict, threads: int) -> dict[str, float]:
