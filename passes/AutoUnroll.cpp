@@ -110,10 +110,11 @@ Work opSize(Operation *op) {
   }
   if (auto transfer = dyn_cast<VectorTransferOpInterface>(op))
     return transferSize(transfer);
-  if (auto load = dyn_cast<vector::LoadOp>(op))
-    return contiguousAccesses(1, load.getVectorType().getNumElements(), load.getVectorType().getElementType());
-  if (auto store = dyn_cast<vector::StoreOp>(op))
-    return contiguousAccesses(1, store.getVectorType().getNumElements(), store.getVectorType().getElementType());
+  if (isa<vector::LoadOp, vector::StoreOp>(op)) {
+    VectorType vec = isa<vector::LoadOp>(op) ? cast<vector::LoadOp>(op).getVectorType()
+                                              : cast<vector::StoreOp>(op).getVectorType();
+    return contiguousAccesses(1, vec.getNumElements(), vec.getElementType());
+  }
   if (auto contract = dyn_cast<vector::ContractionOp>(op)) {
     SmallVector<int64_t> bounds;
     contract.getIterationBounds(bounds);
