@@ -198,7 +198,7 @@ def main() -> None:
             row["logged_s"] = best.latency
             # the script from today's sketch generator (older logs may hold scripts of an earlier one)
             sketch = next(sk for sk in generate_sketches(task) if sk.name == best.schedule.sketch)
-            script = sketch.script(best.schedule.values()) if sketch.stages or hasattr(sketch, "gpu_stage") else None
+            script = sketch.script(best.schedule.values())  # (None for the skip sketch: the default program)
             kernel = compile_task_cuda(task, script)
             out = kernel.run(inputs)
             if ref is not None:  # the tuner's criterion (ansor.measure.verify), against PyTorch's result

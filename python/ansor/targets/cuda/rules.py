@@ -212,16 +212,21 @@ def padded_extent(e: int) -> int:
     return -(-e // 64) * 64
 
 
-def _split_extents(op: OpLoops, mapped: tuple[int, ...], *, unfilled: bool = False) -> tuple[int, ...]:
+def _split_extents(op: OpLoops, mapped: tuple[int, ...], *, unfilled: bool = False,
+                   fused: bool = False) -> tuple[int, ...]:
     """Per loop, the extent its tiles nest in (`padded_extent` where ragged tiles apply): the
     mapped space loops of an op whose inputs are indexed by plain loops or a stride-1 windowed
     op's (whose padded output rows read padded input rows: out-of-range results only), and the reduction
     loops of a sum of products; none for a reduction without a fill (`unfilled`: its padded
-    result would start from a padded copy of its initial value)."""
+    result would start from a padded copy of its initial value), nor for a windowed op with a
+    fused consumer (`fused`)."""
     # (a strided window: `transform.structured.pad_tiling_interface` sizes the input to the rows
     # the padded output reads, fewer than a padded input producer already has: a failed build)
     windowed = op.name in DECOMPOSE and not op.window_dims
-    if unfilled or not (all(op.plain_inputs) or windowed) or not op.plain_output:
+    # A windowed op with a fused consumer (ConvLayer: conv + BN + ReLU over 97x97 pixels) computed
+    # wrong values at 119 of 451632 outputs on the H200 (session 8, results/gpu-tests/): exact
+    # tiles there until the cause is found. The unfused conv and a fused matmul passed.
+    if unfilled or (windowed and fused) or not (all(op.plain_inputs) or windowed) or not op.plain_output:
         return op.extents
     return tuple(padded_extent(e) if (k == "S" and d in mapped) or (k == "R" and op.name in _SUM_OF_PRODUCTS)
                  else e for d, (k, e) in enumerate(zip(op.kinds, op.extents, strict=True)))
@@ -292,7 +297,7 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         decompose_op=DECOMPOSE[op.name][1] if op.name in DECOMPOSE else "",
         operand_types=_operand_types(task, op.index),
         # ragged tiles pad the op; the padded result is an accumulator the fill initialises
-        split_extents=_split_extents(op, mapped, unfilled=not inits),
+        split_extents=_split_extents(op, mapped, unfilled=not inits, fused=fc is not None),
     )
     rule = f"gpu_multi_level_tiling(op{op.index})"
     if fc:
