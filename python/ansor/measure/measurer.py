@@ -497,17 +497,14 @@ def flush_mode(value: bool | str | None) -> str | None:
         raise ValueError(f"cache_flush={value!r}: expected False, True, 'all' or 'weights'") from None
 
 
-def prepare_caches(inputs: list[np.ndarray], mode: str) -> None:
+def prepare_caches(inputs: list[np.ndarray], mode: str, target: Any) -> None:
     """Before a cold call. "all": evict the caches wholesale (`flush_cpu_caches`). "weights":
-    evict every input but the first, line by line (`targets/cpu/cacheflush.py`), leaving the
-    first input, the outputs, the code and the threads as the previous call left them; where
-    that cannot run (not x86), evict everything and read the first input back in."""
-    if mode == "weights":
-        from ansor.targets.cpu import cacheflush
-
-        if cacheflush.available():
-            cacheflush.evict(inputs[1:])
-            return
+    evict every input but the first, line by line (`target.evict`; the CPU's is
+    `targets/cpu/cacheflush.py`), leaving the first input, the outputs, the code and the threads
+    as the previous call left them; where the target cannot, evict everything and read the
+    first input back in."""
+    if mode == "weights" and target.evict(inputs[1:]):
+        return
     flush_cpu_caches()
     if mode == "weights" and inputs:
         np.add.reduce(np.ascontiguousarray(inputs[0]).reshape(-1).view(np.uint8), dtype=np.uint64)
@@ -521,12 +518,13 @@ def time_kernel(kernel: Any, inputs: list[np.ndarray], opts: RunOptions, slow_s:
     if est > slow_s:
         return (est,)
     mode = flush_mode(opts.cache_flush)
-    if mode and get_target(kernel.task.target).supports_cache_flush:
+    target = get_target(kernel.task.target)
+    if mode and target.supports_cache_flush:
         outs = kernel.alloc_outputs()
         kernel.time(inputs, 1, outs)  # the outputs' pages are mapped before any timing
         costs = []
         for _ in range(opts.repeat):
-            prepare_caches(inputs, mode)
+            prepare_caches(inputs, mode, target)
             costs.append(kernel.time(inputs, 1, outs))
         return tuple(costs)
     number = max(opts.number, math.ceil(opts.min_repeat_ms / 1e3 / max(est, 1e-9)))

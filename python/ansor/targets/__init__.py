@@ -7,7 +7,7 @@
                                       on two machines (`measure/builder.py`, `measure/runner.py`)
         .reference_task(task)         where the reference outputs are computed
         .mutation_weights             the evolutionary search's mutation mix
-        .supports_cache_flush, .worker_memory_mb, .describe(), .host_info()
+        .supports_cache_flush, .evict(arrays), .worker_memory_mb, .describe(), .host_info()
 
 Generic code (search, measurement, tuning, compile, CLI) imports only this module; the
 target packages are imported on first use, by name, from `_REGISTRY`, so `import ansor` loads
@@ -56,6 +56,11 @@ class Target(abc.ABC):
     mutation_weights: dict[str, float]
     #: whether `RunOptions.cache_flush` applies (TVM's flush is CPU-only)
     supports_cache_flush: bool = False
+
+    def evict(self, arrays: list) -> bool:
+        """Evict `arrays` (numpy) from every cache level, leaving the rest of the caches alone
+        (`cache_flush="weights"`); False where this target cannot (the caller then evicts all)."""
+        return False
     #: address-space cap of a measurement worker in MB; None: `config.WORKER_MEMORY_MB`
     worker_memory_mb: int | None = None
     #: what "the untuned program" is called in progress output and reports

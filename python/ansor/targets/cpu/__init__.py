@@ -27,6 +27,14 @@ class CpuTarget(Target):
     baseline_name = "naive loops"
     supports_compile = True
 
+    def evict(self, arrays: list) -> bool:
+        from ansor.targets.cpu import cacheflush
+
+        if not cacheflush.available():
+            return False
+        cacheflush.evict(arrays)
+        return True
+
     def generate_sketches(self, task: SearchTask) -> list[Sketch]:
         from ansor.targets.cpu.rules import generate_sketches
 
