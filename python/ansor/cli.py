@@ -303,7 +303,6 @@ def _retimed_estimates(net, records: dict, threads: int) -> dict[str, float]:
     first evicted (`cache_flush="weights"`): what the log would say if tuned here, today."""
     import statistics
 
-    from ansor.compile import CompiledFunction
     from ansor.measure.measurer import RunOptions, make_inputs, time_kernel
 
     modes = {"warm, alone (as the log was timed)": RunOptions(repeat=5, min_repeat_ms=50),
@@ -315,7 +314,9 @@ def _retimed_estimates(net, records: dict, threads: int) -> dict[str, float]:
         rec = records.get(t.hash)
         if rec is None:
             continue
-        kernel = CompiledFunction(t, rec, threads)._kernel
+        target = get_target(t.target)
+        target.set_threads(threads)
+        kernel = target.compile(t, rec.script)
         ins = make_inputs(t)
         for label, opts in modes.items():
             sums[label] += t.weight * statistics.median(time_kernel(kernel, ins, opts))
