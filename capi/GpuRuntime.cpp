@@ -100,3 +100,38 @@ extern "C" __attribute__((visibility("default"))) void *ansorStreamCreateReused(
 }
 
 extern "C" __attribute__((visibility("default"))) void ansorStreamDestroyReused(void *) {}
+
+//===----------------------------------------------------------------------------------------===//
+// Deferred synchronisation for compiled networks (`targets/cuda/network.py`).
+//
+// A network calls its tasks' host functions one after the other on this thread's reused stream:
+// the stream orders their kernels, so the synchronisation after every launch only adds host time
+// (a few microseconds per call, more than many small kernels run). A network's JIT engines
+// register `ansorStreamSynchronizeDeferrable` under the upstream name `mgpuStreamSynchronize`;
+// it synchronises unless the thread has deferred it with `ansorDeferSynchronize(true)`, and
+// `ansorSynchronizeReused` synchronises the thread's stream once at the end of the call.
+//===----------------------------------------------------------------------------------------===//
+
+namespace {
+using StreamSyncFn = void (*)(void *);
+thread_local bool deferSynchronize = false;
+
+StreamSyncFn upstreamSynchronize() {
+  static StreamSyncFn sync = reinterpret_cast<StreamSyncFn>(dlsym(RTLD_DEFAULT, "mgpuStreamSynchronize"));
+  return sync;
+}
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) void ansorStreamSynchronizeDeferrable(void *stream) {
+  if (!deferSynchronize && upstreamSynchronize())
+    upstreamSynchronize()(stream);
+}
+
+extern "C" __attribute__((visibility("default"))) void ansorDeferSynchronize(bool defer) {
+  deferSynchronize = defer;
+}
+
+extern "C" __attribute__((visibility("default"))) void ansorSynchronizeReused() {
+  if (upstreamSynchronize())
+    upstreamSynchronize()(ansorStreamCreateReused());
+}

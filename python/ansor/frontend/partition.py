@@ -59,7 +59,8 @@ class Network:
     def as_task(self) -> SearchTask:
         """The whole model as one (untunable) task record: what `lowering` needs to compile and run it."""
         digest = hashlib.sha256(self.ir.encode()).hexdigest()[:16]
-        return SearchTask(self.name, self.func_name, self.ir, self.inputs, self.outputs, self.flops, digest)
+        target = self.tasks[0].target if self.tasks else "cpu"
+        return SearchTask(self.name, self.func_name, self.ir, self.inputs, self.outputs, self.flops, digest, target)
 
 
 def _sym(op: ir.Operation) -> str:

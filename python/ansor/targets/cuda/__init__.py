@@ -5,6 +5,8 @@ the MLIR CUDA runtime.
     CudaTarget.compile           --lowering.compile_task_cuda--> CudaKernel (device buffers)
     CudaTarget.build / .load     --lowering.build_task_cuda (any machine: script -> PTX + host
                                    LLVM dialect, bytecode) / load_task_cuda (the GPU: JIT)--> CudaKernel
+    CudaTarget.compile_network   --network.compile_network (a partitioned model: every task's kernel
+                                   on device buffers, weights folded once on the CPU)--> CudaNetwork
     CudaTarget.reference_task    --> the same task on the CPU (trusted reference outputs)
 """
 
@@ -29,7 +31,7 @@ class CudaTarget(Target):
     #: the CUDA driver reserves far more virtual memory than any cap we would set
     worker_memory_mb = 0
     baseline_name = "default GPU schedule"
-    supports_compile = False
+    supports_compile = True
     #: Off until the GPU rules schedule a fused chain with an anchor: BERT's matmul + LayerNorm
     #: would get only the one-row-per-block reduction sketch, its attention task only the default
     #: schedule (the CPU's `reduction_chain` sketch has no GPU counterpart for those yet).
@@ -65,6 +67,14 @@ class CudaTarget(Target):
         from ansor.targets.cuda.lowering import load_task_cuda
 
         return load_task_cuda(task, artifact)
+
+    def compile_network(self, task: SearchTask, callees: dict[str, SearchTask],
+                        scripts: dict[str, str | None], *, profile: bool = False) -> Kernel:
+        if profile:
+            raise ValueError("profiling a compiled model per task is CPU-only (targets/cpu/profile.py)")
+        from ansor.targets.cuda.network import compile_network
+
+        return compile_network(task, callees, scripts)
 
     def reference_task(self, task: SearchTask) -> SearchTask:
         return dataclasses.replace(task, target="cpu")

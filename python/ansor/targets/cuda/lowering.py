@@ -265,19 +265,24 @@ def emit_ptx(task: SearchTask, script: str, *, arch: str = DEFAULT_ARCH) -> str:
 _STREAM_REUSE = {"mgpuStreamCreate": "ansorStreamCreateReused", "mgpuStreamDestroy": "ansorStreamDestroyReused"}
 
 
-def _reuse_streams(engine) -> bool:
+def _reuse_streams(engine, *, defer_sync: bool = False) -> bool:
     """Point the JIT's stream create/destroy at our reused per-thread stream (MLIR 22 creates and
     destroys a stream around every launch: more host time than a small kernel). Explicit JIT
-    symbols take precedence over the runtime library's. False when our library lacks them."""
+    symbols take precedence over the runtime library's. False when our library lacks them.
+    `defer_sync`: its synchronisation too, so that a compiled network can defer it to the end of
+    a model call (`network.py`)."""
     import ctypes
 
     from ansor.core import native as _native
 
     if not config.CUDA_REUSE_STREAM:
         return False
+    names = dict(_STREAM_REUSE)
+    if defer_sync:
+        names["mgpuStreamSynchronize"] = "ansorStreamSynchronizeDeferrable"
     try:
         lib = ctypes.CDLL(str(_native.find_library()))
-        addrs = {up: ctypes.cast(getattr(lib, ours), ctypes.c_void_p) for up, ours in _STREAM_REUSE.items()}
+        addrs = {up: ctypes.cast(getattr(lib, ours), ctypes.c_void_p) for up, ours in names.items()}
     except (OSError, AttributeError):
         return False
     for up, addr in addrs.items():
@@ -285,9 +290,11 @@ def _reuse_streams(engine) -> bool:
     return True
 
 
-def compile_task_cuda(task: SearchTask, script: str | None, *, arch: str | None = None) -> CudaKernel:
+def compile_task_cuda(task: SearchTask, script: str | None, *, arch: str | None = None,
+                      defer_sync: bool = False) -> CudaKernel:
     """Apply `script` (None: the default GPU schedule, see `gpu_rules.default_script`), lower to
-    PTX and JIT the host side. Raises `LoweringError`."""
+    PTX and JIT the host side (`defer_sync`: for a network, see `_reuse_streams`). Raises
+    `LoweringError`."""
     from ansor.targets.cuda.rules import default_script
 
     arch = arch or device_arch()
@@ -295,7 +302,7 @@ def compile_task_cuda(task: SearchTask, script: str | None, *, arch: str | None 
     with ir.Context(), ir.Location.unknown():
         module = _lower_module(task, script if script is not None else default_script(task), arch, fmt,
                                bench=True)
-        return _jit(module, task)
+        return _jit(module, task, defer_sync=defer_sync)
 
 
 #: The module attribute naming the architecture an artifact's PTX was generated for.
@@ -345,7 +352,7 @@ def load_task_cuda(task: SearchTask, artifact: bytes) -> CudaKernel:
         return _jit(module, task)
 
 
-def _jit(module: ir.Module, task: SearchTask) -> CudaKernel:
+def _jit(module: ir.Module, task: SearchTask, *, defer_sync: bool = False) -> CudaKernel:
     """JIT a lowered module (host LLVM dialect + embedded PTX) inside the caller's context."""
     from mlir.execution_engine import ExecutionEngine
 
@@ -357,7 +364,7 @@ def _jit(module: ir.Module, task: SearchTask) -> CudaKernel:
         if _uses_symbol(module, _TMA_ENCODE_CACHED):
             libs.append(str(_native.find_library()))  # the cached TMA-descriptor builder
         engine = ExecutionEngine(module, opt_level=config.CUDA_HOST_OPT_LEVEL, shared_libs=libs)
-        _reuse_streams(engine)
+        _reuse_streams(engine, defer_sync=defer_sync)
         engine.initialize()  # runs the global constructors that load the GPU module
     except RuntimeError as exc:
         raise LoweringError("jit", str(exc).splitlines()[0]) from None

@@ -1,0 +1,145 @@
+"""Whole models on the GPU (`targets/cuda/network.py`): the model function split into its
+constant part (folded once on the CPU) and a runtime plan of task calls and reshapes. The plan is
+checked here without a GPU by running it with CPU kernels; the real GPU network runs under
+`@pytest.mark.gpu` (skipped without one)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import ansor
+from ansor.compile import CompiledNetwork, compile_network
+from ansor.core.mlir import LoweringError
+from ansor.core.task import SearchTask
+from ansor.frontend import workloads
+from ansor.frontend.partition import Network, extract_tasks
+from ansor.measure.measurer import make_inputs
+from ansor.targets import get_target
+from ansor.targets.cuda.network import evaluate_constants, split_parent
+
+from test_partition import _nchw_model
+
+
+def _run_plan_on_cpu(net: Network, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The GPU network's plan, executed with each task's untuned CPU kernel on numpy arrays."""
+    whole = net.as_task()
+    split = split_parent(whole)
+    assert {e[0] for e in split.plan} <= {"call", "view", "return"}
+    env = {f"in{i}": a for i, a in enumerate(inputs)}
+    env.update({n: c for (n, _), c in zip(split.constants, evaluate_constants(whole, split), strict=True)})
+    callees = {n: net.tasks[i] for n, i in net.calls.items()}
+    cpu = get_target("cpu")
+    kernels = {t.hash: cpu.compile(dataclasses.replace(t, target="cpu"), None) for t in net.tasks}
+    calls = 0
+    for e in split.plan:
+        if e[0] == "view":
+            env[e[2]] = env[e[1]].reshape(e[3].shape)
+        elif e[0] == "call":
+            t = callees[e[1]]
+            outs = kernels[t.hash].run([env[o].reshape(s.shape) for o, s in zip(e[2], t.inputs, strict=True)])
+            env.update(zip(e[3], outs, strict=True))
+            calls += 1
+        else:
+            assert calls == len(net.calls)  # every outlined callee runs once, in program order
+            return [env[o] for o in e[1]]
+    raise AssertionError("the plan has no return")
+
+
+def test_the_plan_computes_what_the_cpu_network_computes() -> None:
+    """Folded weights (channels-first convolutions -> channels-last, the filter transposes folded
+    on the CPU), reshapes between the tasks: the plan equals the CPU-compiled model."""
+    text, (x, ref) = _nchw_model(np.random.default_rng(3))
+    net = extract_tasks(text, target="cuda")
+    assert net.as_task().target == "cuda"
+    out = _run_plan_on_cpu(net, [x])
+    np.testing.assert_allclose(out[0], ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(out[0], compile_network(extract_tasks(text))(x))
+
+
+def test_the_plan_runs_a_residual_mlp_with_repeated_tasks() -> None:
+    net = extract_tasks(workloads.get("mlp-16x32x6"), target="cuda")
+    assert len(net.tasks) < len(net.calls)  # a task's kernel serves several calls
+    x = make_inputs(net.as_task())
+    ref = compile_network(extract_tasks(workloads.get("mlp-16x32x6")))(*x)
+    np.testing.assert_array_equal(_run_plan_on_cpu(net, x)[0], ref)
+
+
+def test_weight_only_ops_are_in_the_constant_part() -> None:
+    text, _ = _nchw_model(np.random.default_rng(3))
+    split = split_parent(extract_tasks(text, target="cuda").as_task())
+    assert "func.call" not in split.constant_ir
+    assert all(e[0] != "call" or e[1] not in split.constant_ir for e in split.plan)
+    assert split.constants  # the folded filters the calls read
+
+
+_PARENT_MATH = """
+func.func private @t(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {ansor.group = "g.generic"} {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]} ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %a : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %y = func.call @t(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %z = arith.addf %y, %y : tensor<4x8xf32>
+  return %z : tensor<4x8xf32>
+}
+"""
+
+
+def test_an_op_the_plan_cannot_run_is_one_line() -> None:
+    from ansor.core.task import TensorSpec
+
+    spec = (TensorSpec((4, 8), "f32"),)
+    task = SearchTask("model", "main", _PARENT_MATH, spec, spec, 0, "0" * 16, "cuda")
+    with pytest.raises(LoweringError, match=r"arith.addf between the tasks of the model reads") as e:
+        split_parent(task)
+    assert "\n" not in str(e.value)
+
+
+def test_profiling_a_gpu_model_is_refused_in_one_line() -> None:
+    with pytest.raises(ValueError, match="CPU-only"):
+        get_target("cuda").compile_network(SearchTask("m", "main", "", (), (), 0, "0", "cuda"), {}, {},
+                                           profile=True)
+
+
+# -- on the GPU -----------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_gpu_network_matches_the_cpu_network() -> None:
+    text, (x, ref) = _nchw_model(np.random.default_rng(3))
+    net = extract_tasks(text, target="cuda")
+    gpu = compile_network(net)
+    assert isinstance(gpu, CompiledNetwork)
+    np.testing.assert_allclose(gpu(x), ref, rtol=1e-4, atol=1e-4)
+    mlp = extract_tasks(workloads.get("mlp-16x32x6"), target="cuda")
+    ins = make_inputs(mlp.as_task())
+    np.testing.assert_allclose(compile_network(mlp)(*ins),
+                               compile_network(extract_tasks(workloads.get("mlp-16x32x6")))(*ins),
+                               rtol=1e-4, atol=1e-4)
+    assert gpu.time(x, number=20) > 0
+    np.testing.assert_allclose(gpu(x), ref, rtol=1e-4, atol=1e-4)  # the same after a timed loop
+
+
+@pytest.mark.gpu
+def test_ansor_compile_on_cuda_runs_a_model_with_a_tuned_task(tmp_path) -> None:
+    """`ansor.compile(model, target="cuda", log=...)`: a tuned task's record is used, the rest run
+    their default schedules, and the network stays right."""
+    from ansor.tuning.tuner import tune
+
+    text = workloads.get("mlp-16x32x6")
+    net = extract_tasks(text, target="cuda")
+    log = tmp_path / "mlp.cuda.jsonl"
+    tune(net.tasks[0], trials=4, log_path=log, seed=0)
+    fn = ansor.compile(text, target="cuda", log=log)
+    assert isinstance(fn, CompiledNetwork) and fn.tuned_tasks == 1
+    ins = make_inputs(net.as_task())
+    np.testing.assert_allclose(fn(*ins), compile_network(extract_tasks(text))(*ins), rtol=1e-4, atol=1e-4)
