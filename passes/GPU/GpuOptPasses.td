@@ -161,6 +161,73 @@ def GpuPrefetchGlobalReads : Pass<"ansor-gpu-prefetch-global-reads"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def GpuPipelineSharedCopies : Pass<"ansor-gpu-pipeline-shared-copies"> {
+  let summary = "Multi-buffer the shared-memory tiles of a reduction loop (cp.async pipeline)";
+  let description = [{
+    In every `gpu.launch` whose `ansor.pipeline_stages` attribute (set by the GPU sketch's
+    `stages` knob; the `stages` option overrides it) is N >= 2, an `scf.for` with constant
+    bounds and at least two iterations whose top-level stores to shared memory are all
+    `vector.transfer_write`s into views (memref.subview chains, defined outside the loop) of
+    workgroup attributions, of values computed in the iteration from global memory (pure ops
+    and reads of buffers the loop does not write, at the top level of the body, depending on
+    nothing of the loop but its induction variable), is pipelined over N copies of those
+    buffers: each buffer gets a leading dimension of N (its other uses must be reads inside
+    the loop), the first N-1 tiles are stored into stages 0..N-2 before the loop (after a
+    barrier: the buffers may still be read by an earlier run of the loop), and iteration i
+    waits for tile i, meets one barrier (the body's own barriers are dropped), issues tile
+    i+N-1 (its iv clamped to the last iteration: in bounds, and never into the stage being read)
+    into stage (i+N-1) mod N, and computes on stage i mod N. One barrier per iteration instead
+    of two.
+
+    A copy of a plain global `vector.transfer_read` (in bounds, minor identity, a vector of
+    shape 1x..x1xn) becomes `nvgpu.device_async_copy` (cp.async) of the largest chunk of 4, 8
+    or 16 bytes that divides the vector and whose alignment at both ends is proven (powers of
+    two dividing the indices: constants, affine.apply, add/mul, loop induction variables; the
+    roots are function arguments and attributions, at least 16-byte aligned; 16 bytes bypass
+    L1), one `nvgpu.device_async_create_group` per tile and `nvgpu.device_async_wait`
+    {numGroups = N-2} before the barrier (all groups after the loop). Other copies (guarded
+    reads of a padded input: clamped loads + selects) go through registers: loaded after the
+    barrier, stored into the next stage at the end of the body. A loop with any other write to
+    shared memory, a nested barrier or another use of the buffers is left alone. Run after
+    `ansor-gpu-remove-redundant-barriers` and before `ansor-gpu-prefetch-global-reads`.
+
+    Before (N = 2):
+    ```mlir
+    scf.for %k = %c0 to %c64 step %c8 {
+      %g = vector.transfer_read %A[%i, %k], %pad {in_bounds = [true]} : memref<64x64xf32>, vector<4xf32>
+      vector.transfer_write %g, %sA[%t, %c0] {in_bounds = [true]} : vector<4xf32>, memref<8x8xf32, 3>
+      gpu.barrier
+      ... reads of %sA ...
+      gpu.barrier
+    }
+    ```
+    After:
+    ```mlir
+    gpu.barrier
+    %c = nvgpu.device_async_copy %A[%i, %c0], %sA2[%c0, %t, %c0], 4 {bypassL1} : memref<64x64xf32> to memref<2x8x8xf32, 3>
+    %g0 = nvgpu.device_async_create_group %c
+    scf.for %k = %c0 to %c64 step %c8 {
+      %cur = memref.subview %sA2[(%k / 8) mod 2, 0, 0] [1, 8, 8] [1, 1, 1] : ...
+      %nxt = memref.subview %sA2[(%k / 8 + 1) mod 2, 0, 0] [1, 8, 8] [1, 1, 1] : ...
+      nvgpu.device_async_wait %g0 {numGroups = 0 : i32}
+      gpu.barrier
+      %k1 = arith.minsi (%k + 8), %c56 : index
+      %c1 = nvgpu.device_async_copy %A[%i, %k1], %nxt[%t, %c0], 4 {bypassL1} : ...
+      %g1 = nvgpu.device_async_create_group %c1
+      ... reads of %cur ...
+    }
+    nvgpu.device_async_wait %g0 {numGroups = 0 : i32}
+    ```
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"0",
+           "Shared buffers per tile (0: the launch's `ansor.pipeline_stages`; < 2: nothing)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::nvgpu::NVGPUDialect", "::mlir::gpu::GPUDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def GpuSwizzleBlocks : Pass<"ansor-gpu-swizzle-blocks"> {
   let summary = "Launch blocks in groups of block rows (L2 reuse of both operands' panels)";
   let description = [{
@@ -319,6 +386,45 @@ def GpuFoldRaggedPads : Pass<"ansor-gpu-fold-ragged-pads"> {
     // after: %mm used in place of %p
     ```
   }];
+}
+
+def GpuMaskRaggedReductions : Pass<"ansor-gpu-mask-ragged-reductions"> {
+  let summary = "Make a reduction over ragged padding combine its identity there";
+  let description = [{
+    With ragged rows (`targets/cuda/reduction.py`) every op of a row-wise subgraph is padded
+    along the columns to a multiple of the threads (`pad_tiling_interface`), so a reduction
+    over the columns also iterates over the padding, whose values (the padding value, or a
+    padded producer's out-of-range results) must not reach its result. For every
+    `linalg.generic` reading a `tensor.pad` marked `ansor.ragged` (by the script; static high
+    padding) along a reduction loop `d`, iterations at `linalg.index d` >= the pad's source
+    size are masked: where a result is yielded by one binary op combining its accumulator
+    (once) with a value `v`, `v` becomes `select(inside, v, e)` with `e` that op's neutral
+    element (`arith::getNeutralElement`: 0 for `addf`, -inf for `maximumf`, +inf for
+    `minimumf`, NaN for `maxnumf`, ...: the same value the partial results of
+    `tile_reduction_using_forall` start from), which keeps the reduction recognisable to the
+    vectorizer; any other result yields `select(inside, result, accumulator)`. Run before
+    `ansor-gpu-fold-ragged-pads` (which drops the pads of padded producers). Padding the pass
+    cannot bound (dynamic, low) along a reduction loop, and a named op reducing over ragged
+    padding, fail the pass.
+
+    ```mlir
+    // before: a row max over 197 columns padded to 256
+    %p = tensor.pad %x low[0, 0] high[0, 59] { ... } {ansor.ragged} : tensor<7x197xf32> to tensor<7x256xf32>
+    linalg.generic {... iterator_types = ["parallel", "reduction"]} ins(%p : tensor<7x256xf32>) ... {
+    ^bb0(%in: f32, %acc: f32):
+      %m = arith.maximumf %acc, %in : f32
+      linalg.yield %m : f32
+    }
+    // after
+    ^bb0(%in: f32, %acc: f32):
+      %j = linalg.index 1 : index
+      %ok = arith.cmpi ult, %j, %c197 : index
+      %v = arith.select %ok, %in, %cst_ninf : f32
+      %m = arith.maximumf %acc, %v : f32
+      linalg.yield %m : f32
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect"];
 }
 
 #endif // ANSOR_GPU_OPT_PASSES_TD
