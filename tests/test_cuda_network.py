@@ -52,11 +52,14 @@ def test_the_plan_computes_what_the_cpu_network_computes() -> None:
     """Folded weights (channels-first convolutions -> channels-last, the filter transposes folded
     on the CPU), reshapes between the tasks: the plan equals the CPU-compiled model."""
     text, (x, ref) = _nchw_model(np.random.default_rng(3))
-    net = extract_tasks(text, target="cuda")
+    net = extract_tasks(text, target="cuda", layout="nhwc")
     assert net.as_task().target == "cuda"
     out = _run_plan_on_cpu(net, [x])
     np.testing.assert_allclose(out[0], ref, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(out[0], compile_network(extract_tasks(text))(x))
+    kept = extract_tasks(text, target="cuda")  # the GPU's default: channels-first stays
+    assert {t.name.split("#")[0] for t in kept.tasks} == {"conv_2d_nchw_fchw"}
+    np.testing.assert_allclose(_run_plan_on_cpu(kept, [x])[0], ref, rtol=1e-4, atol=1e-4)
 
 
 def test_the_plan_runs_a_residual_mlp_with_repeated_tasks() -> None:
@@ -69,7 +72,7 @@ def test_the_plan_runs_a_residual_mlp_with_repeated_tasks() -> None:
 
 def test_weight_only_ops_are_in_the_constant_part() -> None:
     text, _ = _nchw_model(np.random.default_rng(3))
-    split = split_parent(extract_tasks(text, target="cuda").as_task())
+    split = split_parent(extract_tasks(text, target="cuda", layout="nhwc").as_task())
     assert "func.call" not in split.constant_ir
     assert all(e[0] != "call" or e[1] not in split.constant_ir for e in split.plan)
     assert split.constants  # the folded filters the calls read
@@ -116,9 +119,13 @@ def test_profiling_a_gpu_model_is_refused_in_one_line() -> None:
 @pytest.mark.gpu
 def test_gpu_network_matches_the_cpu_network() -> None:
     text, (x, ref) = _nchw_model(np.random.default_rng(3))
-    net = extract_tasks(text, target="cuda")
-    gpu = compile_network(net)
+    kept = compile_network(extract_tasks(text, target="cuda"))
+    assert not kept._kernel.host_tasks
+    np.testing.assert_allclose(kept(x), ref, rtol=1e-4, atol=1e-4)
+    gpu = compile_network(extract_tasks(text, target="cuda", layout="nhwc"))
     assert isinstance(gpu, CompiledNetwork)
+    # channels-last, its first task (pad -> NCHW-to-NHWC transpose -> conv) has no GPU schedule: on the CPU
+    assert gpu._kernel.host_tasks
     np.testing.assert_allclose(gpu(x), ref, rtol=1e-4, atol=1e-4)
     mlp = extract_tasks(workloads.get("mlp-16x32x6"), target="cuda")
     ins = make_inputs(mlp.as_task())
@@ -143,3 +150,23 @@ def test_ansor_compile_on_cuda_runs_a_model_with_a_tuned_task(tmp_path) -> None:
     assert isinstance(fn, CompiledNetwork) and fn.tuned_tasks == 1
     ins = make_inputs(net.as_task())
     np.testing.assert_allclose(fn(*ins), compile_network(extract_tasks(text))(*ins), rtol=1e-4, atol=1e-4)
+
+
+def test_every_task_of_a_model_builds_to_ptx_in_worker_processes() -> None:
+    """The builds of `compile_network` on a machine without a GPU: each distinct task's default
+    schedule to PTX, two at a time, in spawned processes."""
+    from ansor.targets.cuda.network import build_kernels
+
+    net = extract_tasks(workloads.get("mlp-16x32x6"), target="cuda")
+    artifacts = build_kernels(list(net.tasks), {}, "sm_90", processes=2)
+    assert len(net.tasks) == 2 and set(artifacts) == {t.hash for t in net.tasks}
+    assert all(len(a) > 1000 for a in artifacts.values())
+
+
+def test_a_task_that_cannot_build_is_named_in_one_line() -> None:
+    from ansor.targets.cuda.network import build_kernels
+
+    t = extract_tasks(workloads.get("mlp-16x32x6"), target="cuda").tasks[0]
+    with pytest.raises(LoweringError, match=rf"^{t.name}: ") as e:
+        build_kernels([t], {t.hash: "this is not a transform script"}, "sm_90", processes=1)
+    assert "\n" not in str(e.value)

@@ -78,17 +78,17 @@ _CHANNELS_FIRST = ("linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_ch
 
 
 def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, target: str = "cpu",
-                  name: str | None = None, layout: str = "nhwc", winograd: int | None = None,
+                  name: str | None = None, layout: str | None = None, winograd: int | None = None,
                   split: bool | None = None) -> Network:
     """Partition the model function in `source` into tasks (see the module docstring).
 
-    `layout="nhwc"` (default) first rewrites channels-first 2-D convolutions (depthwise too) and pooling as
+    `layout="nhwc"` (the CPU's default, `Target.default_layout`) first rewrites channels-first 2-D convolutions (depthwise too) and pooling as
     channels-last ones between transposes (C++ `ansor-conv-to-nhwc`), folding the filter transposes into the weight
     constants: the CPU sketches vectorize over the channels then (measured on ResNet-18's 3x3
     convolutions: ~3x the GFLOP/s of the NCHW form), then moves the transposes back to NCHW down
     through element-wise ops and pads until they cancel against the next convolution's input
     transpose (C++ `ansor-propagate-nhwc`), so the activations between convolutions stay
-    channels-last. `layout="keep"` leaves the model as it is.
+    channels-last. `layout="keep"` (the GPU's default) leaves the model as it is.
 
     `winograd=m` (2 or 4; 0: off; default: the target's `default_winograd`, off) then computes the 3x3
     stride-1 convolutions with constant weights and >= 16 channels by Winograd's F(t x t, 3 x 3),
@@ -105,6 +105,8 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
         split = not get_target(target).row_chains
     if winograd is None:
         winograd = get_target(target).default_winograd
+    if layout is None:
+        layout = get_target(target).default_layout
     if layout not in ("nhwc", "keep"):
         raise ValueError(f"unknown layout {layout!r} (expected 'nhwc' or 'keep')")
     if winograd not in (0, 2, 4):

@@ -71,6 +71,10 @@ class Target(abc.ABC):
     #: ~5x the bytes of a direct convolution and run memory-bound inside the model); on the AVX2
     #: host before it, 1.41x faster (docs/models.md, "Winograd convolutions").
     default_winograd: int = 0
+    #: `extract_tasks(layout=...)` default: "nhwc" rewrites channels-first convolutions and pooling
+    #: channels-last (the CPU sketches vectorize over the channels: ~3x the GFLOP/s of NCHW on
+    #: ResNet-18's 3x3 convolutions); "keep" leaves the model's layout.
+    default_layout: str = "nhwc"
     #: `extract_tasks(split=...)` default: whether row-wise reduction chains (softmax, LayerNorm,
     #: attention scores + softmax) join their group (`ansor-partition`'s `row-chains`).
     row_chains: bool = True

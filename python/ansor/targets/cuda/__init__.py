@@ -36,6 +36,11 @@ class CudaTarget(Target):
     #: would get only the one-row-per-block reduction sketch, its attention task only the default
     #: schedule (the CPU's `reduction_chain` sketch has no GPU counterpart for those yet).
     row_chains = False
+    #: Channels-first models stay channels-first: the channels-last rewrite leaves the model
+    #: input's pad + NCHW->NHWC transpose in the first convolution's task, which no GPU rule
+    #: fuses (ResNet-18, MobileNet-V2: their first task had no GPU schedule), while the GPU
+    #: sketches tile an NCHW convolution like any other (no vector lanes along the channels).
+    default_layout = "keep"
 
     def generate_sketches(self, task: SearchTask) -> list[Sketch]:
         from ansor.targets.cuda.rules import generate_gpu_sketches

@@ -330,7 +330,7 @@ def build_task_cuda(task: SearchTask, script: str | None, *, arch: str | None = 
         return buf.getvalue()
 
 
-def load_task_cuda(task: SearchTask, artifact: bytes) -> CudaKernel:
+def load_task_cuda(task: SearchTask, artifact: bytes, *, defer_sync: bool = False) -> CudaKernel:
     """The runner's half: JIT an artifact of `build_task_cuda` on this machine's GPU. An artifact
     built for another architecture than GPU 0's is refused (its PTX would JIT for the wrong chip,
     or not at all). Raises `LoweringError`."""
@@ -349,7 +349,7 @@ def load_task_cuda(task: SearchTask, artifact: bytes) -> CudaKernel:
         if built != here:
             raise LoweringError("jit", f"{task.name}: artifact built for {built or 'an unknown architecture'}, "
                                        f"this GPU is {here}")
-        return _jit(module, task)
+        return _jit(module, task, defer_sync=defer_sync)
 
 
 def _jit(module: ir.Module, task: SearchTask, *, defer_sync: bool = False) -> CudaKernel:

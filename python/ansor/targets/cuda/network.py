@@ -11,7 +11,9 @@ on device buffers, the intermediates never leaving the card.
     CudaNetwork.run / .time --> the plan's calls, back to back on the thread's reused stream,
         one synchronisation per model call (`ansorDeferSynchronize`, capi/GpuRuntime.cpp)
 
-A task's kernel is the very program the tuner measured (same lowering, same artifact); the
+A task no GPU rule schedules (and no log record covers) runs on the CPU between the kernels, with
+a warning: its operands are copied off the card and its results back (`_HostStep`). A task's
+kernel is the very program the tuner measured (same lowering, same artifact); the
 network adds no code of its own on the device. The device memory is static: one buffer per task
 result, allocated at compile time (calls of one CudaNetwork are serialised by `ansor.compile`'s
 lock). Ops of the model function that the plan cannot run (anything but constants, reshapes and
@@ -21,7 +23,9 @@ calls reading a model input or a task result) are a one-line `LoweringError` nam
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +34,8 @@ from mlir import ir
 from ansor.core.mlir import LoweringError
 from ansor.core.task import SearchTask, TensorSpec, _tensor_spec
 from ansor.targets.cuda.runtime import CudaKernel, _check_device, _DeviceBuffer
+
+log = logging.getLogger(__name__)
 
 #: Ops of the model function that only re-describe a contiguous buffer (row-major views).
 _VIEWS = ("tensor.expand_shape", "tensor.collapse_shape", "tensor.reshape")
@@ -53,6 +59,18 @@ class _Step:
     func: object  # ctypes function of the JIT'd packed interface
     packed: object  # (c_void_p * n) of pointers to pointers to the operands' descriptors
     keep: list = field(default_factory=list)  # the ctypes objects `packed` points into
+
+
+@dataclass
+class _HostStep:
+    """A task without a GPU schedule, run by the CPU between the kernels: its operands come down
+    from the card after a synchronisation, its results go back up (`compile_network` warns)."""
+
+    callee: str
+    task: SearchTask
+    kernel: object  # the CPU target's Kernel of the task
+    operands: list  # _Slot
+    results: list  # _Slot
 
 
 @dataclass(frozen=True)
@@ -205,9 +223,12 @@ class CudaNetwork:
     profile_segments = None  # per-call profiling is CPU-only (`CompiledNetwork.profile`)
 
     def __init__(self, task: SearchTask, split: ParentSplit, constants: list[np.ndarray],
-                 kernels: dict[str, CudaKernel], callees: dict[str, SearchTask]) -> None:
+                 kernels: dict[str, CudaKernel], callees: dict[str, SearchTask],
+                 host_kernels: dict[str, object] | None = None) -> None:
         self.task = task
         self._kernels = kernels  # keeps the engines alive
+        host_kernels = host_kernels or {}
+        self.host_tasks = sorted({t.name for h, t in ((t.hash, t) for t in callees.values()) if h in host_kernels})
         self._lib = _runtime_lib()
         self._buffers: list[_DeviceBuffer] = []
         slots: dict[str, _Slot] = {}
@@ -221,7 +242,7 @@ class CudaNetwork:
         self._inputs = [new_slot(f"in{i}", s) for i, s in enumerate(task.inputs)]
         for (name, spec), value in zip(split.constants, constants, strict=True):
             new_slot(name, spec).buffer.upload(value)
-        self._steps: list[_Step] = []
+        self._steps: list[_Step | _HostStep] = []
         self._outputs: list[_Slot] = []
         for entry in split.plan:
             if entry[0] == "view":
@@ -239,6 +260,9 @@ class CudaNetwork:
                     if tuple(slots[o].spec.shape) != tuple(spec.shape):
                         slots[o] = _Slot(spec, slots[o].buffer, _view_desc(slots[o].buffer, spec))
                         descs[operands.index(o)] = slots[o].desc
+                if t.hash in host_kernels:
+                    self._steps.append(_HostStep(callee, t, host_kernels[t.hash], [slots[o] for o in operands], outs))
+                    continue
                 kernel = kernels[t.hash]
                 ptrs = [ctypes.pointer(ctypes.pointer(d)) for d in descs]
                 packed = (ctypes.c_void_p * len(ptrs))()
@@ -268,11 +292,21 @@ class CudaNetwork:
         try:
             for _ in range(number):
                 for step in self._steps:
-                    step.func(step.packed)
+                    if isinstance(step, _HostStep):
+                        self._on_host(step)
+                    else:
+                        step.func(step.packed)
         finally:
             if lib is not None:
                 lib.ansorDeferSynchronize(False)
                 lib.ansorSynchronizeReused()
+
+    def _on_host(self, step: _HostStep) -> None:
+        if self._lib is not None:
+            self._lib.ansorSynchronizeReused()  # the kernels before it have written its operands
+        ins = [s.buffer.download().reshape(spec.shape) for s, spec in zip(step.operands, step.task.inputs, strict=True)]
+        for slot, out in zip(step.results, step.kernel.run(ins), strict=True):
+            slot.buffer.upload(out)
 
     def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray] | None = None) -> list[np.ndarray]:
         self._upload(inputs)
@@ -307,16 +341,67 @@ class CudaNetwork:
             pass
 
 
-def compile_network(task: SearchTask, callees: dict[str, SearchTask], scripts: dict[str, str | None]) -> CudaNetwork:
+def build_kernels(tasks: list[SearchTask], scripts: dict[str, str | None], arch: str,
+                  processes: int | None = None) -> dict[str, bytes]:
+    """Each task's artifact (`build_task_cuda`: its script, or the default schedule, to PTX), built
+    in parallel worker processes (spawned: an MLIR assertion ends a worker, not the caller). A
+    task that cannot be built is a one-line `LoweringError` naming it."""
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    n = max(1, min(len(tasks), processes or cores))
+    log.info("building %d GPU kernels in %d processes", len(tasks), n)
+    out: dict[str, bytes] = {}
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {t.hash: (t, pool.submit(_build_one, t, scripts.get(t.hash), arch)) for t in tasks}
+        for h, (t, fut) in futures.items():
+            try:
+                artifact, stage, error = fut.result()
+            except BrokenProcessPool:
+                raise LoweringError("lower", f"{t.name}: the build process died (an MLIR assertion?)") from None
+            if artifact is None:
+                raise LoweringError(stage, f"{t.name}: {error}")
+            out[h] = artifact
+    return out
+
+
+def _build_one(task: SearchTask, script: str | None, arch: str) -> tuple[bytes | None, str, str]:
+    """`build_task_cuda` in a worker: (artifact, "", "") or (None, stage, one-line error); a
+    `LoweringError` does not cross the process boundary (its constructor takes two arguments)."""
+    from ansor.targets.cuda.lowering import build_task_cuda
+
+    try:
+        return build_task_cuda(task, script, arch=arch), "", ""
+    except LoweringError as exc:
+        return None, exc.stage, str(exc).splitlines()[0] if str(exc) else "failed"
+
+
+def compile_network(task: SearchTask, callees: dict[str, SearchTask], scripts: dict[str, str | None], *,
+                    processes: int | None = None) -> CudaNetwork:
     """The GPU counterpart of the CPU target's `compile_network`: `task.ir` is the partitioned
     model, `callees` maps each outlined callee to its task, `scripts` each task hash to its best
-    script (None or absent: the default GPU schedule). Raises `LoweringError`."""
-    from ansor.targets.cuda.lowering import compile_task_cuda
+    script (None or absent: the default GPU schedule); the kernels build in `processes` worker
+    processes (default: one per core, `build_kernels`). Raises `LoweringError`."""
+    from ansor.targets import get_target
+    from ansor.targets.cuda.lowering import load_task_cuda
+    from ansor.targets.cuda.rules import gpu_schedulable
+    from ansor.targets.cuda.runtime import device_arch
 
     split = split_parent(task)
     constants = evaluate_constants(task, split)
-    kernels: dict[str, CudaKernel] = {}
-    for t in callees.values():
-        if t.hash not in kernels:
-            kernels[t.hash] = compile_task_cuda(t, scripts.get(t.hash), defer_sync=True)
-    return CudaNetwork(task, split, constants, kernels, callees)
+    distinct = list({t.hash: t for t in callees.values()}.values())
+    on_gpu, host = [], {}
+    for t in distinct:
+        ok, why = (True, "") if scripts.get(t.hash) is not None else gpu_schedulable(t)
+        if ok:
+            on_gpu.append(t)
+            continue
+        log.warning("%s: %s has no GPU schedule (%s): it runs on the CPU between the kernels, its data "
+                    "copied off and back onto the card", task.name, t.name, why)
+        host[t.hash] = get_target("cpu").compile(dataclasses.replace(t, target="cpu"), None)
+    artifacts = build_kernels(on_gpu, scripts, device_arch(), processes) if on_gpu else {}
+    kernels = {t.hash: load_task_cuda(t, artifacts[t.hash], defer_sync=True) for t in on_gpu}
+    return CudaNetwork(task, split, constants, kernels, callees, host)
