@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from ansor.frontend import workloads
 from ansor.space.schedule import sample, validate
-from ansor.targets.cuda.reduction import RowSketch, row_stage_for, thread_options
+from ansor.targets.cuda.reduction import RowSketch, exact_thread_options, row_stage_for, thread_options
 from ansor.targets.cuda.rules import default_script, gpu_schedulable
 from ansor.targets import generate_sketches
 from ansor.core.task import create_task
@@ -119,8 +119,9 @@ def test_row_wise_tasks_get_the_cross_thread_reduction_sketch(name: str) -> None
 def test_thread_options_split_the_row() -> None:
     assert thread_options(1024) == (32, 64, 128, 256, 512, 1024)
     assert thread_options(768) == (32, 64, 96, 128, 192, 256, 384, 768)
-    assert thread_options(40) == (2, 4, 8)
-    assert thread_options(3) == ()
+    # rows whose length no multiple of 32 divides also get ragged options (test_gpu_ragged_rows.py)
+    assert exact_thread_options(40) == (2, 4, 8) and thread_options(40) == (2, 4, 8, 32, 64)
+    assert exact_thread_options(3) == () and thread_options(3) == (2, 4, 32)
 
 
 def test_structure_of_attention_scores_and_softmax() -> None:

@@ -394,18 +394,21 @@ def GpuMaskRaggedReductions : Pass<"ansor-gpu-mask-ragged-reductions"> {
     With ragged rows (`targets/cuda/reduction.py`) every op of a row-wise subgraph is padded
     along the columns to a multiple of the threads (`pad_tiling_interface`), so a reduction
     over the columns also iterates over the padding, whose values (the padding value, or a
-    padded producer's out-of-range results) must not reach its result. For every
+    padded producer's out-of-range results) must not reach its result. Every
     `linalg.generic` reading a `tensor.pad` marked `ansor.ragged` (by the script; static high
-    padding) along a reduction loop `d`, iterations at `linalg.index d` >= the pad's source
-    size are masked: where a result is yielded by one binary op combining its accumulator
-    (once) with a value `v`, `v` becomes `select(inside, v, e)` with `e` that op's neutral
-    element (`arith::getNeutralElement`: 0 for `addf`, -inf for `maximumf`, +inf for
-    `minimumf`, NaN for `maxnumf`, ...: the same value the partial results of
-    `tile_reduction_using_forall` start from), which keeps the reduction recognisable to the
-    vectorizer; any other result yields `select(inside, result, accumulator)`. Run before
-    `ansor-gpu-fold-ragged-pads` (which drops the pads of padded producers). Padding the pass
-    cannot bound (dynamic, low) along a reduction loop, and a named op reducing over ragged
-    padding, fail the pass.
+    padding) along a reduction loop `d` gets one more input: a column mask
+    `M[j] = j < bound` (a `linalg.generic` over the padded extent marked `ansor.ragged_mask`,
+    `bound` the pad's source size), read at `d`. (An input, not a `linalg.index` in the body:
+    `tile_reduction_using_forall` leaves a partial reduction's indices local to its chunk; an
+    input is sliced like the data. The script fuses the mask into the thread loops.) Where a
+    result is yielded by one binary op combining its accumulator (once) with a value `v`, `v`
+    becomes `select(M, v, e)` with `e` that op's neutral element (`arith::getNeutralElement`:
+    0 for `addf`, -inf for `maximumf`, +inf for `minimumf`, NaN for `maxnumf`, ...: the value
+    the partial results of `tile_reduction_using_forall` start from), which keeps the
+    reduction recognisable to the vectorizer; any other result yields
+    `select(M, result, accumulator)`. Run before `ansor-gpu-fold-ragged-pads` (which drops the
+    pads of padded producers). Ragged padding the pass cannot bound (dynamic, low) along a
+    reduction loop, and a named op reducing over it, fail the pass.
 
     ```mlir
     // before: a row max over 197 columns padded to 256
@@ -416,15 +419,22 @@ def GpuMaskRaggedReductions : Pass<"ansor-gpu-mask-ragged-reductions"> {
       linalg.yield %m : f32
     }
     // after
-    ^bb0(%in: f32, %acc: f32):
-      %j = linalg.index 1 : index
+    %mask = linalg.generic {... iterator_types = ["parallel"]} outs(%e : tensor<256xi1>) {
+    ^bb0(%o: i1):
+      %j = linalg.index 0 : index
       %ok = arith.cmpi ult, %j, %c197 : index
+      linalg.yield %ok : i1
+    } {ansor.ragged_mask}
+    linalg.generic {...} ins(%p, %mask : tensor<7x256xf32>, tensor<256xi1>) ... {
+    ^bb0(%in: f32, %ok: i1, %acc: f32):
       %v = arith.select %ok, %in, %cst_ninf : f32
       %m = arith.maximumf %acc, %v : f32
       linalg.yield %m : f32
+    }
     ```
   }];
-  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect"];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 #endif // ANSOR_GPU_OPT_PASSES_TD

@@ -1,7 +1,8 @@
 //===- MaskRaggedReductions.cpp - ansor-gpu-mask-ragged-reductions ---------------===//
 //
 // linalg.generic reducing over a loop that reads tensor.pad {ansor.ragged} padding -->
-// the padding's iterations combine the combiner's neutral element (or keep the accumulator)
+// the same op reading a column mask too (a linalg.generic {ansor.ragged_mask}), whose padding
+// iterations combine the combiner's neutral element (or keep the accumulator)
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/GPU/GpuOptUtils.h"
@@ -53,25 +54,57 @@ FailureOr<SmallVector<int64_t>> raggedBounds(linalg::LinalgOp op) {
   return bounds;
 }
 
-/// Mask `op`'s body: on iterations past a bound, each result combines its combiner's neutral
-/// element (`arith::getNeutralElement`) or, with no such combiner, yields the accumulator.
-void maskBody(linalg::GenericOp op, ArrayRef<int64_t> bounds) {
-  Block &body = op.getRegion().front();
+/// `op` with one more input per bounded loop `d`: a column mask `M[j] = j < bound` (a
+/// `linalg.generic` marked `ansor.ragged_mask`, read at `d`); its body masked with them: past a
+/// bound each result combines its combiner's neutral element (`arith::getNeutralElement`) or,
+/// with no such combiner, yields the accumulator. The mask is an input, not a `linalg.index` in
+/// the body, because `tile_reduction_using_forall` leaves a partial reduction's indices local.
+void maskReduction(linalg::GenericOp op, ArrayRef<int64_t> bounds) {
   Location loc = op.getLoc();
-  OpBuilder b = OpBuilder::atBlockBegin(&body);
-  Value inside;
+  MLIRContext *ctx = op.getContext();
+  OpBuilder b(op);
+  unsigned nLoops = op.getNumLoops(), nIn = op.getNumDpsInputs();
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  SmallVector<Value> inputs = op.getDpsInputs();
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  unsigned nMasks = 0;
   for (auto [d, bound] : llvm::enumerate(bounds)) {
     if (bound == kUnbounded)
       continue;
-    Value idx = linalg::IndexOp::create(b, loc, d);
-    Value lt = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, idx,
-                                     arith::ConstantIndexOp::create(b, loc, bound));
-    inside = inside ? arith::AndIOp::create(b, loc, inside, lt).getResult() : lt;
+    Value empty = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{ranges[d]}, b.getI1Type());
+    auto mask = linalg::GenericOp::create(
+        b, loc, TypeRange{empty.getType()}, ValueRange{}, ValueRange{empty},
+        ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(1, ctx)},
+        ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+        [&, bound = bound](OpBuilder &nb, Location l, ValueRange) {
+          Value j = linalg::IndexOp::create(nb, l, 0);
+          Value ok = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, j,
+                                           arith::ConstantIndexOp::create(nb, l, bound));
+          linalg::YieldOp::create(nb, l, ok);
+        });
+    mask->setAttr("ansor.ragged_mask", b.getUnitAttr());
+    inputs.push_back(mask.getResult(0));
+    maps.insert(maps.begin() + nIn + nMasks, AffineMap::get(nLoops, 0, getAffineDimExpr(d, ctx)));
+    ++nMasks;
   }
+  auto masked = linalg::GenericOp::create(b, loc, op.getResultTypes(), inputs, op.getDpsInits(), maps,
+                                          op.getIteratorTypesArray());
+  masked->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+  masked.getRegion().takeBody(op.getRegion());
+  Block &body = masked.getRegion().front();
+  b.setInsertionPointToStart(&body);
+  Value inside;
+  for (unsigned k = 0; k < nMasks; ++k) {
+    Value m = body.insertArgument(nIn + k, b.getI1Type(), loc);
+    inside = inside ? arith::AndIOp::create(b, loc, inside, m).getResult() : m;
+  }
+  op->replaceAllUsesWith(masked->getResults());
+  op->erase();
+
   auto yield = cast<linalg::YieldOp>(body.getTerminator());
-  for (OpOperand &init : op.getDpsInitsMutable()) {
-    BlockArgument acc = op.getMatchingBlockArgument(&init);
-    unsigned i = init.getOperandNumber() - op.getNumDpsInputs();
+  for (OpOperand &init : masked.getDpsInitsMutable()) {
+    BlockArgument acc = masked.getMatchingBlockArgument(&init);
+    unsigned i = init.getOperandNumber() - masked.getNumDpsInputs();
     Value y = yield.getOperand(i);
     Operation *comb = y.getDefiningOp();
     if (comb && comb->getBlock() == &body && comb->getNumOperands() == 2 && comb->getNumResults() == 1 &&
@@ -115,7 +148,7 @@ struct GpuMaskRaggedReductions : public ansor::impl::GpuMaskRaggedReductionsBase
     if (res.wasInterrupted())
       return signalPassFailure();
     for (auto &[op, bounds] : todo)
-      maskBody(op, bounds);
+      maskReduction(op, bounds);
   }
 };
 

@@ -21,9 +21,30 @@ per-row results `E` (or another reduction) reads. The sketch:
    (`fuse_into_containing_op`); a contraction producing whole rows (attention's `Q K^T`) is
    computed once, spread over the same threads, into a row buffer in shared memory.
 
-Knobs: the threads per block `T` (a divisor of `C`: 32..1024, multiples of 32, or a power of two
-below 32 for short rows) and `auto_unroll_max_step`. The untuned program (baseline, reference) is
-the same sketch with `T` = the largest option <= 256.
+**Ragged rows.** Where no multiple of 32 divides `C` (197 tokens, 1000 classes, 1023, a 50257-word
+vocabulary), `T` need not divide `C` either: each thread then takes `ceil(C / T)` columns (the last
+threads fewer or none). Before the tiling, every op along the columns is padded to
+`Cp = T * ceil(C / T)` columns (`pad_tiling_interface`, producers first; a consumer reads its
+producer's padded result, `ansor-gpu-fold-ragged-pads`), so the tiles above stay exact and
+vectorized. Each reduction reading the padding gets a column mask `j < C` as one more input and
+combines, past `C`, its combiner's neutral element (`ansor-gpu-mask-ragged-reductions`:
+`arith::getNeutralElement` of the op that combines the accumulator -- 0 for a sum, -inf for a
+max, +inf for a min -- or else keeps the accumulator); the mask is fused into the thread loops like
+a whole-row producer. The lowering turns the padded inputs into guarded loads and the padded
+output into masked stores (`ansor-gpu-guard-padded-reads`, as for ragged tiles in `rules.py`), so
+nothing past column `C` is read or stored. (Not with a row materialized in shared memory: TBS.)
+
+    RowStage, T not dividing C --pad every op along the columns to Cp, mask the reductions past C,
+        fold producer pads--> the same sketch on Cp columns --lowering: guarded loads, masked stores-->
+
+Knobs: the threads per block `T` (the divisors of `C`: multiples of 32 up to 1024, or a power of
+two below 32 for short rows; and where `C % 32 != 0` the ragged ones: multiples of 32 up to `C`
+rounded up to one, powers of two below `2 C` on a row shorter than 32), `lanes` (TBS) and
+`auto_unroll_max_step`. Sampling draws a ragged `T` with probability `GPU_RAGGED_PROB` (where the
+row has both kinds); the search's `ragged_prob` = 0 keeps the exact ones (`RowSearchSpace`) where
+there are any. The untuned program (baseline, reference) is the same sketch with `T` = the
+largest exact option <= 256 when it is at least a warp, else a ragged row of
+`min(256, C rounded up to a multiple of 32)` threads (224 for 197 columns, 256 for 1000).
 """
 
 from __future__ import annotations
@@ -33,12 +54,14 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ansor.space.schedule import Schedule, rejection_sample
-from ansor.core.loops import OP_ATTR, analyze_graph
+from ansor.space.schedule import SamplingError, Schedule, rejection_sample
+from ansor.space.search_space import SearchSpace
+from ansor.core.loops import OP_ATTR, OpLoops, analyze_graph
 from ansor.space.sketch import Knob, Sketch
 from ansor.core.task import SearchTask
 from ansor.space.script import ANY, PARAM, ScriptBuilder
 from ansor.targets.cuda.params import AXES, DEFAULT_THREADS, GPU_UNROLL_OPTIONS, MAX_THREADS_PER_BLOCK
+from ansor.targets.cuda.rules import GPU_RAGGED_PROB
 
 
 @dataclass(frozen=True)
@@ -59,6 +82,26 @@ class RowStage:
     materialize: tuple[tuple[int, int, int | None, int], ...] = ()
     col_loops: tuple[tuple[int, int], ...] = ()  # materialized contraction -> its loop along the columns
     col_axis: int = 0  # the output's axis along the columns
+    # (op, its loop along the columns, its loop count) of every op that has one (what ragged rows
+    # pad), in op order
+    pad_loops: tuple[tuple[int, int, int], ...] = ()
+
+    @property
+    def ragged_ok(self) -> bool:
+        """Whether `T` may leave a ragged row (not with a row materialized in shared memory)."""
+        return not self.materialize and bool(self.pad_loops)
+
+    def thread_options(self) -> tuple[int, ...]:
+        return thread_options(self.cols, ragged=self.ragged_ok)
+
+    def ragged(self, values: Mapping[str, int]) -> bool:
+        """Whether `values` leave a ragged row (`T` does not divide `C`)."""
+        return self.cols % int(values[self.threads_knob]) != 0
+
+    def padded_cols(self, values: Mapping[str, int]) -> int:
+        """`C` rounded up to a multiple of `T`: the columns the threads split (`ceil(C / T)` each)."""
+        t = int(values[self.threads_knob])
+        return -(-self.cols // t) * t
 
     @property
     def threads_knob(self) -> str:
@@ -86,13 +129,32 @@ class RowStage:
         return dict(self.operands)[op]
 
 
-def thread_options(cols: int) -> tuple[int, ...]:
+def exact_thread_options(cols: int) -> tuple[int, ...]:
     """Threads per block that split `cols` columns evenly: multiples of 32 up to 1024, or a power
     of two below 32 (warp-shuffle widths) when the row is short."""
     opts = [t for t in range(32, min(cols, MAX_THREADS_PER_BLOCK) + 1, 32) if cols % t == 0]
     if not opts:
         opts = [t for t in (2, 4, 8, 16) if t <= cols and cols % t == 0]
     return tuple(opts)
+
+
+def ragged_thread_options(cols: int) -> tuple[int, ...]:
+    """Threads per block that leave a ragged row (`T` does not divide `cols`: each thread takes
+    `ceil(cols / T)` columns, the last ones fewer or none), offered when no multiple of 32
+    divides `cols` (`cols % 32 != 0`: 197, 1000, 1023, 50257 columns); a multiple of 32 keeps its
+    exact options only. Multiples of 32 up to `cols` rounded up to one (1024 at most), and on a
+    row shorter than 32 the powers of two below twice its length."""
+    if cols % 32 == 0:
+        return ()
+    opts = [t for t in range(32, min(-(-cols // 32) * 32, MAX_THREADS_PER_BLOCK) + 1, 32)]
+    if cols < 32:
+        opts = [t for t in (2, 4, 8, 16) if t < 2 * cols and cols % t] + opts
+    return tuple(opts)
+
+
+def thread_options(cols: int, *, ragged: bool = True) -> tuple[int, ...]:
+    """The `T` options of a row of `cols` columns: the exact ones, and (`ragged`) the ragged ones."""
+    return tuple(sorted(set(exact_thread_options(cols)) | set(ragged_thread_options(cols) if ragged else ())))
 
 
 def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
@@ -141,8 +203,6 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
     if len(col_extents) != 1:
         return None, f"reductions and output over different column extents {sorted(col_extents)}"
     cols_n = col_extents.pop()
-    if not thread_options(cols_n):
-        return None, f"no thread count splits {cols_n} columns"
     recompute = []
     for o in ops:
         if o.index == e.index or o in split:
@@ -172,13 +232,43 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
     axes = tuple(AXES[len(mapped) - 1 - i] for i in range(len(mapped)))
     fused = tuple(sorted((o.index for o in ops if o.index != e.index), reverse=True))
     operands = tuple((o.index, (*o.input_producers, o.init_producer)) for o in ops)
-    return RowStage(
+    stage = RowStage(
         out=e.index, out_rank=len(e.extents), block_tiles=tiles, block_axes=axes, col_dim=col_dim,
         cols=cols_n, fused=fused,
         reductions=tuple((r.index, len(r.extents), r.reduce[0]) for r in split),
         recompute=tuple(recompute), operands=operands, materialize=materialize, col_loops=col_loops,
-        col_axis=col_axis,
-    ), f"gpu_cross_thread_reduction(op{e.index})"
+        col_axis=col_axis, pad_loops=_column_loops(by_index, e, col_dim, split, recompute),
+    )
+    if not stage.thread_options():
+        return None, f"no thread count splits {cols_n} columns"
+    return stage, f"gpu_cross_thread_reduction(op{e.index})"
+
+
+def _column_loops(by_index: dict[int, OpLoops], e: OpLoops, col_dim: int | None, split: list[OpLoops],
+                  recompute: list[int]) -> tuple[tuple[int, int, int], ...]:
+    """Per op along the columns (the output, the reductions, the whole-row producers), the loop
+    that runs along them, in op order; () when a whole-row producer's cannot be traced (its
+    consumers read it through something else than plain loop dims): no ragged rows then."""
+    cols = {r.index: r.reduce[0] for r in split}
+    if col_dim is not None:
+        cols[e.index] = col_dim
+    for i in sorted(recompute, reverse=True):  # consumers (higher numbers) first
+        o, found = by_index[i], set()
+        for c in by_index.values():
+            if c.index not in cols:
+                continue
+            for pos, p in enumerate(c.input_producers):
+                dims = c.input_dims[pos]
+                if p != i:
+                    continue
+                if (len(dims) != len(o.output_dims) or not c.plain_inputs[pos]
+                        or cols[c.index] not in dims):
+                    return ()
+                found.add(o.output_dims[dims.index(cols[c.index])])
+        if len(found) != 1:
+            return ()
+        cols[i] = found.pop()
+    return tuple((i, d, len(by_index[i].extents)) for i, d in sorted(cols.items()))
 
 
 def _row_col(stage: RowStage, op: int) -> int:
@@ -193,7 +283,7 @@ class RowSketch(Sketch):
     def __init__(self, name: str, rule: str, stage: RowStage) -> None:
         self.name = name
         self.rules = (rule,)
-        knobs = [Knob(stage.threads_knob, thread_options(stage.cols)), Knob(stage.unroll_knob, GPU_UNROLL_OPTIONS)]
+        knobs = [Knob(stage.threads_knob, stage.thread_options()), Knob(stage.unroll_knob, GPU_UNROLL_OPTIONS)]
         if len(stage.lane_options()) > 1:
             knobs.append(Knob(stage.lanes_knob, stage.lane_options()))
         self.knobs = tuple(knobs)
@@ -218,12 +308,26 @@ class RowSketch(Sketch):
                 return f"knob {k.name}={values[k.name]} not in its options"
         st = self.gpu_stage
         t, lanes = int(values[st.threads_knob]), int(values.get(st.lanes_knob, 1))
-        if t % lanes or st.cols % (t // lanes):
+        if t % lanes or (lanes > 1 and st.cols % (t // lanes)):
             return f"{t} threads in groups of {lanes} lanes do not split {st.cols} columns"
         return None
 
-    def sample(self, rng: random.Random, *, max_tries: int = 4000) -> Schedule:
-        return rejection_sample(self, rng, max_tries=max_tries)
+    def sample(self, rng: random.Random, *, max_tries: int = 4000, ragged: bool = True) -> Schedule:
+        """A random valid annotation: `T` ragged with probability `GPU_RAGGED_PROB` (when
+        `ragged` and the row has both kinds of options), else exact."""
+        st = self.gpu_stage
+        exact = exact_thread_options(st.cols)
+        ragged_opts = tuple(t for t in st.thread_options() if t not in exact)
+        pool = ragged_opts if ragged_opts and (not exact or (ragged and rng.random() < GPU_RAGGED_PROB)) else exact
+        for _ in range(max_tries):
+            sch = rejection_sample(self, rng, max_tries=max_tries)
+            values = {**sch.values(), st.threads_knob: rng.choice(pool)}
+            if self.validate(values) is None:
+                return Schedule.of(self.name, values)
+        raise SamplingError(f"sketch {self.name}: no valid annotation in {max_tries} tries")
+
+    def search_space(self, ragged_prob: float) -> SearchSpace:
+        return RowSearchSpace(self, ragged_prob)
 
     def __hash__(self) -> int:
         return hash((self.name, self.rules, self.gpu_stage))
@@ -233,12 +337,71 @@ class RowSketch(Sketch):
             other.name, other.rules, other.gpu_stage)
 
 
+class RowSearchSpace(SearchSpace):
+    """The generic search space of a row sketch, with ragged rows switched off when the search's
+    `ragged_prob` is 0 and the row has exact `T` options (without any, ragged rows are all the
+    sketch has)."""
+
+    def __init__(self, sketch: RowSketch, ragged_prob: float) -> None:
+        super().__init__(sketch, ragged_prob)
+        self.row_sketch = sketch
+        st = sketch.gpu_stage
+        self.exact_only = ragged_prob <= 0 and bool(set(exact_thread_options(st.cols)) & set(st.thread_options()))
+
+    def valid(self, values: Mapping[str, int]) -> bool:
+        if not super().valid(values):
+            return False
+        return not (self.exact_only and self.row_sketch.gpu_stage.ragged(values))
+
+    def sample(self, rng: random.Random) -> Schedule:
+        return self.row_sketch.sample(rng, ragged=not self.exact_only)
+
+
 def default_values(stage: RowStage) -> dict[str, int]:
-    opts = thread_options(stage.cols)
-    out = {stage.threads_knob: max([t for t in opts if t <= DEFAULT_THREADS] or [opts[0]]), stage.unroll_knob: 0}
+    """The untuned program: `T` = the largest exact option <= `DEFAULT_THREADS` when it is at
+    least a warp; else (a row of 197, 1000 or 1023 columns) a ragged row of
+    `min(DEFAULT_THREADS, C rounded up to a multiple of 32)` threads."""
+    exact = [t for t in exact_thread_options(stage.cols) if t <= DEFAULT_THREADS]
+    ragged = [t for t in stage.thread_options() if t not in exact_thread_options(stage.cols)]
+    if exact and (max(exact) >= 32 or not ragged):
+        t = max(exact)
+    elif ragged:
+        t = min(DEFAULT_THREADS, -(-stage.cols // 32) * 32)
+        t = t if t in ragged else max([x for x in ragged if x <= t] or ragged[:1])
+    else:
+        t = stage.thread_options()[0]
+    out = {stage.threads_knob: t, stage.unroll_knob: 0}
     if len(stage.lane_options()) > 1:
         out[stage.lanes_knob] = 1
     return out
+
+
+def _pad_ragged_rows(sb: ScriptBuilder, stage: RowStage, values: Mapping[str, int], f: str) -> str:
+    """Pad every op along the columns to `C` rounded up to a multiple of `T` (producers first, so
+    a consumer pads its slice of a padded producer, which `ansor-gpu-fold-ragged-pads` replaces by
+    the padded result itself); mask the reductions past column `C`
+    (`ansor-gpu-mask-ragged-reductions`); the padded inputs become guarded reads and the padded
+    output masked writes in the lowering (`ansor-gpu-guard-padded-reads`). Returns the new handle
+    of the function."""
+    emit = sb.emit
+    t, cp = int(values[stage.threads_knob]), stage.padded_cols(values)
+    emit(f"// ragged rows: {t} threads do not divide {stage.cols} columns; every op along them is padded to {cp}")
+    emit(f"// ({-(-stage.cols // t)} a thread; guarded reads, masked writes), its reductions masked past column "
+         f"{stage.cols} with their identity")
+    for op, loop, rank in stage.pad_loops:
+        padded, pad = sb.fresh("padded"), sb.fresh("pad")
+        sizes = ", ".join(str(cp) if d == loop else "0" for d in range(rank))
+        emit(f"{padded}, {pad} = transform.structured.pad_tiling_interface {sb.match(OP_ATTR, op)} to padding_sizes "
+             f"[{sizes}] pad_to_multiple_of : ({ANY}) -> ({ANY}, {ANY})")
+        emit(f'transform.annotate {pad} "ansor.ragged" : {ANY}')
+    for name in ("ansor-gpu-mask-ragged-reductions", "ansor-gpu-fold-ragged-pads"):
+        nf = sb.fresh("f")
+        emit(f'{nf} = transform.apply_registered_pass "{name}" to {f} : ({ANY}) -> {ANY}')
+        f = nf
+    emit(f"transform.apply_patterns to {f} {{")
+    emit("  transform.apply_patterns.canonicalization")
+    emit(f"}} : {ANY}")
+    return f
 
 
 def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] | None, name: str, rule: str) -> str:
@@ -254,6 +417,11 @@ def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] |
 
     f0 = fresh("f")
     emit(f'{f0} = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
+    if values is not None and stage.ragged(values):
+        f0 = _pad_ragged_rows(sb, stage, values, f0)
+    elif values is None and stage.ragged_ok:
+        emit("// ragged rows (T not dividing the columns): every op along them is first padded to a multiple of T")
+        emit("// (guarded reads, masked writes), its reductions masked past the row's end with their identity")
     emit("// blocks: one row each; every other op fused into the block, consumers first")
     e = match(stage.out)
     et, blk = fresh("t"), fresh("blk")
@@ -269,21 +437,35 @@ def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] |
              f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
         emit(f"transform.apply_cse to {f0} : {ANY}")
         block_op[op], blk = fb, nb
+    ragged = values is not None and stage.ragged(values)
+    if ragged:
+        emit("// the reductions' column masks (ansor-gpu-mask-ragged-reductions) too")
+        mk, fb, nb = fresh("mask"), fresh("b"), fresh("blk")
+        emit(f"{mk} = transform.structured.match attributes{{ansor.ragged_mask}} in %root : ({ANY}) -> {ANY}")
+        emit(f"{fb}, {nb} = transform.structured.fuse_into_containing_op {mk} into {blk} "
+             f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+        blk = nb
     to_vectorize: list[str] = []
     smem: list[str] = []
+
+    def fuse_producer(handle: str, k: int, forall: str) -> tuple[str, str]:
+        """Fuse the producer of operand `k` of `handle` (a thread-level op reading a slice of it)
+        into `forall`: (the fused clone, the new forall)."""
+        sl, val, prod, fused, nf = fresh("sl"), fresh("v"), fresh("p"), fresh("r"), fresh("fa")
+        emit(f"{sl} = transform.get_producer_of_operand {handle}[{k}] : ({ANY}) -> {ANY}")
+        emit(f"{val} = transform.get_operand {sl}[0] : ({ANY}) -> !transform.any_value")
+        emit(f"{prod} = transform.get_defining_op {val} : (!transform.any_value) -> {ANY}")
+        emit(f"{fused}, {nf} = transform.structured.fuse_into_containing_op {prod} into {forall} "
+             f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+        to_vectorize.append(fused)
+        return fused, nf
 
     def recompute_into(handle: str, op: int, forall: str) -> str:
         """Fuse the whole-row producers of `op` (its thread-level clone `handle`) into `forall`."""
         for k, p in enumerate(stage.producers(op)):
             if p is None or p not in stage.recompute:
                 continue
-            sl, val, prod, fused, nf = fresh("sl"), fresh("v"), fresh("p"), fresh("r"), fresh("fa")
-            emit(f"{sl} = transform.get_producer_of_operand {handle}[{k}] : ({ANY}) -> {ANY}")
-            emit(f"{val} = transform.get_operand {sl}[0] : ({ANY}) -> !transform.any_value")
-            emit(f"{prod} = transform.get_defining_op {val} : (!transform.any_value) -> {ANY}")
-            emit(f"{fused}, {nf} = transform.structured.fuse_into_containing_op {prod} into {forall} "
-                 f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
-            to_vectorize.append(fused)
+            fused, nf = fuse_producer(handle, k, forall)
             forall = recompute_into(fused, p, nf)
         return forall
 
@@ -309,6 +491,9 @@ def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] |
         emit("// each thread initialises its own slot")
         emit(f"{fb}, {fa2} = transform.structured.fuse_into_containing_op {fill} into {fa} "
              f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+        if ragged:
+            emit("// and its column mask (its last input)")
+            _, fa2 = fuse_producer(part, len(stage.producers(op)) - 1, fa2)
         fa3 = recompute_into(part, op, fa2)
         to_vectorize.append(part)
         smem.append(fa3)
