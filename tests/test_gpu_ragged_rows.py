@@ -47,6 +47,33 @@ func.func @row_{combiner.split('.')[1]}(%x: tensor<{m}x{n}xf32>) -> tensor<{m}xf
 """
 
 
+def _row_norm(m: int, n: int) -> str:
+    """sqrt of each row's sum of squares: a per-row output (an element-wise tail, no column)."""
+    return f"""
+func.func @rownorm(%x: tensor<{m}x{n}xf32>) -> tensor<{m}xf32> {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{m}xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{m}xf32>) -> tensor<{m}xf32>
+  %r = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                       iterator_types = ["parallel", "reduction"]}}
+      ins(%x : tensor<{m}x{n}xf32>) outs(%f : tensor<{m}xf32>) {{
+    ^bb0(%a: f32, %acc: f32):
+      %q = arith.mulf %a, %a : f32
+      %s = arith.addf %acc, %q : f32
+      linalg.yield %s : f32
+  }} -> tensor<{m}xf32>
+  %e2 = tensor.empty() : tensor<{m}xf32>
+  %o = linalg.generic {{indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                       iterator_types = ["parallel"]}} ins(%r : tensor<{m}xf32>) outs(%e2 : tensor<{m}xf32>) {{
+    ^bb0(%a: f32, %b: f32):
+      %s = math.sqrt %a : f32
+      linalg.yield %s : f32
+  }} -> tensor<{m}xf32>
+  return %o : tensor<{m}xf32>
+}}
+"""
+
+
 def _softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
@@ -78,6 +105,8 @@ KINDS: dict[str, tuple[Callable[[int], str], Callable[..., np.ndarray], Draw]] =
                lambda rng, s: -1.0 - rng.random(s)),
     "rowmin": (lambda c: _row_reduction(ROWS, c, "arith.minimumf", "0x7F800000"), lambda x: x.min(-1),
                lambda rng, s: 1.0 + rng.random(s)),
+    "rownorm": (lambda c: _row_norm(ROWS, c), lambda x: np.sqrt((x * x).sum(-1)),
+                lambda rng, s: rng.standard_normal(s)),
     "rowsum": (lambda c: _row_reduction(ROWS, c, "arith.addf", "0.0"), lambda x: x.sum(-1),
                lambda rng, s: rng.standard_normal(s)),
 }
