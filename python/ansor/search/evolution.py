@@ -456,6 +456,9 @@ class EvolutionarySearch(SearchPolicy):
             else:
                 knob = rng.choice(info.unroll_knobs if kind == "unroll" else info.other_knobs)
                 new[knob.name] = rng.choice([o for o in knob.options if o != new[knob.name]])
+                # (a GPU sketch's pipeline depth, mutated with its unroll knob, sizes shared memory)
+                if info.full_check_after_tile and not info.valid(new):
+                    continue
             return info.schedule(new)
         return None
 

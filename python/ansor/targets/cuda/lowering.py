@@ -225,6 +225,9 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     # rule alone let 32 copies of a reduction nest unroll into 18432 FMAs and 90+ s of NVPTX, and
     # a cap counted in loop iterations let a 576-step loop of copies, FMAs and barriers unroll into
     # 1729 barriers and ~108K lines.
+    if _pipelined(module):  # the sketch's `stages` knob > 1 (rules.py); before unrolling, which
+        # would leave no R0 loop to pipeline where its trip count is small
+        run_passes(module, "loop-invariant-code-motion,ansor-gpu-pipeline-shared-copies", "lower")
     cap = config.CUDA_MAX_UNROLLED_WORK
     unroll = f"ansor-auto-unroll{{max-unrolled-work={cap}}}" if cap > 0 else "ansor-auto-unroll"
     run_passes(module, f"{unroll},canonicalize,loop-invariant-code-motion,cse", "lower")
@@ -246,6 +249,14 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
         run_passes(module, "ansor-gpu-mark-noalias", "lower")
     run_passes(module, "gpu-module-to-binary" + to_binary, "lower")
     return module
+
+
+def _pipelined(module: ir.Module) -> bool:
+    """Whether a kernel asks for multi-buffered shared tiles (`ansor.pipeline_stages` > 1)."""
+    from ansor.core.mlir import walk
+
+    return any("ansor.pipeline_stages" in op.attributes and ir.IntegerAttr(op.attributes["ansor.pipeline_stages"]).value > 1
+               for op in walk(module.operation, "gpu.launch"))
 
 
 def emit_ptx(task: SearchTask, script: str, *, arch: str = DEFAULT_ARCH) -> str:

@@ -17,6 +17,16 @@ Rules, tried on the op graph (element-wise producers are already inlined by `loo
    **cached in shared memory** at `R0` (`transform.structured.pad` with nofold + a `bufferize_to_allocation`
    into address space 3), copied cooperatively by all threads of the block with 128-bit vectors
    where the tile allows. The output's initialiser (`linalg.fill`) is fused into the block.
+   **Pipelined shared memory** (`op<N>.stages` in `PIPELINE_STAGES`, sampled and mutated with
+   the unroll knob): with `stages` = s > 1 every cached tile gets s buffers (counted by
+   `shared_bytes` against `MAX_SHARED_BYTES`; refused when the innermost `R0` loop has fewer
+   than s steps, `r0_trips`), the script annotates the launch with `ansor.pipeline_stages`, and
+   the lowering (`ansor-gpu-pipeline-shared-copies`, before unrolling) copies the first s-1 tiles
+   before the `R0` loop and tile i+s-1 while tile i is computed on: `cp.async` (16, 8 or 4 bytes
+   as alignment allows; one commit group per tile, `wait_group s-2` and one barrier per step
+   instead of two), or through registers where the reads are guarded (padded inputs, ragged
+   tiles). `stages` = 1 is the synchronous copy (load, barrier, compute, barrier; its global
+   loads prefetched one step ahead in registers by `ansor-gpu-prefetch-global-reads`).
 2. **... with consumer fusion**: when the op's only user is element-wise (bias, ReLU, BN), the
    consumer is tiled to blocks and the op fused into it; the consumer then runs per thread on the
    block's tile after the reduction, writing the op's buffer in place (no extra global buffer).
@@ -39,8 +49,9 @@ probability `GPU_RAGGED_PROB`; `GpuSearchSpace` switches them off at `ragged_pro
 
 At most three space loops are mapped to blocks/threads (x = the output's innermost); other space
 loops are iterated inside each thread. Annotation respects the device: threads per block in
-[32, 1024], shared memory per block <= 48 KiB, at most 64 accumulators per thread (virtual
-threads included: they are unrolled), virtual threads <= 8, `auto_unroll_max_step` in {0, 16, 64, 512, 1024}.
+[32, 1024], shared memory per block <= 48 KiB (all pipeline stages), at most 64 accumulators per
+thread (virtual threads included: they are unrolled), virtual threads <= 8, `auto_unroll_max_step`
+in {0, 16, 64, 512, 1024}, no more pipeline stages than `R0` steps.
 """
 
 from __future__ import annotations
@@ -123,6 +134,20 @@ class GpuStage:
     def unroll_knob(self) -> str:
         return f"op{self.op}.unroll"
 
+    @property
+    def pipelined(self) -> bool:
+        """Whether the sketch has the `stages` knob: inputs cached in shared memory at `R0`."""
+        return bool(self.promoted) and bool(self.reduce)
+
+    @property
+    def stages_knob(self) -> str:
+        return f"op{self.op}.stages"
+
+    def stages(self, values: Mapping[str, int]) -> int:
+        """Shared-memory buffers per cached input tile (1 when the sketch has no such knob, or
+        a record from before it)."""
+        return int(values.get(self.stages_knob, 1)) if self.pipelined else 1
+
 
 class GpuSketch(Sketch):
     """A GPU sketch: `stage` holds the structure; `splits` expose the tile knobs in the CPU
@@ -142,16 +167,26 @@ class GpuSketch(Sketch):
 
     @property
     def unroll_knobs(self) -> tuple[str, ...]:
-        return (self.gpu_stage.unroll_knob,)
+        # (the pipeline depth mutates with the unroll knob: the CUDA target's mutation weights
+        # have no "location" kind)
+        st = self.gpu_stage
+        return (st.unroll_knob, st.stages_knob) if st.pipelined else (st.unroll_knob,)
+
+    def complete(self, values: Mapping[str, int]) -> dict[str, int]:
+        out = dict(values)
+        if self.gpu_stage.pipelined:
+            out.setdefault(self.gpu_stage.stages_knob, 1)  # recorded before the knob: synchronous
+        return out
 
     def innermost_limit(self, split: LoopSplit) -> int:
         return min(MAX_INNERMOST, split.inner_limit) if split.inner_limit else MAX_INNERMOST
 
     def script(self, values: Mapping[str, int] | None = None, *, lower_vectors: bool = True) -> str:
+        values = self.complete(values) if values is not None else None
         return _GpuRenderer(self.gpu_stage, self.knobs, values).render(self.name, self.rules)
 
     def validate(self, values: Mapping[str, int]) -> str | None:
-        return validate_gpu(self.gpu_stage, self.knobs, values)
+        return validate_gpu(self.gpu_stage, self.knobs, self.complete(values))
 
     def sample(self, rng: random.Random, *, max_tries: int = 4000) -> Schedule:
         return sample_gpu(self, rng, max_tries=max_tries)
@@ -188,6 +223,10 @@ class GpuSearchSpace(SearchSpace):
 # Rules
 
 
+#: Shared-memory buffers per cached input tile (`op<N>.stages`): 1 loads each `R0` tile, waits and
+#: computes; 2 or 3 copy the next tiles (cp.async, or through registers where the reads are
+#: guarded) while the current one is computed on (`ansor-gpu-pipeline-shared-copies`).
+PIPELINE_STAGES = (1, 2, 3)
 #: Extents that are multiples of this (or below it) keep exact tiles; others are ragged-capable.
 RAGGED_QUANTUM = 16
 #: Probability that sampling gives a ragged-capable loop a block tile that does not divide its
@@ -366,6 +405,8 @@ def _knobs(stage: GpuStage, splits: tuple[LoopSplit, ...]) -> tuple[Knob, ...]:
     knobs = [Knob(n, tuple(sorted(set(divisors(s.extent)) | set(divisors(stage.extents[s.dim])))))
              for s in splits for n in s.tile_knobs]
     knobs.append(Knob(stage.unroll_knob, GPU_UNROLL_OPTIONS))
+    if stage.pipelined:
+        knobs.append(Knob(stage.stages_knob, PIPELINE_STAGES))
     return tuple(knobs)
 
 
@@ -402,6 +443,8 @@ def default_script(task: SearchTask) -> str:
     splits = _splits(stage)
     knobs = _knobs(stage, splits)
     values: dict[str, int] = {stage.unroll_knob: 0}
+    if stage.pipelined:
+        values[stage.stages_knob] = 1
     threads_left = 256
     for s in splits:
         if not s.tile_knobs:
@@ -444,13 +487,27 @@ def threads_per_dim(stage: GpuStage, values: Mapping[str, int]) -> list[int]:
 
 
 def shared_bytes(stage: GpuStage, values: Mapping[str, int]) -> int:
-    """Shared memory of one block: the cached input tiles (+ the accumulator tile with a fused consumer)."""
+    """Shared memory of one block, bytes: the cached input tiles, `stages` copies of each (+ the
+    accumulator tile with a fused consumer)."""
     total = 0
     if stage.consumer is not None and stage.init is not None:
         total += math.prod(_sizes(stage, values, d)[0] for d in stage.output_dims) * stage.elem_bytes
+    tiles = 0
     for i in stage.promoted:
-        total += math.prod(_tile_extent(stage, values, d) for d in stage.input_dims[i]) * stage.elem_bytes
-    return total
+        tiles += math.prod(_tile_extent(stage, values, d) for d in stage.input_dims[i]) * stage.elem_bytes
+    return total + tiles * stage.stages(values)
+
+
+def r0_trips(stage: GpuStage, values: Mapping[str, int]) -> int:
+    """Iterations of the innermost `R0` loop (the one the shared-memory copies sit in, which
+    `ansor-gpu-pipeline-shared-copies` pipelines): the last reduction dim with an `R0` tile
+    smaller than its (padded) extent; 1 when there is none."""
+    padded = stage.padded_extents(values)
+    for d in reversed(stage.reduce):
+        t = int(values[stage.knob(d, 1)])
+        if t < padded[d]:
+            return padded[d] // t
+    return 1
 
 
 def _tile_extent(stage: GpuStage, values: Mapping[str, int], d: int) -> int:
@@ -508,6 +565,10 @@ def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, 
     smem = shared_bytes(stage, values)
     if smem > MAX_SHARED_BYTES:
         return f"{smem} bytes of shared memory > {MAX_SHARED_BYTES}"
+    stages = stage.stages(values)
+    if stages > 1 and r0_trips(stage, values) < stages:
+        # (fewer R0 steps than buffers: nothing to overlap, a duplicate of stages = 1)
+        return f"{stages} pipeline stages > {r0_trips(stage, values)} R0 steps"
     return None
 
 
@@ -537,6 +598,8 @@ def sample_gpu(sketch: GpuSketch, rng: random.Random, *, max_tries: int = 4000, 
             factors = rng.choice(choices)
             values.update(zip(s.tile_knobs, sizes_from_factors(factors), strict=True))
         values[stage.unroll_knob] = rng.choice(GPU_UNROLL_OPTIONS)
+        if stage.pipelined:
+            values[stage.stages_knob] = rng.choice(PIPELINE_STAGES)
         if validate_gpu(stage, sketch.knobs, values) is None:
             return Schedule.of(sketch.name, values)
     raise SamplingError(f"sketch {sketch.name}: no valid GPU annotation found in {max_tries} tries")
@@ -845,6 +908,11 @@ class _GpuRenderer(ScriptBuilder):
             self.emit(f"transform.loop.unroll {h} {{factor = {trip}}} : {ANY}")
         self.emit(f'transform.annotate {mapped} "ansor.auto_unroll_max_step" = %k_{st.unroll_knob.replace(".", "_")} '
                   f": {ANY}, {PARAM}")
+        if st.pipelined and any(k.name == st.stages_knob for k in self.knobs):
+            self.emit("// stages > 1: R0 tiles multi-buffered in shared memory, the next ones copied (cp.async) while")
+            self.emit("// this one is computed on (ansor-gpu-pipeline-shared-copies)")
+            self.emit(f'transform.annotate {mapped} "ansor.pipeline_stages" = %k_{st.stages_knob.replace(".", "_")} '
+                      f": {ANY}, {PARAM}")
         self.emit("transform.yield")
         return "\n".join(head + self.lines + ["  }", "}"]) + "\n"
 
