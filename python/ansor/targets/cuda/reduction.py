@@ -32,17 +32,20 @@ combines, past `C`, its combiner's neutral element (`ansor-gpu-mask-ragged-reduc
 max, +inf for a min -- or else keeps the accumulator); the mask is fused into the thread loops like
 a whole-row producer. The lowering turns the padded inputs into guarded loads and the padded
 output into masked stores (`ansor-gpu-guard-padded-reads`, as for ragged tiles in `rules.py`), so
-nothing past column `C` is read or stored. (Not with a row materialized in shared memory: TBS.)
+nothing past column `C` is read or stored. A contraction materialized in shared memory (TBS's
+`Q K^T`) is padded too, its fill renumbered (canonicalization made the padded fill a new op);
+its dot products then stay whole per thread (`lanes` = 1: `split_reduction` would view the
+padded input through an `expand_shape`, which the guards do not follow).
 
     RowStage, T not dividing C --pad every op along the columns to Cp, mask the reductions past C,
         fold producer pads--> the same sketch on Cp columns --lowering: guarded loads, masked stores-->
 
 Knobs: the threads per block `T` (the divisors of `C`: multiples of 32 up to 1024, or a power of
 two below 32 for short rows; and where `C % 32 != 0` the ragged ones: multiples of 32 up to `C`
-rounded up to one, powers of two below `2 C` on a row shorter than 32), `lanes` (TBS) and
-`auto_unroll_max_step`. Sampling draws a ragged `T` with probability `GPU_RAGGED_PROB` (where the
-row has both kinds); the search's `ragged_prob` = 0 keeps the exact ones (`RowSearchSpace`) where
-there are any. The untuned program (baseline, reference) is the same sketch with `T` = the
+rounded up to one, powers of two below `2 C` on a row shorter than 32), `lanes` (TBS; 1 on a
+ragged row) and `auto_unroll_max_step`. Sampling draws a ragged `T` with probability
+`GPU_RAGGED_PROB` (where the row has both kinds); the search's `ragged_prob` = 0 keeps the exact
+ones (`RowSearchSpace`) where there are any. The untuned program (baseline, reference) is the same sketch with `T` = the
 largest exact option <= 256 when it is at least a warp, else a ragged row of
 `min(256, C rounded up to a multiple of 32)` threads (224 for 197 columns, 256 for 1000).
 """
@@ -88,8 +91,8 @@ class RowStage:
 
     @property
     def ragged_ok(self) -> bool:
-        """Whether `T` may leave a ragged row (not with a row materialized in shared memory)."""
-        return not self.materialize and bool(self.pad_loops)
+        """Whether `T` may leave a ragged row (every op along the columns traced)."""
+        return bool(self.pad_loops)
 
     def thread_options(self) -> tuple[int, ...]:
         return thread_options(self.cols, ragged=self.ragged_ok)
@@ -237,7 +240,7 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
         cols=cols_n, fused=fused,
         reductions=tuple((r.index, len(r.extents), r.reduce[0]) for r in split),
         recompute=tuple(recompute), operands=operands, materialize=materialize, col_loops=col_loops,
-        col_axis=col_axis, pad_loops=_column_loops(by_index, e, col_dim, split, recompute),
+        col_axis=col_axis, pad_loops=_column_loops(by_index, e, col_dim, split, recompute, col_loops),
     )
     if not stage.thread_options():
         return None, f"no thread count splits {cols_n} columns"
@@ -245,11 +248,13 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
 
 
 def _column_loops(by_index: dict[int, OpLoops], e: OpLoops, col_dim: int | None, split: list[OpLoops],
-                  recompute: list[int]) -> tuple[tuple[int, int, int], ...]:
-    """Per op along the columns (the output, the reductions, the whole-row producers), the loop
-    that runs along them, in op order; () when a whole-row producer's cannot be traced (its
-    consumers read it through something else than plain loop dims): no ragged rows then."""
+                  recompute: list[int], col_loops: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int, int], ...]:
+    """Per op along the columns (the output, the reductions, the whole-row producers, the
+    materialized contractions: `col_loops`), the loop that runs along them, in op order; () when a
+    whole-row producer's cannot be traced (its consumers read it through something else than
+    plain loop dims): no ragged rows then."""
     cols = {r.index: r.reduce[0] for r in split}
+    cols.update(col_loops)
     if col_dim is not None:
         cols[e.index] = col_dim
     for i in sorted(recompute, reverse=True):  # consumers (higher numbers) first
@@ -308,8 +313,12 @@ class RowSketch(Sketch):
                 return f"knob {k.name}={values[k.name]} not in its options"
         st = self.gpu_stage
         t, lanes = int(values[st.threads_knob]), int(values.get(st.lanes_knob, 1))
-        if t % lanes or (lanes > 1 and st.cols % (t // lanes)):
+        if t % lanes:
             return f"{t} threads in groups of {lanes} lanes do not split {st.cols} columns"
+        if lanes > 1 and st.ragged(values):
+            # (split_reduction views the padded input through an expand_shape, which
+            # ansor-gpu-guard-padded-reads does not guard)
+            return f"{lanes} lanes on a ragged row of {st.cols} columns (ragged rows take lanes = 1)"
         return None
 
     def sample(self, rng: random.Random, *, max_tries: int = 4000, ragged: bool = True) -> Schedule:
@@ -401,6 +410,15 @@ def _pad_ragged_rows(sb: ScriptBuilder, stage: RowStage, values: Mapping[str, in
     emit(f"transform.apply_patterns to {f} {{")
     emit("  transform.apply_patterns.canonicalization")
     emit(f"}} : {ANY}")
+    for op, _, fill, _ in stage.materialize:
+        if fill is None:
+            continue
+        # canonicalization made the padded fill a new fill (of the padded result): renumber it
+        fl, num = sb.fresh("fill"), sb.fresh("num")
+        emit(f"{fl} = transform.get_producer_of_operand {sb.match(OP_ATTR, op)}[{len(stage.producers(op)) - 1}] "
+             f": ({ANY}) -> {ANY}")
+        emit(f"{num} = transform.param.constant {fill} : i64 -> {PARAM}")
+        emit(f'transform.annotate {fl} "{OP_ATTR}" = {num} : {ANY}, {PARAM}')
     return f
 
 
