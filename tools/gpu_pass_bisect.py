@@ -1,0 +1,110 @@
+"""Which of our GPU lowering passes makes a logged candidate compute wrong answers? (GPU host)
+
+    python3 tools/gpu_pass_bisect.py LOG.cuda.jsonl [--errors wrong_answer] [--ok 2] [--repeat 3] [--json OUT]
+
+Takes the log's candidates whose record has one of `--errors` (and `--ok` correct ones per task, as
+a control), builds each once per variant of `lowering._lower_module` -- as it is, and with one of
+our passes left out (`SKIPPABLE`) -- in spawned worker processes, runs every build `--repeat`
+times into NaN-poisoned outputs and counts the elements that differ from the task's untuned CPU
+program. A pass whose absence makes a wrong candidate right is the suspect (or one that hides a
+race: the counts of several repeats tell a deterministic bug from a racy one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import multiprocessing
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+#: Our passes a candidate stays well-formed without (each is an optimisation, not a lowering step).
+SKIPPABLE = ("ansor-gpu-hoist-accumulators", "ansor-gpu-forward-initial-values",
+             "ansor-gpu-remove-redundant-barriers", "ansor-gpu-prefetch-global-reads", "ansor-auto-unroll",
+             "ansor-gpu-sink-constants", "ansor-gpu-swizzle-blocks")
+
+
+def _build(task_json: dict, script: str, skip: str, arch: str) -> tuple[bytes | None, str]:
+    from ansor.core.task import SearchTask
+    from ansor.targets.cuda import lowering
+
+    real = lowering.run_passes
+
+    def run_passes(module, pipeline: str, stage: str) -> None:
+        if skip and skip in pipeline:
+            return
+        real(module, pipeline, stage)
+
+    lowering.run_passes = run_passes
+    try:
+        return lowering.build_task_cuda(SearchTask.from_json(task_json), script, arch=arch), ""
+    except Exception as exc:  # noqa: BLE001 -- reported per build
+        return None, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("log")
+    ap.add_argument("--errors", default="wrong_answer")
+    ap.add_argument("--ok", type=int, default=1, help="correct candidates per task as a control")
+    ap.add_argument("--limit", type=int, default=12)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+
+    import numpy as np
+
+    from ansor.core.task import SearchTask
+    from ansor.targets import get_target
+    from ansor.targets.cuda.lowering import load_task_cuda
+    from ansor.targets.cuda.runtime import device_arch
+
+    recs = [json.loads(line) for line in open(args.log) if line.strip()]
+    errors = set(args.errors.split(","))
+    bad = [r for r in recs if r["result"].get("error") in errors and r.get("script")][: args.limit]
+    names = {r["task"]["name"] for r in bad}
+    control = []
+    for n in sorted(names):
+        control += [r for r in recs if r["task"]["name"] == n and not r["result"].get("error") and r.get("script")][: args.ok]
+    cands = [(r, r["result"].get("error") or "ok") for r in bad + control]
+    variants = ("",) + SKIPPABLE
+    arch = device_arch()
+    jobs = {}
+    with ProcessPoolExecutor(max(1, min(16, len(cands) * len(variants))),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        for i, (r, _) in enumerate(cands):
+            for v in variants:
+                jobs[(i, v)] = pool.submit(_build, r["task"], r["script"], v, arch)
+        built = {k: f.result() for k, f in jobs.items()}
+    refs: dict[str, np.ndarray] = {}
+    table = []
+    for i, (r, was) in enumerate(cands):
+        task = SearchTask.from_json(r["task"])
+        rng = np.random.default_rng(0)
+        inputs = [rng.standard_normal(s.shape).astype(s.numpy_dtype()) for s in task.inputs]
+        if task.hash not in refs:
+            refs[task.hash] = get_target("cpu").compile(dataclasses.replace(task, target="cpu"), None).run(inputs)[0]
+        ref = refs[task.hash]
+        row = {"task": task.name, "logged": was, "knobs": r["schedule"]["knobs"], "wrong": {}}
+        for v in variants:
+            artifact, err = built[(i, v)]
+            if artifact is None:
+                row["wrong"][v or "all passes"] = f"build: {err}"
+                continue
+            kernel = load_task_cuda(task, artifact)
+            counts = []
+            for _ in range(args.repeat):
+                (out,) = kernel.run(inputs, [np.full(task.outputs[0].shape, np.nan, task.outputs[0].numpy_dtype())])
+                counts.append(int((~np.isclose(out, ref, rtol=1e-4, atol=1e-3)).sum()))
+            row["wrong"][v or "all passes"] = counts
+        table.append(row)
+        print(f"{task.name:<22} {was:<13} " + "  ".join(f"{k.replace('ansor-gpu-', '').replace('ansor-', '')}={v}"
+                                                         for k, v in row["wrong"].items()), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"log": args.log, "variants": list(variants), "rows": table}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
