@@ -170,3 +170,13 @@ def test_a_task_that_cannot_build_is_named_in_one_line() -> None:
     with pytest.raises(LoweringError, match=rf"^{t.name}: ") as e:
         build_kernels([t], {t.hash: "this is not a transform script"}, "sm_90", processes=1)
     assert "\n" not in str(e.value)
+
+
+def test_compiling_for_cuda_without_a_driver_is_one_line() -> None:
+    from ansor.targets.cuda.runtime import has_cuda_device
+
+    if has_cuda_device():
+        pytest.skip("this machine has a CUDA driver")
+    with pytest.raises(LoweringError, match="cannot load the CUDA runtime") as e:
+        ansor.compile(workloads.get("matmul-64"), target="cuda")
+    assert "\n" not in str(e.value)

@@ -371,6 +371,10 @@ def _jit(module: ir.Module, task: SearchTask, *, defer_sync: bool = False) -> Cu
 
     try:
         load_cuda_runtime()
+    except OSError as exc:  # no libcuda.so.1 (no driver) or a runtime that does not load
+        raise LoweringError("jit", f"{task.name}: cannot load the CUDA runtime ({str(exc).splitlines()[0]}): "
+                                   "a cuda program runs only on a machine with an NVIDIA driver") from None
+    try:
         libs = list(cuda_runtime_libs())
         if _uses_symbol(module, _TMA_ENCODE_CACHED):
             libs.append(str(_native.find_library()))  # the cached TMA-descriptor builder
