@@ -104,3 +104,13 @@ def test_tuning_a_function_whose_untuned_program_fails_stops_at_once(tmp_path) -
     assert "naive loops: failed" in p.stdout
     assert "the untuned program fails" in p.stderr
     assert "none can be measured" in p.stderr
+
+
+def test_bench_on_cuda_without_a_driver_is_one_line() -> None:
+    from ansor.targets.cuda.runtime import has_cuda_device
+
+    if has_cuda_device():
+        pytest.skip("this machine has a CUDA driver")
+    p = _ansor("bench", "--workload", "matmul-64", "--target", "cuda")
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 1 and len(lines) == 1 and "cannot load the CUDA runtime" in lines[0], p.stderr

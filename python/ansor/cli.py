@@ -513,6 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     from ansor.tuning.records import LogError
     from ansor.core.task import TaskError
     from ansor.measure.cluster import ClusterError
+    from ansor.core.mlir import LoweringError
 
     try:
         return int(args.fn(args) or 0)
@@ -520,6 +521,9 @@ def main(argv: list[str] | None = None) -> int:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"ansor: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except LoweringError as exc:  # `bench` / `compile` of a program that does not build or load here
+        print(f"ansor: error: {str(exc).splitlines()[0] if str(exc) else 'lowering failed'}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("ansor: interrupted (the log keeps every finished measurement; rerun to resume)", file=sys.stderr)
         return 130
