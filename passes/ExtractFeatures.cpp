@@ -67,10 +67,14 @@ enum TailFeature : int {
   TcMmaPerKBlock, TcMmaPerTile, TcAccPerThread, TcThreads, TcStages, TcWait, TcGroup, TcWs,
   TcPersist, TcSplitK, TcTileWidth, TcKBlocks, TcStaged, TcSmemBytes, TcTmaBytes, TcTiles,
   TcBlocks, TcBlocksPerSm, TcSmFill, TcWaves, TcWaveEff, TcTileEff, TcIntensity, TcFlopsPerTile,
+  // The CUDA-core kernel's shared-memory buffers per cached tile (`ansor.pipeline_stages` of
+  // the enclosing op; 0 where none: CPU programs, tensor-core kernels).
+  PipelineStages,
   kNumFeatures,
 };
-constexpr int kNumTc = kNumFeatures - TcBase;
+constexpr int kNumTc = PipelineStages - TcBase;
 constexpr int64_t kCacheLine = 64;
+constexpr llvm::StringLiteral kPipelineStagesAttr = "ansor.pipeline_stages";
 
 const char *const kHeadNames[BufferBase] = {
     "float_mad", "float_addsub", "float_mul", "float_divmod", "float_cmp", "float_math",
@@ -92,6 +96,7 @@ const char *const kTcNames[kNumTc] = {
     "tc_wait", "tc_group", "tc_ws", "tc_persist", "tc_splitk", "tc_tw", "tc_kblocks",
     "tc_staged", "tc_smem_bytes", "tc_tma_bytes", "tc_tiles", "tc_blocks", "tc_blocks_per_sm",
     "tc_sm_fill", "tc_waves", "tc_wave_eff", "tc_tile_eff", "tc_intensity", "tc_flops_per_tile"};
+const char *const kLastNames[kNumFeatures - PipelineStages] = {"pipeline_stages"};
 
 const std::vector<std::string> &names() {
   static const std::vector<std::string> all = [] {
@@ -103,6 +108,7 @@ const std::vector<std::string> &names() {
       v.push_back("ai_" + std::to_string(i));
     v.insert(v.end(), kTailNames, kTailNames + (TcBase - AllocSize));
     v.insert(v.end(), kTcNames, kTcNames + kNumTc);
+    v.insert(v.end(), kLastNames, kLastNames + (kNumFeatures - PipelineStages));
     return v;
   }();
   return all;
@@ -1203,6 +1209,13 @@ void Extractor::featurize(Stmt &s, std::array<float, kNumFeatures> &row) {
   // The tensor-core kernel every statement of an annotated function runs in.
   if (const TcRow *tc = tcOf(s.store))
     llvm::copy(*tc, row.begin() + TcBase);
+
+  // The pipeline depth of the kernel (gpu.launch) the statement runs in.
+  for (Operation *p = s.store; p; p = p->getParentOp())
+    if (auto a = p->getAttrOfType<IntegerAttr>(kPipelineStagesAttr)) {
+      row[PipelineStages] = float(a.getInt());
+      break;
+    }
 }
 
 /// True when an insert_slice's source is a copy of existing data, not the result of another

@@ -50,11 +50,13 @@ def _scripts(task: SearchTask, n: int, seed: int = 0) -> list[str | None]:
 
 def test_names() -> None:
     names = features.feature_names()
-    assert len(names) == features.N_FEATURES == 165
+    assert len(names) == features.N_FEATURES == 166
     assert len(set(names)) == len(names)
     assert names[0] == "float_mad" and "B4.stride" in names and names[133] == "num_outer_loops"
     # the tensor-core kernel's slots come after Ansor's 134 (tests/test_features_tc.py)
-    assert names[134] == "tc" and all(n.startswith("tc_") for n in names[135:])
+    assert names[134] == "tc" and all(n.startswith("tc_") for n in names[135:-1])
+    # then the CUDA-core kernel's pipeline depth (tests/test_gpu_pipeline.py)
+    assert names[-1] == "pipeline_stages"
 
 
 def test_hand_checkable_forall(matmul8: SearchTask) -> None:
