@@ -607,68 +607,263 @@ def torch_tensor(a, dev: str = "cpu"):
     return torch.from_numpy(a).to(dev)
 
 
-def torch_cuda_fn(name: str, inputs: list, dev: str):
-    """(run, to_workload_layout) of workload `name` in PyTorch on device `dev` (the GPU
-    benchmarks' baseline: cuBLAS/cuDNN), or None when there is none here."""
+#: Families of `workloads._FAMILIES` that get no PyTorch baseline, and why (`torch_cuda_fn`
+#: answers None for them). tests/test_bench_baselines.py fails for any other family without one.
+TORCH_NO_BASELINE = {"mlp": "a toy network with embedded weights, not one operator"}
+
+
+def _torch_np(like=None):
+    """The map of a PyTorch result to numpy: f16/bf16 through f32 into `like`, the workload's
+    half dtype (torch has no numpy bf16); anything else as it is."""
+    import torch
+
+    def back(y):
+        if y.dtype in (torch.float16, torch.bfloat16):
+            return y.float().cpu().numpy().astype(like)
+        return y.cpu().numpy()
+
+    return back
+
+
+def _channels_first(x):
+    """An NLC / NHWC / NDHWC tensor as a contiguous NCL / NCHW / NCDHW copy (made once, untimed)."""
+    return x.permute(0, x.dim() - 1, *range(1, x.dim() - 1)).contiguous()
+
+
+def _channels_last_back(like):
+    """The map of a channels-first PyTorch result back to the workload's channels-last layout."""
+    to_np = _torch_np(like)
+    return lambda y: to_np(y.permute(0, *range(2, y.dim()), 1).contiguous())
+
+
+def _conv_weight(w, order):
+    """A channels-last filter as PyTorch's [CO, CI, k...] (contiguous, made once)."""
+    return w.permute(*order).contiguous()
+
+
+def _mm_f32(a, b, batched: bool):
+    """A (batched) GEMM of half `a`, `b` with the f32 result the task has: cuBLAS with f32 output
+    on CUDA (as tensor cores accumulate; a PyTorch without `out_dtype` there: half output, widened);
+    on the CPU, which has no `out_dtype` kernel, the f32 product of the operands widened once,
+    outside the timed call (the tests' check of the baseline, not a timing)."""
+    import torch
+
+    mm = torch.bmm if batched else torch.mm
+    if a.device.type == "cuda":
+        def run():
+            try:
+                return mm(a, b, out_dtype=torch.float32)
+            except TypeError:  # a PyTorch without out_dtype: half output, then widened
+                return mm(a, b).float()
+
+        return run
+    af, bf = a.float(), b.float()
+    return lambda: mm(af, bf)
+
+
+def _tb_matmul(v, etype, t, inputs):  # cuBLAS GEMM
+    a, b = t
+    if etype:
+        return _mm_f32(a, b, batched=False), _torch_np()
+    return (lambda: a @ b), _torch_np()
+
+
+def _tb_matmul_nt(v, etype, t, inputs):  # C = A @ B^T: cuBLAS takes B transposed, no copy
+    a, b = t
+    return (lambda: a @ b.t()), _torch_np()
+
+
+def _tb_gmm(v, etype, t, inputs):  # cuBLAS batched GEMM
+    a, b = t
+    if etype:
+        return _mm_f32(a, b, batched=True), _torch_np()
+    import torch
+
+    return (lambda: torch.bmm(a, b)), _torch_np()
+
+
+def _tb_mmgelu(v, etype, t, inputs):  # cuBLAS addmm (bias in its epilogue) + a GELU kernel (exact erf)
+    import torch
+    import torch.nn.functional as F
+
+    a, b, bias = t
+    return (lambda: F.gelu(torch.addmm(bias, a, b))), _torch_np(inputs[0].dtype)
+
+
+def _tb_c1d(v, etype, t, inputs):  # NLC, W [k, CI, CO] -> cuDNN conv1d on NCL, W [CO, CI, k]
+    import torch.nn.functional as F
+
+    s, p = v[-2], v[-1]
+    x, w = _channels_first(t[0]), _conv_weight(t[1], (2, 1, 0))
+    return (lambda: F.conv1d(x, w, stride=s, padding=p)), _channels_last_back(inputs[0].dtype)
+
+
+def _conv2d(dilation: int = 1, groups: int = 1):
+    """C2D / DIL / GRP: NHWC, W [k, k, CI/groups, CO] -> cuDNN conv2d (NCHW, W [CO, CI/groups, k, k])."""
+    def build(v, etype, t, inputs):
+        import torch
+        import torch.nn.functional as F
+
+        s, p = v[-2], v[-1]
+        like = inputs[0].dtype
+        if etype:  # half tensors: channels_last views of the workload's NHWC data (no copy), half result
+            x = t[0].permute(0, 3, 1, 2)
+            w = t[1].permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
+        else:
+            x, w = _channels_first(t[0]), _conv_weight(t[1], (3, 2, 0, 1))
+        return ((lambda: F.conv2d(x, w, stride=s, padding=p, dilation=dilation, groups=groups)),
+                _channels_last_back(like))
+
+    return build
+
+
+def _tb_c3d(v, etype, t, inputs):  # NDHWC, W [k, k, k, CI, CO] -> cuDNN conv3d
+    import torch.nn.functional as F
+
+    s, p = v[-2], v[-1]
+    x, w = _channels_first(t[0]), _conv_weight(t[1], (4, 3, 0, 1, 2))
+    return (lambda: F.conv3d(x, w, stride=s, padding=p)), _channels_last_back(inputs[0].dtype)
+
+
+def _tb_dep(v, etype, t, inputs):  # NHWC, W [k, k, C] -> cuDNN conv2d with groups = C, W [C, 1, k, k]
+    import torch.nn.functional as F
+
+    s, p = v[-2], v[-1]
+    x, w = _channels_first(t[0]), _conv_weight(t[1], (2, 0, 1)).unsqueeze(1)
+    c = x.shape[1]
+    return (lambda: F.conv2d(x, w, stride=s, padding=p, groups=c)), _channels_last_back(inputs[0].dtype)
+
+
+def _tb_t2d(v, etype, t, inputs):
+    """NHWC; the filter argument is W pre-arranged (`workloads.t2d_filter`): PyTorch's weight
+    [CI, CO, k, k] from `workloads.t2d_torch_weight` -> cuDNN conv_transpose2d."""
     import numpy as np
     import torch
     import torch.nn.functional as F
 
+    from ansor.frontend import workloads
+
+    k, s, p = v[-3], v[-2], v[-1]
+    wk = torch.from_numpy(workloads.t2d_torch_weight(np.asarray(inputs[1]), k, s, p))  # [kh, kw, CI, CO]
+    x, w = _channels_first(t[0]), _conv_weight(wk, (2, 3, 0, 1)).to(t[1].device)
+    return (lambda: F.conv_transpose2d(x, w, stride=s, padding=p)), _channels_last_back(inputs[0].dtype)
+
+
+def _tb_cap(v, etype, t, inputs):
+    """CAP: Y[n,h,w,i,j,co] = sum pad(X)[n, h*s+rh, w*s+rw, i, ck, ci] * W[rh,rw,ck,j,ci,co] is one
+    cuDNN conv2d over the batch (n, i), input channels (ck, ci) and output channels (j, co)."""
+    import torch.nn.functional as F
+
+    s, p = v[-2], v[-1]
+    x, w = t  # X [N,H,W,c,c,CI], W [k,k,c,c,CI,CO]
+    n, h, wd, c, _, ci = x.shape
+    k, co = w.shape[0], w.shape[-1]
+    xb = x.permute(0, 3, 4, 5, 1, 2).reshape(n * c, c * ci, h, wd).contiguous()      # [(n,i), (ck,ci), H, W]
+    wb = w.permute(3, 5, 2, 4, 0, 1).reshape(c * co, c * ci, k, k).contiguous()     # [(j,co), (ck,ci), k, k]
+    to_np = _torch_np(inputs[0].dtype)
+
+    def back(y):  # [(n,i), (j,co), OH, OW] -> [N, OH, OW, i, j, CO]
+        oh, ow = y.shape[-2:]
+        return to_np(y.reshape(n, c, c, co, oh, ow).permute(0, 4, 5, 1, 2, 3).contiguous())
+
+    return (lambda: F.conv2d(xb, wb, stride=s, padding=p)), back
+
+
+def _tb_convlayer(v, etype, t, inputs):  # cuDNN conv2d, then the folded batch norm and ReLU
+    import torch
+    import torch.nn.functional as F
+
+    s, p = v[-2], v[-1]
+    x, w = _channels_first(t[0]), _conv_weight(t[1], (3, 2, 0, 1))
+    scale, shift = t[2][None, :, None, None], t[3][None, :, None, None]
+    return ((lambda: torch.relu(F.conv2d(x, w, stride=s, padding=p) * scale + shift)),
+            _channels_last_back(inputs[0].dtype))
+
+
+def _tb_nrm(v, etype, t, inputs):  # Y[b] = sqrt(sum_{m,n} X[b,m,n]^2)
+    import torch
+
+    (x,) = t
+    return (lambda: torch.linalg.vector_norm(x, ord=2, dim=(1, 2))), _torch_np()
+
+
+def _tb_tbs(v, etype, t, inputs):  # Q, K [B,S,H,D] -> softmax(Q^T K) [B,H,S,S]: cuBLAS bmm + softmax
+    import torch
+
+    q, k = t
+    return (lambda: torch.softmax(q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1), dim=-1)), _torch_np()
+
+
+def _tb_softmax(v, etype, t, inputs):
+    import torch
+
+    (x,) = t
+    return (lambda: torch.softmax(x, dim=-1)), _torch_np()
+
+
+def _tb_logsoftmax(v, etype, t, inputs):
+    import torch
+
+    (x,) = t
+    return (lambda: torch.log_softmax(x, dim=-1)), _torch_np()
+
+
+def _tb_layernorm(v, etype, t, inputs):  # eps 1e-5 (`workloads.layernorm_gelu`)
+    import torch.nn.functional as F
+
+    x, g, b = t
+    n = x.shape[-1]
+    return (lambda: F.layer_norm(x, (n,), g, b, eps=1e-5)), _torch_np()
+
+
+def _tb_lngelu(v, etype, t, inputs):  # LayerNorm (eps 1e-5) + GELU, tanh approximation
+    import torch.nn.functional as F
+
+    x, g, b = t
+    n = x.shape[-1]
+    return (lambda: F.gelu(F.layer_norm(x, (n,), g, b, eps=1e-5), approximate="tanh")), _torch_np()
+
+
+def _tb_rmsnorm(v, etype, t, inputs):  # x / sqrt(mean(x^2) + 1e-6) * gamma (`workloads.rmsnorm`)
+    import torch.nn.functional as F
+
+    x, g = t
+    n = x.shape[-1]
+    return (lambda: F.rms_norm(x, (n,), g, eps=1e-6)), _torch_np()
+
+
+#: family -> builder (sizes from the name, element-type suffix, torch tensors on the device, the
+#: numpy inputs) -> (run, to_workload_layout): the PyTorch call a user writes for the workload.
+TORCH_BASELINES: dict[str, Callable[..., tuple[Callable[[], Any], Callable[[Any], Any]]]] = {
+    "matmul": _tb_matmul, "matmul_nt": _tb_matmul_nt, "gmm": _tb_gmm, "mmgelu": _tb_mmgelu,
+    "c1d": _tb_c1d, "c2d": _conv2d(), "dil": _conv2d(dilation=2), "grp": _conv2d(groups=4),
+    "c3d": _tb_c3d, "dep": _tb_dep, "t2d": _tb_t2d, "cap": _tb_cap, "convlayer": _tb_convlayer,
+    "nrm": _tb_nrm, "tbs": _tb_tbs, "softmax": _tb_softmax, "logsoftmax": _tb_logsoftmax,
+    "layernorm": _tb_layernorm, "lngelu": _tb_lngelu, "rmsnorm": _tb_rmsnorm,
+}
+
+
+def torch_baseline_missing(name: str) -> str | None:
+    """Why workload `name` has no PyTorch baseline in `torch_cuda_fn` (None when it has one)."""
+    fam = name.partition("-")[0]
+    if fam in TORCH_BASELINES:
+        return None
+    return f"no PyTorch baseline for family {fam!r}: {TORCH_NO_BASELINE.get(fam, 'none written yet')}"
+
+
+def torch_cuda_fn(name: str, inputs: list, dev: str):
+    """(run, to_workload_layout) of workload `name` in PyTorch on device `dev` (the GPU
+    benchmarks' baseline: cuBLAS/cuDNN; "cpu" works too, as tests/test_bench_baselines.py checks
+    every family there), or None when there is none (`torch_baseline_missing` says why).
+    `inputs` are the workload's numpy arrays (`make_inputs` + `workloads.valid_inputs`); layouts
+    are converted here, once, outside `run`; `to_workload_layout(run())` is the workload's output."""
     fam, _, dims = name.partition("-")
-    dims, _, etype = dims.partition("-")  # matmul-4096-f16: half inputs, f32 result
-    v = [int(x) for x in dims.split("x")]
-    t = [torch_tensor(a, dev) for a in inputs]
-    if fam == "matmul":
-        a, b = t
-        if etype:  # cuBLAS with f32 output (the task's result type), as tensor cores accumulate
-            return (lambda: torch.mm(a, b, out_dtype=torch.float32)), (lambda y: y.cpu().numpy())
-        return (lambda: a @ b), (lambda y: y.cpu().numpy())
-    if fam == "gmm" and etype:  # cuBLAS batched GEMM with f32 output (the task's result type)
-        a, b = t
-
-        def bmm():
-            try:
-                return torch.bmm(a, b, out_dtype=torch.float32)
-            except TypeError:  # a PyTorch without out_dtype on bmm: f16 output, then widened
-                return torch.bmm(a, b).float()
-
-        return bmm, (lambda y: y.cpu().numpy())
-    if fam == "mmgelu":  # PyTorch eager: cuBLAS addmm (bias in its epilogue) + a GELU kernel
-        a, b, bias = t
-        like = inputs[0].dtype
-        return (lambda: F.gelu(torch.addmm(bias, a, b))), (lambda y: y.float().cpu().numpy().astype(like))
-    if fam == "c2d" and etype:  # cuDNN on channels_last half tensors (the workload's NHWC, no copy)
-        s, p = v[6], v[7]
-        x, w = t
-        xc = x.permute(0, 3, 1, 2)  # NCHW shape, NHWC strides: channels_last
-        wc = w.permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
-        like = inputs[0].dtype  # compared in the result's own type (tolerance by dtype)
-        return (lambda: F.conv2d(xc, wc, stride=s, padding=p)), \
-            (lambda y: y.permute(0, 2, 3, 1).float().cpu().numpy().astype(like))
-    if fam == "c2d":
-        s, p = v[6], v[7]
-        x, w = t
-        xc = x.permute(0, 3, 1, 2).contiguous()
-        wc = w.permute(3, 2, 0, 1).contiguous()
-        return (lambda: F.conv2d(xc, wc, stride=s, padding=p)), (lambda y: y.permute(0, 2, 3, 1).contiguous().cpu().numpy())
-    if fam == "convlayer":
-        s, p = v[6], v[7]
-        x, w, scale, shift = t
-        xc = x.permute(0, 3, 1, 2).contiguous()
-        wc = w.permute(3, 2, 0, 1).contiguous()
-
-        def run():
-            y = F.conv2d(xc, wc, stride=s, padding=p)
-            return torch.relu(y * scale[None, :, None, None] + shift[None, :, None, None])
-
-        return run, (lambda y: y.permute(0, 2, 3, 1).contiguous().cpu().numpy())
-    if fam == "tbs":
-        q, k = t
-        return (lambda: torch.softmax(q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1), dim=-1)), (lambda y: y.cpu().numpy())
-    if fam == "lngelu":
-        x, g, b = t
-        return (lambda: F.gelu(F.layer_norm(x, (v[1],), g, b, eps=1e-5), approximate="tanh")), (lambda y: y.cpu().numpy())
-    return None
+    dims, _, etype = dims.partition("-")  # matmul-4096-f16: half inputs (f32 result for matmul/gmm)
+    build = TORCH_BASELINES.get(fam)
+    if build is None:
+        return None
+    v = [int(x) for x in dims.split("x") if x]
+    return build(v, etype, [torch_tensor(a, dev) for a in inputs], inputs)
 
 
 def time_torch_cuda(run: Callable[[], object], reps: int = 50) -> tuple[float, float]:

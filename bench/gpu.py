@@ -15,7 +15,9 @@ way as ours (one synchronize per call), against the same PyTorch calls replayed 
 (no Python or launch overhead: the honest baseline for microsecond kernels), and with `--compile`
 against `torch.compile(mode="max-autotune")`. Every tuned output is checked against PyTorch's with
 the tuner's criterion (`ansor.measure.verify`).
-Workloads the GPU rules do not schedule yet get PyTorch's numbers and the reason.
+Workloads the GPU rules do not schedule yet get PyTorch's numbers and the reason; a workload
+without a PyTorch baseline (`bench.common.torch_cuda_fn`; only the toy network mlp) gets one line
+saying so. Inputs are `make_inputs` + `workloads.valid_inputs` on both sides.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ def main() -> None:
     from ansor.tuning.progress import TableProgress
     from ansor.tuning.records import best_record, load_records
 
-    from bench.common import module_argv, time_torch_cuda, torch_cuda_fn
+    from bench.common import module_argv, time_torch_cuda, torch_baseline_missing, torch_cuda_fn
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -175,10 +177,13 @@ def main() -> None:
         best = best_record(recs)
         ok = sum(1 for r in recs if r.error is None)
         row = {"workload": name, "trials": len(recs), "ok": ok, "gflop": task.flops / 1e9}
-        inputs = make_inputs(task)
+        inputs = workloads.valid_inputs(name, make_inputs(task))  # (a stride-2 T2D filter: zeros past k)
         tf = torch_cuda_fn(name, inputs, "cuda")
         ref = None
-        if tf is not None:
+        if tf is None:  # no PyTorch columns and nothing to verify against: say so
+            row["torch_error"] = torch_baseline_missing(name)
+            print(f"{name}: {row['torch_error']}", flush=True)
+        else:
             run, to_np = tf
             ref = to_np(run())
             row["torch_s"], row["torch_sync_s"] = time_torch_cuda(run)
@@ -220,15 +225,18 @@ def main() -> None:
         t, p = r.get("tuned_s"), r.get("torch_s")
         ps, c, g, gs = r.get("torch_sync_s"), r.get("compile_s"), r.get("graph_s"), r.get("graph_sync_s")
         f = r["gflop"]
+        verified = "yes" if r.get("verified_vs_torch") else "-" if r.get("torch_error") else "NO"
         print(f"{r['workload']:<34} {r['trials']:>6} {t * 1e3 if t else nan:>9.3f} "
               f"{f / t / 1e3 if t else nan:>8.2f} {p * 1e3 if p else nan:>9.3f} "
               f"{f / p / 1e3 if p else nan:>8.2f} {p / t if (p and t) else nan:>10.2f}x "
               f"{ps / t if (ps and t) else nan:>12.2f}x {g * 1e3 if g else nan:>9.3f} {g / t if (g and t) else nan:>8.2f}x "
               f"{gs / t if (gs and t) else nan:>12.2f}x "
               f"{c * 1e3 if c else nan:>10.3f} "
-              f"{c / t if (c and t) else nan:>12.2f}x {'yes' if r.get('verified_vs_torch') else 'NO':>3}")
+              f"{c / t if (c and t) else nan:>12.2f}x {verified:>3}")
         if r.get("error"):
             print(f"    {r['workload']}: {r['error'][:200]}")
+        if r.get("torch_error"):
+            print(f"    {r['workload']}: {r['torch_error'][:200]}")
     print(f"(tuned/torch > 1 means faster than PyTorch; total {time.perf_counter() - t_start:.0f} s)")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
