@@ -212,11 +212,13 @@ def test_three_stages_ptx() -> None:
 
 
 @pytest.mark.parametrize("name", ["matmul-1024", "gmm-4x128x128x64", "c2d-1x56x56x64x64x1x1x0",
-                                  "c2d-1x14x14x32x32x3x1x1", "matmul-97x197x61"])
+                                  "c2d-1x14x14x32x32x3x1x1", "matmul-97x197x61",
+                                  "convlayer-1x56x56x64x128x1x1x0"])
 def test_sampled_two_stage_candidates_to_ptx(name: str) -> None:
     """Sampled 2-stage candidates: cp.async where the inputs are read plainly (matmul, batch
-    matmul, the 1x1 convolution); the padded 3x3 convolution's input and the ragged matmul's
-    tiles are guarded reads and go through registers; no local memory anywhere."""
+    matmul, the 1x1 convolution, with a fused BN + ReLU too: its accumulator tile in shared
+    memory is hoisted into registers first); the padded 3x3 convolution's input and the ragged
+    matmul's tiles are guarded reads and go through registers; no local memory anywhere."""
     from ansor.targets.cuda.lowering import emit_ptx
 
     task = _task(name)
@@ -227,8 +229,8 @@ def test_sampled_two_stage_candidates_to_ptx(name: str) -> None:
     for v in values:
         ptx = emit_ptx(task, sk.script(v), arch="sm_90")
         assert ".local" not in ptx, v
-        assert "fma.rn.f32" in ptx
-        if name.startswith(("matmul-1024", "gmm", "c2d-1x56")):
+        assert "fma.rn.f32" in ptx or "fma.rn.ftz.f32" in ptx
+        if name.startswith(("matmul-1024", "gmm", "c2d-1x56", "convlayer")):
             assert "cp.async" in ptx, v
         if name == "matmul-97x197x61" and v == values[0]:
             assert "cp.async" not in ptx  # guarded reads: through registers
@@ -244,6 +246,9 @@ def _reference(name: str, inputs: list[np.ndarray]) -> np.ndarray:
         return x[0] @ x[1]
     if name.startswith("gmm"):
         return np.einsum("bnk,bkm->bnm", x[0], x[1])
+    if name.startswith("convlayer"):  # 1x1 convolution + scale + shift + ReLU
+        conv = np.einsum("nhwc,cf->nhwf", x[0], x[1][0, 0])
+        return np.maximum(conv * x[2] + x[3], 0.0)
     # c2d NHWC, stride 1: KxK filter, zero padding p
     k, p = x[1].shape[0], (x[1].shape[0] - 1) // 2
     xp = np.pad(x[0], ((0, 0), (p, p), (p, p), (0, 0)))
@@ -253,7 +258,8 @@ def _reference(name: str, inputs: list[np.ndarray]) -> np.ndarray:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["matmul-1024", "matmul-97x197x61", "gmm-4x128x128x64",
-                                  "c2d-1x56x56x64x64x1x1x0", "c2d-1x14x14x32x32x3x1x1"])
+                                  "c2d-1x56x56x64x64x1x1x0", "c2d-1x14x14x32x32x3x1x1",
+                                  "convlayer-1x56x56x64x128x1x1x0"])
 def test_pipelined_kernels_run_on_the_gpu(name: str) -> None:
     """Stages 1, 2 and 3 (the classic tile at 1024^3, a ragged tile at 97x197x61, sampled ones)
     against numpy, each run into outputs poisoned with NaN and with a second sentinel."""

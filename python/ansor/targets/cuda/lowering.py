@@ -226,8 +226,10 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     # a cap counted in loop iterations let a 576-step loop of copies, FMAs and barriers unroll into
     # 1729 barriers and ~108K lines.
     if _pipelined(module):  # the sketch's `stages` knob > 1 (rules.py); before unrolling, which
-        # would leave no R0 loop to pipeline where its trip count is small
-        run_passes(module, "loop-invariant-code-motion,ansor-gpu-pipeline-shared-copies", "lower")
+        # would leave no R0 loop to pipeline where its trip count is small, and after hoisting
+        # the accumulators (a fused consumer's tile in shared memory is another write in the loop)
+        run_passes(module, "loop-invariant-code-motion,ansor-gpu-hoist-accumulators,"
+                           "ansor-gpu-pipeline-shared-copies", "lower")
     cap = config.CUDA_MAX_UNROLLED_WORK
     unroll = f"ansor-auto-unroll{{max-unrolled-work={cap}}}" if cap > 0 else "ansor-auto-unroll"
     run_passes(module, f"{unroll},canonicalize,loop-invariant-code-motion,cse", "lower")
