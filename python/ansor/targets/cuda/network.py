@@ -11,7 +11,8 @@ on device buffers, the intermediates never leaving the card.
     CudaNetwork.run / .time --> the plan's calls, back to back on the thread's reused stream,
         one synchronisation per model call (`ansorDeferSynchronize`, capi/GpuRuntime.cpp)
 
-A task no GPU rule schedules (and no log record covers) runs on the CPU between the kernels, with
+A task no GPU rule schedules (and no log record covers), or whose GPU program does not build (an
+MLIR assertion ends its build process, not the caller), runs on the CPU between the kernels, with
 a warning: its operands are copied off the card and its results back (`_HostStep`). A task's
 kernel is the very program the tuner measured (same lowering, same artifact); the
 network adds no code of its own on the device. The device memory is static: one buffer per task
@@ -342,10 +343,12 @@ class CudaNetwork:
 
 
 def build_kernels(tasks: list[SearchTask], scripts: dict[str, str | None], arch: str,
-                  processes: int | None = None) -> dict[str, bytes]:
+                  processes: int | None = None) -> tuple[dict[str, bytes], dict[str, str]]:
     """Each task's artifact (`build_task_cuda`: its script, or the default schedule, to PTX), built
-    in parallel worker processes (spawned: an MLIR assertion ends a worker, not the caller). A
-    task that cannot be built is a one-line `LoweringError` naming it."""
+    in parallel worker processes (spawned: an MLIR assertion ends a worker, not the caller).
+    Returns (task hash -> artifact, task hash -> one-line error naming the task). When a worker
+    dies, the pool is broken for every task still pending: those are built again one process
+    each, so the error lands on the task that aborted."""
     import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor
@@ -354,18 +357,32 @@ def build_kernels(tasks: list[SearchTask], scripts: dict[str, str | None], arch:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     n = max(1, min(len(tasks), processes or cores))
     log.info("building %d GPU kernels in %d processes", len(tasks), n)
+    spawn = multiprocessing.get_context("spawn")
     out: dict[str, bytes] = {}
-    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {t.hash: (t, pool.submit(_build_one, t, scripts.get(t.hash), arch)) for t in tasks}
-        for h, (t, fut) in futures.items():
+    errors: dict[str, str] = {}
+    again: list[SearchTask] = []
+
+    def take(t: SearchTask, result: tuple[bytes | None, str, str]) -> None:
+        artifact, stage, error = result
+        if artifact is None:
+            errors[t.hash] = f"{t.name}: {stage}: {error}"
+        else:
+            out[t.hash] = artifact
+
+    with ProcessPoolExecutor(n, mp_context=spawn) as pool:
+        futures = [(t, pool.submit(_build_one, t, scripts.get(t.hash), arch)) for t in tasks]
+        for t, fut in futures:
             try:
-                artifact, stage, error = fut.result()
+                take(t, fut.result())
             except BrokenProcessPool:
-                raise LoweringError("lower", f"{t.name}: the build process died (an MLIR assertion?)") from None
-            if artifact is None:
-                raise LoweringError(stage, f"{t.name}: {error}")
-            out[h] = artifact
-    return out
+                again.append(t)
+    for t in again:
+        with ProcessPoolExecutor(1, mp_context=spawn) as alone:
+            try:
+                take(t, alone.submit(_build_one, t, scripts.get(t.hash), arch).result())
+            except BrokenProcessPool:
+                errors[t.hash] = f"{t.name}: the build process died (an MLIR assertion or LLVM fatal error)"
+    return out, errors
 
 
 def _build_one(task: SearchTask, script: str | None, arch: str) -> tuple[bytes | None, str, str]:
@@ -402,6 +419,19 @@ def compile_network(task: SearchTask, callees: dict[str, SearchTask], scripts: d
         log.warning("%s: %s has no GPU schedule (%s): it runs on the CPU between the kernels, its data "
                     "copied off and back onto the card", task.name, t.name, why)
         host[t.hash] = get_target("cpu").compile(dataclasses.replace(t, target="cpu"), None)
-    artifacts = build_kernels(on_gpu, scripts, device_arch(), processes) if on_gpu else {}
-    kernels = {t.hash: load_task_cuda(t, artifacts[t.hash], defer_sync=True) for t in on_gpu}
+    arch = device_arch()
+    artifacts, errors = build_kernels(on_gpu, scripts, arch, processes) if on_gpu else ({}, {})
+    # A tuned script that does not build here (an older log, another MLIR): the default schedule.
+    retry = [t for t in on_gpu if t.hash in errors and scripts.get(t.hash) is not None]
+    for t in retry:
+        log.warning("%s: %s; using its default GPU schedule", task.name, errors.pop(t.hash))
+    if retry:
+        more, errs = build_kernels(retry, {}, arch, processes)
+        artifacts.update(more)
+        errors.update(errs)
+    for t in on_gpu:
+        if t.hash in errors:
+            log.warning("%s: %s: it runs on the CPU between the kernels", task.name, errors[t.hash])
+            host[t.hash] = get_target("cpu").compile(dataclasses.replace(t, target="cpu"), None)
+    kernels = {t.hash: load_task_cuda(t, artifacts[t.hash], defer_sync=True) for t in on_gpu if t.hash in artifacts}
     return CudaNetwork(task, split, constants, kernels, callees, host)
