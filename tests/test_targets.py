@@ -41,11 +41,11 @@ def test_targets_carry_tvms_mutation_weights() -> None:
 def test_gpu_tiling_mutations_touch_tiles_and_unroll_only() -> None:
     task = create_task(workloads.matmul(256, 256, 256), target="cuda")
     (sk,), changed = _mutations(task)
-    unroll = sk.unroll_knobs[0]
+    unroll, stages = sk.unroll_knobs  # (the pipeline depth mutates as an unroll knob)
     space = sk.search_space(0.3)
-    assert [k.name for k in space.unroll_knobs] == [unroll] and not space.other_knobs
-    unroll_only = sum(c for d, c in changed.items() if d == (unroll,))
-    tile_only = sum(c for d, c in changed.items() if unroll not in d)
+    assert [k.name for k in space.unroll_knobs] == [unroll, stages] and not space.other_knobs
+    unroll_only = sum(c for d, c in changed.items() if d in ((unroll,), (stages,)))
+    tile_only = sum(c for d, c in changed.items() if unroll not in d and stages not in d)
     assert unroll_only + tile_only == sum(changed.values())  # never both, never anything else
     total = unroll_only + tile_only
     assert total > 300 and 0.04 < unroll_only / total < 0.2  # ~0.10 of the mutations
