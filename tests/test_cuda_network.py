@@ -220,3 +220,20 @@ def test_compiling_for_cuda_without_a_driver_is_one_line() -> None:
     with pytest.raises(LoweringError, match="cannot load the CUDA runtime") as e:
         ansor.compile(workloads.get("matmul-64"), target="cuda")
     assert "\n" not in str(e.value)
+
+
+def test_keepdim_reductions_are_folded_for_the_gpu_and_build() -> None:
+    """The workaround of the assertion above (`partition._fold_unit_reduction_dims`): extracted
+    for cuda, the keepdim sum's task has its unit dims folded (the same signature; reshapes at
+    its edges where its arguments have unit dims) and its default GPU program builds; for the
+    CPU it stays as it was."""
+    from ansor.targets.cuda.network import build_kernels
+
+    net = extract_tasks(_KEEPDIM_SUM, target="cuda")
+    assert not any("(d0, 0)>" in t.ir for t in net.tasks)
+    artifacts, errors = build_kernels(list(net.tasks), {}, "sm_90", processes=1)
+    assert not errors and len(artifacts) == len(net.tasks)
+    assert any("(d0, 0)>" in t.ir for t in extract_tasks(_KEEPDIM_SUM).tasks)  # the CPU's tasks: unchanged
+    x = make_inputs(net.as_task())
+    np.testing.assert_allclose(_run_plan_on_cpu(net, x)[0], compile_network(extract_tasks(_KEEPDIM_SUM))(*x),
+                               rtol=1e-5, atol=1e-6)

@@ -145,6 +145,9 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
             raise TaskError(f"{where}: {diags[0].message if diags else str(exc).splitlines()[-1]}") from None
         callees = [op.operation for op in module.body.operations
                    if op.operation.name == "func.func" and GROUP_ATTR in op.operation.attributes]
+        if get_target(target).fold_unit_reduction_dims:
+            for callee in callees:
+                _fold_unit_reduction_dims(callee)
         standalone: list[tuple[str, str, str]] = []  # (callee name, group, task module text)
         for callee in callees:
             single = ir.Module.create()
@@ -172,6 +175,35 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
     weighted = tuple(SearchTask(t.name, t.func_name, t.ir, t.inputs, t.outputs, t.flops, t.hash, t.target, counts[i])
                      for i, t in enumerate(tasks))
     return Network(name or fname, fname, partitioned, inputs, outputs, weighted, calls)
+
+
+def _has_unit_reduction_result(func: ir.Operation) -> bool:
+    """Whether a linalg op of `func` with a reduction loop writes its result through a map with
+    a constant (a kept unit dim: torch's `sum(..., keepdim=True)`, a pooled 1x1 plane)."""
+    for block in func.regions[0].blocks:
+        for op in block.operations:
+            o = op.operation
+            if not o.name.startswith("linalg.") or "iterator_types" not in o.attributes:
+                continue
+            if "reduction" not in str(o.attributes["iterator_types"]):
+                continue
+            maps = ir.ArrayAttr(o.attributes["indexing_maps"])
+            out = ir.AffineMapAttr(maps[len(maps) - 1]).value
+            if any(not isinstance(e, ir.AffineDimExpr) for e in out.results):
+                return True
+    return False
+
+
+def _fold_unit_reduction_dims(callee: ir.Operation) -> None:
+    """Upstream behaviour worked around (MLIR 22): `transform.structured.tile_reduction_using_forall`
+    asserts (`cast<AffineDimExpr>`, the process aborts) on a reduction whose result map has a
+    constant, which the GPU's cross-thread reduction rule tiles (BERT's softmax sums, kept as
+    1x12x128x1). Such a task's unit dims are folded away first (upstream
+    `linalg-fold-unit-extent-dims`: reshapes at the task's edges, the same signature), on the
+    targets that ask for it (`Target.fold_unit_reduction_dims`). Pinned by tests/test_cuda_network.py."""
+    if _has_unit_reduction_result(callee):
+        passmanager.PassManager.parse(
+            "func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices=false},canonicalize)").run(callee)
 
 
 def task_table(net: Network) -> str:

@@ -75,6 +75,10 @@ class Target(abc.ABC):
     #: channels-last (the CPU sketches vectorize over the channels: ~3x the GFLOP/s of NCHW on
     #: ResNet-18's 3x3 convolutions); "keep" leaves the model's layout.
     default_layout: str = "nhwc"
+    #: whether `extract_tasks` folds the unit dims of a task whose reduction keeps them (a
+    #: constant in its result map): the GPU works around an upstream assertion that way
+    #: (`partition._fold_unit_reduction_dims`); the CPU rules handle such maps as they are.
+    fold_unit_reduction_dims: bool = False
     #: `extract_tasks(split=...)` default: whether row-wise reduction chains (softmax, LayerNorm,
     #: attention scores + softmax) join their group (`ansor-partition`'s `row-chains`).
     row_chains: bool = True

@@ -41,6 +41,8 @@ class CudaTarget(Target):
     #: fuses (ResNet-18, MobileNet-V2: their first task had no GPU schedule), while the GPU
     #: sketches tile an NCHW convolution like any other (no vector lanes along the channels).
     default_layout = "keep"
+    #: MLIR 22's tile_reduction_using_forall aborts on BERT's keepdim softmax sums otherwise
+    fold_unit_reduction_dims = True
 
     def generate_sketches(self, task: SearchTask) -> list[Sketch]:
         from ansor.targets.cuda.rules import generate_gpu_sketches
