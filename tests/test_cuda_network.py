@@ -237,3 +237,17 @@ def test_keepdim_reductions_are_folded_for_the_gpu_and_build() -> None:
     x = make_inputs(net.as_task())
     np.testing.assert_allclose(_run_plan_on_cpu(net, x)[0], compile_network(extract_tasks(_KEEPDIM_SUM))(*x),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_channels_first_depthwise_convs_build_for_the_gpu() -> None:
+    """MobileNet-V2's depthwise convolutions stay channels-first on the GPU: MLIR 22 has no 1-D
+    form of `depthwise_conv_2d_nchw_chw` (`space/windowed.py`), so the GPU script leaves it a 2-D
+    window op, scalar where the vectorizer declines, instead of failing (every MobileNet-V2
+    depthwise task ran on the CPU before)."""
+    from ansor.targets.cuda.network import build_kernels
+    from test_partition import _DEPTHWISE_MODEL
+
+    net = extract_tasks(_DEPTHWISE_MODEL, target="cuda")
+    assert {t.name.split("#")[0] for t in net.tasks} == {"depthwise_conv_2d_nchw_chw"}
+    artifacts, errors = build_kernels(list(net.tasks), {}, "sm_90", processes=1)
+    assert not errors and len(artifacts) == len(net.tasks)

@@ -226,13 +226,9 @@ def test_channels_first_convs_run_channels_last_with_folded_weights() -> None:
         np.testing.assert_allclose(compile_network(n)(x), ref, rtol=1e-4, atol=1e-4)
 
 
-def test_depthwise_convs_run_channels_last() -> None:
-    """MobileNet's depthwise convolutions (torch's groups == channels) go channels-last too, with
-    the C x KH x KW filter folded to KH x KW x C, and compute the same as the NCHW program."""
-    rng = np.random.default_rng(5)
-    w = rng.standard_normal((6, 3, 3)).astype("<f4")
+def _depthwise_model_text(w: np.ndarray) -> str:
     blob = "0x04000000" + w.tobytes().hex().upper()
-    text = f"""
+    return f"""
 #id = affine_map<(n, c, h, w) -> (n, c, h, w)>
 func.func @dw(%x: tensor<1x6x9x9xf32>) -> tensor<1x6x4x4xf32> {{
   %zero = arith.constant 0.0 : f32
@@ -253,6 +249,17 @@ func.func @dw(%x: tensor<1x6x9x9xf32>) -> tensor<1x6x4x4xf32> {{
   dialect_resources: {{ builtin: {{ w: "{blob}" }} }}
 #-}}
 """
+
+
+_DEPTHWISE_MODEL = _depthwise_model_text(np.random.default_rng(5).standard_normal((6, 3, 3)).astype("<f4"))
+
+
+def test_depthwise_convs_run_channels_last() -> None:
+    """MobileNet's depthwise convolutions (torch's groups == channels) go channels-last too, with
+    the C x KH x KW filter folded to KH x KW x C, and compute the same as the NCHW program."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((6, 3, 3)).astype("<f4")
+    text = _depthwise_model_text(w)
     x = rng.standard_normal((1, 6, 9, 9)).astype(np.float32)
     ref = np.zeros((1, 6, 4, 4), np.float32)
     for i in range(4):

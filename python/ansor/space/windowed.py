@@ -12,8 +12,10 @@ DECOMPOSE = {
     **{name: ((1,), "transform.structured.decompose") for name in (
         "linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nhwc_fhwc", "linalg.depthwise_conv_2d_nhwc_hwc",
         "linalg.pooling_nhwc_max", "linalg.pooling_nhwc_sum", "linalg.pooling_nhwc_min")},
+    # (not linalg.depthwise_conv_2d_nchw_chw: MLIR 22's decomposition patterns have no 1-D form
+    # for it, so `transform.structured.decompose` fails on it and the whole script with it; it
+    # stays a 2-D window op: MobileNet-V2 channels-first on the GPU, tests/test_cuda_network.py)
     **{name: ((2,), "transform.structured.decompose") for name in (
-        "linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nchw_max",
-        "linalg.pooling_nchw_sum")},
+        "linalg.conv_2d_nchw_fchw", "linalg.pooling_nchw_max", "linalg.pooling_nchw_sum")},
     "linalg.conv_3d_ndhwc_dhwcf": ((1, 2), "transform.ansor.decompose_conv3d"),
 }

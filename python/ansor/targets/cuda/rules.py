@@ -334,6 +334,9 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         # on the GPU the window loops step by 1 in R2 anyway
         decompose_rows=DECOMPOSE[op.name][0] if op.name in DECOMPOSE else (),
         decompose_op=DECOMPOSE[op.name][1] if op.name in DECOMPOSE else "",
+        # a windowed op MLIR 22 has no 1-D form for (depthwise NCHW): its register tile stays
+        # scalar where the vectorizer declines (MobileNet-V2 channels-first)
+        vectorize_optional=op.name not in DECOMPOSE and op.name.startswith(("linalg.conv", "linalg.depthwise", "linalg.pooling")),
         operand_types=_operand_types(task, op.index),
         # ragged tiles pad the op; the padded result is an accumulator the fill initialises
         split_extents=_split_extents(op, mapped, unfilled=not inits, fused=fc is not None),
