@@ -177,21 +177,23 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
     return Network(name or fname, fname, partitioned, inputs, outputs, weighted, calls)
 
 
-def _has_unit_reduction_result(func: ir.Operation) -> bool:
-    """Whether a linalg op of `func` with a reduction loop writes its result through a map with
-    a constant (a kept unit dim: torch's `sum(..., keepdim=True)`, a pooled 1x1 plane)."""
+def _reductions(func: ir.Operation):
+    """(op, iterator types, indexing maps) of every linalg op of `func` with a reduction loop."""
     for block in func.regions[0].blocks:
         for op in block.operations:
             o = op.operation
             if not o.name.startswith("linalg.") or "iterator_types" not in o.attributes:
                 continue
-            if "reduction" not in str(o.attributes["iterator_types"]):
-                continue
-            maps = ir.ArrayAttr(o.attributes["indexing_maps"])
-            out = ir.AffineMapAttr(maps[len(maps) - 1]).value
-            if any(not isinstance(e, ir.AffineDimExpr) for e in out.results):
-                return True
-    return False
+            iters = [str(a) for a in ir.ArrayAttr(o.attributes["iterator_types"])]
+            if any("reduction" in i for i in iters):
+                yield o, iters, [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(o.attributes["indexing_maps"])]
+
+
+def _has_unit_reduction_result(func: ir.Operation) -> bool:
+    """Whether a reduction of `func` writes its result through a map with a constant (a kept unit
+    dim: torch's `sum(..., keepdim=True)`, a pooled 1x1 plane)."""
+    return any(any(not isinstance(e, ir.AffineDimExpr) for e in maps[-1].results)
+               for _, _, maps in _reductions(func))
 
 
 def _fold_unit_reduction_dims(callee: ir.Operation) -> None:
@@ -200,7 +202,10 @@ def _fold_unit_reduction_dims(callee: ir.Operation) -> None:
     constant, which the GPU's cross-thread reduction rule tiles (BERT's softmax sums, kept as
     1x12x128x1). Such a task's unit dims are folded away first (upstream
     `linalg-fold-unit-extent-dims`: reshapes at the task's edges, the same signature), on the
-    targets that ask for it (`Target.fold_unit_reduction_dims`). Pinned by tests/test_cuda_network.py."""
+    targets that ask for it (`Target.fold_unit_reduction_dims`). (Merging the two reduction loops
+    of a global average pool or a norm over M x N the same way does not last: every program's
+    `linalg-fuse-elementwise-ops` (`core/loops.preprocess`) expands them back through the
+    reshape.) Pinned by tests/test_cuda_network.py."""
     if _has_unit_reduction_result(callee):
         passmanager.PassManager.parse(
             "func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices=false},canonicalize)").run(callee)
