@@ -34,7 +34,7 @@ from mlir import ir
 
 from ansor.core.mlir import LoweringError
 from ansor.core.task import SearchTask, TensorSpec, _tensor_spec
-from ansor.targets.cuda.runtime import CudaKernel, _check_device, _DeviceBuffer
+from ansor.targets.cuda.runtime import CudaKernel, _check_device, _DeviceBuffer, write_back
 
 log = logging.getLogger(__name__)
 
@@ -316,12 +316,7 @@ class CudaNetwork:
                 slot.buffer.upload(o)
         self._calls(1)
         _check_device(f"running {self.task.name}")
-        outs = [s.buffer.download().reshape(s.spec.shape) for s in self._outputs]
-        if outputs is not None:
-            for o, r in zip(outputs, outs, strict=True):
-                o[...] = r
-            return outputs
-        return outs
+        return write_back([s.buffer.download().reshape(s.spec.shape) for s in self._outputs], outputs)
 
     def time(self, inputs: list[np.ndarray], number: int) -> float:
         """Seconds for `number` model calls back to back (one synchronisation at the end)."""

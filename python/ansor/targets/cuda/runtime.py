@@ -133,6 +133,15 @@ class _DeviceBuffer:
             self.ptr = None
 
 
+def write_back(outs: list[np.ndarray], outputs: list[np.ndarray] | None) -> list[np.ndarray]:
+    """The downloaded `outs`, copied into the caller's `outputs` when it gave some."""
+    if outputs is None:
+        return outs
+    for o, r in zip(outputs, outs, strict=True):
+        o[...] = r
+    return outputs
+
+
 @dataclass
 class CudaKernel:
     """A JIT-compiled task whose kernels run on the GPU; same interface as `lowering.CompiledKernel`
@@ -176,12 +185,7 @@ class CudaKernel:
                 b.upload(o)
         self.engine.invoke(self.task.func_name, *self._args(bufs))
         _check_device("running the kernel")
-        outs = [b.download() for b in bufs[len(self.task.inputs):]]
-        if outputs is not None:
-            for o, r in zip(outputs, outs, strict=True):
-                o[...] = r
-            return outputs
-        return outs
+        return write_back([b.download() for b in bufs[len(self.task.inputs):]], outputs)
 
     def time(self, inputs: list[np.ndarray], number: int) -> float:
         """Seconds for `number` back-to-back calls (launch + kernel + synchronize each), one native loop."""
