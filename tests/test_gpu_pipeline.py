@@ -135,8 +135,13 @@ def test_sampling_and_mutation_move_the_knob() -> None:
     task = _task("matmul-1024")
     sk = _sketch(task)
     rng = random.Random(0)
-    seen = {sk.sample(rng).values()["op1.stages"] for _ in range(60)}
-    assert seen == {1, 2, 3}
+    samples = [sk.sample(rng).values() for _ in range(200)]
+    assert {v["op1.stages"] for v in samples} == {1, 2, 3}
+    # the depth is drawn among those the tiles leave room for: tiles too large for three (or
+    # two) stages are still drawn, as often as without the knob
+    one = [shared_bytes(sk.gpu_stage, {**v, "op1.stages": 1}) for v in samples]
+    assert any(b * 3 > MAX_SHARED_BYTES for b in one)
+    assert all(sk.validate(v) is None for v in samples)
     search = EvolutionarySearch([sk], RandomModel(seed=0), lambda schs: [None] * len(schs), seed=0,
                                 mutation_weights=get_target("cuda").mutation_weights)
     parent = sk.sample(random.Random(1))

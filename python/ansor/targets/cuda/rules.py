@@ -17,8 +17,8 @@ Rules, tried on the op graph (element-wise producers are already inlined by `loo
    **cached in shared memory** at `R0` (`transform.structured.pad` with nofold + a `bufferize_to_allocation`
    into address space 3), copied cooperatively by all threads of the block with 128-bit vectors
    where the tile allows. The output's initialiser (`linalg.fill`) is fused into the block.
-   **Pipelined shared memory** (`op<N>.stages` in `PIPELINE_STAGES`, sampled and mutated with
-   the unroll knob): with `stages` = s > 1 every cached tile gets s buffers (counted by
+   **Pipelined shared memory** (`op<N>.stages` in `PIPELINE_STAGES`, drawn among the depths the
+   sampled tiles leave room for, mutated with the unroll knob): with `stages` = s > 1 every cached tile gets s buffers (counted by
    `shared_bytes` against `MAX_SHARED_BYTES`; refused when the innermost `R0` loop has fewer
    than s steps, `r0_trips`), the script annotates the launch with `ansor.pipeline_stages`, and
    the lowering (`ansor-gpu-pipeline-shared-copies`, before unrolling) copies the first s-1 tiles
@@ -583,7 +583,8 @@ def _ragged_factors(split: LoopSplit, extent: int) -> tuple[tuple[int, ...], ...
 def sample_gpu(sketch: GpuSketch, rng: random.Random, *, max_tries: int = 4000, ragged: bool = True) -> Schedule:
     """A random valid annotation (rejection sampling over factorizations): a ragged-capable
     loop takes, with probability `GPU_RAGGED_PROB` (never when not `ragged`), a factorization of
-    its padded extent whose block tile does not divide the extent, else one of the extent."""
+    its padded extent whose block tile does not divide the extent, else one of the extent. The
+    pipeline depth is drawn uniformly among the depths that fit the drawn tiles."""
     stage = sketch.gpu_stage
     for _ in range(max_tries):
         values: dict[str, int] = {}
@@ -602,8 +603,14 @@ def sample_gpu(sketch: GpuSketch, rng: random.Random, *, max_tries: int = 4000, 
             values.update(zip(s.tile_knobs, sizes_from_factors(factors), strict=True))
         values[stage.unroll_knob] = rng.choice(GPU_UNROLL_OPTIONS)
         if stage.pipelined:
-            values[stage.stages_knob] = rng.choice(PIPELINE_STAGES)
+            values[stage.stages_knob] = 1
         if validate_gpu(stage, sketch.knobs, values) is None:
+            if stage.pipelined:
+                # the depth among those the tiles leave room for: the tiles are drawn as without
+                # the knob (rejecting a large tile for its stages would favour small tiles)
+                fits = [s for s in PIPELINE_STAGES
+                        if s == 1 or validate_gpu(stage, sketch.knobs, {**values, stage.stages_knob: s}) is None]
+                values[stage.stages_knob] = rng.choice(fits)
             return Schedule.of(sketch.name, values)
     raise SamplingError(f"sketch {sketch.name}: no valid GPU annotation found in {max_tries} tries")
 
