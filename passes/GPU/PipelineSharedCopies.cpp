@@ -27,7 +27,9 @@ namespace {
 constexpr llvm::StringLiteral kStagesAttr = "ansor.pipeline_stages";
 constexpr int kZero = 30; // log2 divisor standing for "zero": divisible by anything we ask
 
-int pow2Of(int64_t c) { return c == 0 ? kZero : std::min<int>(llvm::countr_zero(uint64_t(c)), kZero); }
+int pow2Of(int64_t c) {
+  return c == 0 ? kZero : std::min<int>(llvm::countr_zero(uint64_t(c)), kZero);
+}
 
 int pow2(Value v, int depth = 0);
 
@@ -133,7 +135,9 @@ bool subviewChain(Value v) {
   return true;
 }
 
-bool isRead(Operation *op) { return isa<vector::TransferReadOp, vector::LoadOp, memref::LoadOp>(op); }
+bool isRead(Operation *op) {
+  return isa<vector::TransferReadOp, vector::LoadOp, memref::LoadOp>(op);
+}
 
 /// Appends to `slice` the ops of `loop`'s body (top level, or in the block `guard`) that `v`
 /// depends on; false when one of them is neither free of memory effects nor a read of a global
@@ -194,7 +198,8 @@ int rowStridesPow2(Value mem, int64_t k) {
 
 /// The elements per cp.async that copy `read` into `write` (4, 8 or 16 bytes, aligned at both
 /// ends; one row of the vector after another), or 0.
-int64_t asyncChunk(vector::TransferReadOp read, vector::TransferWriteOp write, int64_t bufferElems) {
+int64_t asyncChunk(vector::TransferReadOp read, vector::TransferWriteOp write,
+                   int64_t bufferElems) {
   VectorType vt = read.getVectorType();
   if (vt != write.getVectorType() || read.getMask() || write.getMask() ||
       !read.getPermutationMap().isMinorIdentity() || !write.getPermutationMap().isMinorIdentity() ||
@@ -204,7 +209,8 @@ int64_t asyncChunk(vector::TransferReadOp read, vector::TransferWriteOp write, i
   ArrayRef<int64_t> shape = vt.getShape();
   auto src = cast<MemRefType>(read->getOperand(0).getType());
   auto dst = cast<MemRefType>(write->getOperand(1).getType());
-  if (!src.isLastDimUnitStride() || !dst.isLastDimUnitStride() || !vt.getElementType().isIntOrFloat())
+  if (!src.isLastDimUnitStride() || !dst.isLastDimUnitStride() ||
+      !vt.getElementType().isIntOrFloat())
     return 0;
   int64_t bits = vt.getElementTypeBitWidth();
   if (bits % 8)
@@ -247,8 +253,9 @@ public:
         return o;
       });
     };
-    SmallVector<OpFoldResult> offsets = mapped(sv.getMixedOffsets()), sizes = mapped(sv.getMixedSizes()),
-                              strides = mapped(sv.getMixedStrides());
+    SmallVector<OpFoldResult> offsets = mapped(sv.getMixedOffsets());
+    SmallVector<OpFoldResult> sizes = mapped(sv.getMixedSizes());
+    SmallVector<OpFoldResult> strides = mapped(sv.getMixedStrides());
     auto type = memref::SubViewOp::inferRankReducedResultType(
         sv.getType().getShape(), cast<MemRefType>(src.getType()), offsets, sizes, strides);
     return memref::SubViewOp::create(b, sv.getLoc(), type, src, offsets, sizes, strides);
@@ -271,7 +278,8 @@ Value rebuildAt(OpBuilder &b, Value v, Value buffer, Value root, IRMapping &map)
 Value stageView(OpBuilder &b, Location loc, Value buffer, OpFoldResult stage) {
   auto type = cast<MemRefType>(buffer.getType());
   int64_t rank = type.getRank();
-  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0)), sizes, strides(rank, b.getIndexAttr(1));
+  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0)), sizes;
+  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
   offsets[0] = stage;
   sizes.push_back(b.getIndexAttr(1));
   for (int64_t d : type.getShape().drop_front())
@@ -417,8 +425,8 @@ bool pipeline(scf::ForOp loop, gpu::LaunchOp launch, int64_t stages) {
     auto t = cast<MemRefType>(buffer.getType());
     SmallVector<int64_t> shape{stages};
     llvm::append_range(shape, t.getShape());
-    cast<BlockArgument>(buffer).setType(
-        MemRefType::get(shape, t.getElementType(), MemRefLayoutAttrInterface(), t.getMemorySpace()));
+    cast<BlockArgument>(buffer).setType(MemRefType::get(
+        shape, t.getElementType(), MemRefLayoutAttrInterface(), t.getMemorySpace()));
   }
   // Stores the copies with the induction variable at `at` into `roots` (a stage view per
   // buffer) at `b`: the slice cloned, then cp.async, or a register store (at `late` when
@@ -427,19 +435,21 @@ bool pipeline(scf::ForOp loop, gpu::LaunchOp launch, int64_t stages) {
   auto issue = [&](OpBuilder &b, OpBuilder *late, Value at, DenseMap<Value, Value> &roots) {
     IRMapping map;
     map.map(iv, at);
+    auto mapped = [&](ValueRange vs) {
+      return llvm::map_to_vector(vs, [&](Value v) { return map.lookupOrDefault(v); });
+    };
     auto emit = [&](Copy &c, OpBuilder &e, OpBuilder *later) {
-      SmallVector<Value> dstIdx = llvm::map_to_vector(c.write.getIndices(),
-                                                      [&](Value v) { return map.lookupOrDefault(v); });
+      SmallVector<Value> dstIdx = mapped(c.write.getIndices());
       Value dst = rebuildAt(e, c.write->getOperand(1), c.buffer, roots[c.buffer], map);
       if (!c.chunk) {
         OpBuilder &s = later ? *later : e;
-        vector::TransferWriteOp::create(s, c.write.getLoc(), map.lookup(c.write.getVector()), dst, dstIdx,
-                                        c.write.getPermutationMapAttr(), c.write.getInBoundsAttr());
+        vector::TransferWriteOp::create(s, c.write.getLoc(), map.lookup(c.write.getVector()), dst,
+                                        dstIdx, c.write.getPermutationMapAttr(),
+                                        c.write.getInBoundsAttr());
         return;
       }
       Value src = map.lookupOrDefault(c.read->getOperand(0));
-      SmallVector<Value> srcIdx = llvm::map_to_vector(c.read.getIndices(),
-                                                      [&](Value v) { return map.lookupOrDefault(v); });
+      SmallVector<Value> srcIdx = mapped(c.read.getIndices());
       VectorType vt = c.read.getVectorType();
       int64_t bytes = vt.getElementTypeBitWidth() / 8, k = vt.getRank();
       UnitAttr bypass = c.chunk * bytes == 16 ? e.getUnitAttr() : UnitAttr();
@@ -457,8 +467,8 @@ bool pipeline(scf::ForOp loop, gpu::LaunchOp launch, int64_t stages) {
           di = arith::AddIOp::create(e, loc, di, off);
         }
         // (the token is not needed: groups and waits count copies per thread)
-        nvgpu::DeviceAsyncCopyOp::create(e, loc, tokenType, dst, d, src, s, e.getIndexAttr(c.chunk), Value(),
-                                         bypass);
+        nvgpu::DeviceAsyncCopyOp::create(e, loc, tokenType, dst, d, src, s,
+                                         e.getIndexAttr(c.chunk), Value(), bypass);
         int64_t j = k - 1;
         pos[j] += c.chunk;
         while (j > 0 && pos[j] >= vt.getDimSize(j)) {
@@ -476,7 +486,8 @@ bool pipeline(scf::ForOp loop, gpu::LaunchOp launch, int64_t stages) {
       if (!c.guard)
         emit(c, b, late);
     for (scf::IfOp guard : guards) {
-      auto nif = scf::IfOp::create(b, guard.getLoc(), guard.getCondition(), /*withElseRegion=*/false);
+      auto nif = scf::IfOp::create(b, guard.getLoc(), guard.getCondition(),
+                                   /*withElseRegion=*/false);
       OpBuilder in = OpBuilder::atBlockTerminator(nif.thenBlock());
       for (Operation *op : sliceOps)
         if (op->getBlock() == guard.thenBlock())
@@ -508,7 +519,8 @@ bool pipeline(scf::ForOp loop, gpu::LaunchOp launch, int64_t stages) {
   Value i = arith::DivUIOp::create(top, loc, rel, loop.getStep());
   Value n = arith::ConstantIndexOp::create(top, loc, stages);
   Value cur = arith::RemUIOp::create(top, loc, i, n);
-  Value ahead = arith::AddIOp::create(top, loc, i, arith::ConstantIndexOp::create(top, loc, stages - 1));
+  Value ahead =
+      arith::AddIOp::create(top, loc, i, arith::ConstantIndexOp::create(top, loc, stages - 1));
   Value nxt = arith::RemUIOp::create(top, loc, ahead, n);
   std::vector<std::unique_ptr<Views>> curViews;
   DenseMap<Value, Views *> curOf;

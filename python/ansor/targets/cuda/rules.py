@@ -18,9 +18,10 @@ Rules, tried on the op graph (element-wise producers are already inlined by `loo
    into address space 3), copied cooperatively by all threads of the block with 128-bit vectors
    where the tile allows. The output's initialiser (`linalg.fill`) is fused into the block.
    **Pipelined shared memory** (`op<N>.stages` in `PIPELINE_STAGES`, drawn among the depths the
-   sampled tiles leave room for, mutated with the unroll knob): with `stages` = s > 1 every cached tile gets s buffers (counted by
-   `shared_bytes` against `MAX_SHARED_BYTES`; refused when the innermost `R0` loop has fewer
-   than s steps, `r0_trips`), the script annotates the launch with `ansor.pipeline_stages`, and
+   sampled tiles leave room for, mutated with the unroll knob): with `stages` = s > 1 every
+   cached tile gets s buffers (counted by `shared_bytes` against `MAX_SHARED_BYTES`; refused
+   when the innermost `R0` loop has fewer than s steps, `r0_trips`), the script annotates the
+   launch with `ansor.pipeline_stages`, and
    the lowering (`ansor-gpu-pipeline-shared-copies`, before unrolling) copies the first s-1 tiles
    before the `R0` loop and tile i+s-1 while tile i is computed on: `cp.async` (16, 8 or 4 bytes
    as alignment allows; one commit group per tile, `wait_group s-2` and one barrier per step
