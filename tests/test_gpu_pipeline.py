@@ -206,6 +206,20 @@ def test_classic_matmul_two_stages_ptx() -> None:
     assert "ld.global" not in loop  # no register staging left
 
 
+def test_before_sm80_the_stages_are_ignored() -> None:
+    """cp.async needs sm_80: on older architectures a pipelined annotation builds as one stage."""
+    from ansor.targets.cuda.lowering import emit_ptx
+
+    task = _task("matmul-256")
+    sk = _sketch(task)
+    v = {"op1.d0.t1": 64, "op1.d0.t2": 64, "op1.d0.t3": 4, "op1.d0.t4": 4,
+         "op1.d1.t1": 64, "op1.d1.t2": 64, "op1.d1.t3": 4, "op1.d1.t4": 4,
+         "op1.d2.t1": 16, "op1.d2.t2": 4, "op1.unroll": 16, "op1.stages": 2}
+    assert "cp.async" in emit_ptx(task, sk.script(v), arch="sm_80")
+    old = emit_ptx(task, sk.script(v), arch="sm_75")
+    assert "cp.async" not in old and ".target sm_75" in old
+
+
 def test_three_stages_ptx() -> None:
     from ansor.targets.cuda.lowering import emit_ptx
 

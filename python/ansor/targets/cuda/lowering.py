@@ -225,9 +225,10 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     # rule alone let 32 copies of a reduction nest unroll into 18432 FMAs and 90+ s of NVPTX, and
     # a cap counted in loop iterations let a 576-step loop of copies, FMAs and barriers unroll into
     # 1729 barriers and ~108K lines.
-    if _pipelined(module):  # the sketch's `stages` knob > 1 (rules.py); before unrolling, which
-        # would leave no R0 loop to pipeline where its trip count is small, and after hoisting
-        # the accumulators (a fused consumer's tile in shared memory is another write in the loop)
+    if _pipelined(module, arch):
+        # the sketch's `stages` knob > 1 (rules.py); before unrolling, which would leave no R0
+        # loop to pipeline where its trip count is small, and after hoisting the accumulators (a
+        # fused consumer's tile in shared memory is another write in the loop)
         run_passes(module, "loop-invariant-code-motion,ansor-gpu-hoist-accumulators,"
                            "ansor-gpu-pipeline-shared-copies", "lower")
     cap = config.CUDA_MAX_UNROLLED_WORK
@@ -253,10 +254,14 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     return module
 
 
-def _pipelined(module: ir.Module) -> bool:
-    """Whether a kernel asks for multi-buffered shared tiles (`ansor.pipeline_stages` > 1)."""
+def _pipelined(module: ir.Module, arch: str) -> bool:
+    """Whether a kernel asks for multi-buffered shared tiles (`ansor.pipeline_stages` > 1) on an
+    architecture with cp.async (sm_80 and later; on older ones the stages are ignored)."""
     from ansor.core.mlir import walk
 
+    m = re.match(r"sm_(\d+)", arch)
+    if m is None or int(m.group(1)) < 80:
+        return False
     return any("ansor.pipeline_stages" in op.attributes and ir.IntegerAttr(op.attributes["ansor.pipeline_stages"]).value > 1
                for op in walk(module.operation, "gpu.launch"))
 
