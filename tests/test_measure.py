@@ -161,8 +161,10 @@ def test_cache_flush_weights_runs_in_the_worker() -> None:
 
 def test_evict_sends_only_the_given_arrays_back_to_memory() -> None:
     """`targets/cpu/cacheflush.evict` (what `cache_flush="weights"` does to every input but the
-    first): random reads of an 8 MB array just evicted take several times as long as warm ones
-    (about 5x on the development VM; asserted 1.5x)."""
+    first): random reads of a 512 KB array just evicted take several times as long as warm ones (about 5x on the development VM)
+    (asserted 1.5x, best of 9 each). The array fits a core's own L2, so other processes sharing
+    the last-level cache do not make the warm reads cold (an 8 MB array failed that way while a
+    test suite and two builds ran beside it)."""
     import statistics
     import time
 
@@ -172,8 +174,8 @@ def test_evict_sends_only_the_given_arrays_back_to_memory() -> None:
     if not cacheflush.available():
         pytest.skip("clflush is an x86 instruction")
     rng = np.random.default_rng(0)
-    a = rng.random(1 << 21, dtype=np.float32)
-    idx = rng.permutation(a.size)[::16].copy()
+    a = rng.random(1 << 17, dtype=np.float32)
+    idx = rng.permutation(a.size)[::4].copy()  # one read in four lines on average: ~5x cold/warm here
 
     def gather() -> float:
         t0 = time.perf_counter()
@@ -181,11 +183,11 @@ def test_evict_sends_only_the_given_arrays_back_to_memory() -> None:
         return time.perf_counter() - t0
 
     warm, cold = [], []
-    for _ in range(7):
+    for _ in range(9):
         gather()
         warm.append(gather())
         cacheflush.evict([a])
         cold.append(gather())
-    assert statistics.median(cold) > 1.5 * statistics.median(warm), (warm, cold)
+    assert min(cold) > 1.5 * min(warm), (warm, cold)
     with pytest.raises(ValueError, match="not contiguous"):
         cacheflush.evict([a[::2]])
