@@ -175,7 +175,7 @@ def test_evict_sends_only_the_given_arrays_back_to_memory() -> None:
         pytest.skip("clflush is an x86 instruction")
     rng = np.random.default_rng(0)
     a = rng.random(1 << 17, dtype=np.float32)
-    idx = rng.permutation(a.size)[::4].copy()  # one read in four lines on average: ~5x cold/warm here
+    idx = rng.permutation(a.size)[::4].copy()  # a random quarter of the elements: ~5x cold/warm here
 
     def gather() -> float:
         t0 = time.perf_counter()
