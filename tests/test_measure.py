@@ -161,11 +161,10 @@ def test_cache_flush_weights_runs_in_the_worker() -> None:
 
 def test_evict_sends_only_the_given_arrays_back_to_memory() -> None:
     """`targets/cpu/cacheflush.evict` (what `cache_flush="weights"` does to every input but the
-    first): random reads of a 512 KB array just evicted take several times as long as warm ones (about 5x on the development VM)
-    (asserted 1.5x, best of 9 each). The array fits a core's own L2, so other processes sharing
+    first): random reads of a 512 KB array just evicted take several times as long as warm ones
+    (about 5x on the development VM; asserted 1.5x, best of 9 each). The array fits a core's own L2, so other processes sharing
     the last-level cache do not make the warm reads cold (an 8 MB array failed that way while a
     test suite and two builds ran beside it)."""
-    import statistics
     import time
 
     import numpy as np
