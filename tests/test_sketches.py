@@ -23,7 +23,10 @@ FAMILIES = ["c1d-1x9x3x4x3x2x1", "c2d-1x9x9x3x4x3x2x1", "c2d-1x6x5x4x5x1x1x0", "
 
 @pytest.fixture(scope="module")
 def measurer():
-    m = LocalMeasurer(RunOptions(threads=2, repeat=1, min_repeat_ms=0))
+    # correctness, not speed: a generous limit per candidate (a reduction-chain candidate with a
+    # 512-step unroll builds in ~7 s here, and the first one also builds the reference; the
+    # default 30 s ran out once on the 2-core CI machine)
+    m = LocalMeasurer(RunOptions(threads=2, repeat=1, min_repeat_ms=0, timeout_s=120))
     yield m
     m.close()
 
