@@ -26,6 +26,8 @@ from ansor.targets import generate_sketches
 from ansor.targets.cuda.params import MAX_SHARED_BYTES
 from ansor.targets.cuda.rules import PIPELINE_STAGES, GpuSketch, default_script, r0_trips, shared_bytes
 
+from test_gpu_ragged import MM_RAGGED  # the ragged 97x197x61 matmul tile both files run
+
 #: The classic SGEMM tile (128x128 blocks, 8x8 accumulators per thread, K tile 8).
 CLASSIC = {"op1.d0.t1": 128, "op1.d0.t2": 128, "op1.d0.t3": 8, "op1.d0.t4": 8,
            "op1.d1.t1": 128, "op1.d1.t2": 128, "op1.d1.t3": 8, "op1.d1.t4": 8,
@@ -34,10 +36,6 @@ CLASSIC = {"op1.d0.t1": 128, "op1.d0.t2": 128, "op1.d0.t3": 8, "op1.d0.t4": 8,
 BEST_4096 = {"op1.d0.t1": 32, "op1.d0.t2": 32, "op1.d0.t3": 16, "op1.d0.t4": 2,
              "op1.d1.t1": 128, "op1.d1.t2": 128, "op1.d1.t3": 2, "op1.d1.t4": 2,
              "op1.d2.t1": 32, "op1.d2.t2": 16, "op1.unroll": 16}
-#: A ragged tile of matmul 97x197x61 (as tests/test_gpu_ragged.py's MM_RAGGED).
-MM_RAGGED = {"op1.d0.t1": 64, "op1.d0.t2": 64, "op1.d0.t3": 8, "op1.d0.t4": 4,
-             "op1.d1.t1": 64, "op1.d1.t2": 64, "op1.d1.t3": 4, "op1.d1.t4": 4,
-             "op1.d2.t1": 8, "op1.d2.t2": 1, "op1.unroll": 64}
 
 
 _SCALE = """
