@@ -832,6 +832,13 @@ def _tb_rmsnorm(v, etype, t, inputs):  # x / sqrt(mean(x^2) + 1e-6) * gamma (`wo
     return (lambda: F.rms_norm(x, (n,), g, eps=1e-6)), _torch_np()
 
 
+def _tb_rowsum(v, etype, t, inputs):
+    import torch
+
+    (x,) = t
+    return (lambda: torch.sum(x, dim=-1)), _torch_np()
+
+
 #: family -> builder (sizes from the name, element-type suffix, torch tensors on the device, the
 #: numpy inputs) -> (run, to_workload_layout): the PyTorch call a user writes for the workload.
 TORCH_BASELINES: dict[str, Callable[..., tuple[Callable[[], Any], Callable[[Any], Any]]]] = {
@@ -840,6 +847,7 @@ TORCH_BASELINES: dict[str, Callable[..., tuple[Callable[[], Any], Callable[[Any]
     "c3d": _tb_c3d, "dep": _tb_dep, "t2d": _tb_t2d, "cap": _tb_cap, "convlayer": _tb_convlayer,
     "nrm": _tb_nrm, "tbs": _tb_tbs, "softmax": _tb_softmax, "logsoftmax": _tb_logsoftmax,
     "layernorm": _tb_layernorm, "lngelu": _tb_lngelu, "rmsnorm": _tb_rmsnorm,
+    "rowsum": _tb_rowsum,
 }
 
 

@@ -55,6 +55,7 @@ CASES: dict[str, list] = {
     "layernorm": ["layernorm-4x24", ("layernorm-3x37", SMALL)],
     "lngelu": ["lngelu-3x40", ("lngelu-2x33", SMALL)],
     "rmsnorm": ["rmsnorm-3x40", ("rmsnorm-2x33", SMALL)],
+    "rowsum": ["rowsum-3x40", "rowsum-2x197"],
 }
 
 

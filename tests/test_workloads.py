@@ -235,7 +235,7 @@ def test_bad_names_raise_one_line_key_error(name: str) -> None:
     assert name in msg and "\n" not in msg
 
 
-@pytest.mark.parametrize("name", ["layernorm-8x100", "rmsnorm-8x100", "logsoftmax-8x100"])
+@pytest.mark.parametrize("name", ["layernorm-8x100", "rmsnorm-8x100", "logsoftmax-8x100", "rowsum-8x100"])
 def test_row_wise_workloads_match_numpy(name: str) -> None:
     import ansor
     from ansor.measure.measurer import make_inputs
@@ -248,6 +248,8 @@ def test_row_wise_workloads_match_numpy(name: str) -> None:
         ref = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5) * ins[1] + ins[2]
     elif name.startswith("rmsnorm"):
         ref = x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-6) * ins[1]
+    elif name.startswith("rowsum"):
+        ref = x.sum(1)
     else:
         m = x.max(1, keepdims=True)
         ref = x - m - np.log(np.exp(x - m).sum(1, keepdims=True))

@@ -19,10 +19,30 @@ import multiprocessing
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
-#: Our passes a candidate stays well-formed without (each is an optimisation, not a lowering step).
+#: Our passes a candidate stays well-formed without (each is an optimisation, not a lowering step),
+#: and `infer-access-alignment` (`lowering.infer_access_alignment`: the alignment we promise LLVM).
 SKIPPABLE = ("ansor-gpu-hoist-accumulators", "ansor-gpu-forward-initial-values",
              "ansor-gpu-remove-redundant-barriers", "ansor-gpu-prefetch-global-reads", "ansor-auto-unroll",
-             "ansor-gpu-sink-constants", "ansor-gpu-swizzle-blocks")
+             "ansor-gpu-sink-constants", "ansor-gpu-swizzle-blocks", "ansor-gpu-pipeline-shared-copies",
+             "loop-invariant-code-motion", "infer-access-alignment")
+
+
+def split_pipeline(pipeline: str) -> list[str]:
+    """The top-level passes of a comma-separated pipeline (commas inside `{...}` or `(...)` kept)."""
+    parts, depth, cur = [], 0, ""
+    for ch in pipeline:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += ch in "{(" and 1 or (ch in "})" and -1 or 0)
+        cur += ch
+    return [*parts, cur] if cur else parts
+
+
+def without(pipeline: str, skip: str) -> str:
+    """`pipeline` with every top-level pass named `skip` removed ("" when nothing is left)."""
+    return ",".join(p for p in split_pipeline(pipeline) if p.split("{", 1)[0].strip() != skip)
 
 
 def _build(task_json: dict, script: str, skip: str, arch: str) -> tuple[bytes | None, str]:
@@ -32,11 +52,13 @@ def _build(task_json: dict, script: str, skip: str, arch: str) -> tuple[bytes | 
     real = lowering.run_passes
 
     def run_passes(module, pipeline: str, stage: str) -> None:
-        if skip and skip in pipeline:
-            return
-        real(module, pipeline, stage)
+        kept = without(pipeline, skip) if skip else pipeline
+        if kept:
+            real(module, kept, stage)
 
     lowering.run_passes = run_passes
+    if skip == "infer-access-alignment":
+        lowering.infer_access_alignment = lambda module: None
     try:
         return lowering.build_task_cuda(SearchTask.from_json(task_json), script, arch=arch), ""
     except Exception as exc:  # noqa: BLE001 -- reported per build

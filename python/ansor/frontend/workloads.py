@@ -733,6 +733,17 @@ def rmsnorm(m: int, n: int, eps: float = 1e-6) -> str:
     return _func("rmsnorm", [("X", x), ("gamma", [n])], x, body, "%out")
 
 
+def row_sum(m: int, n: int) -> str:
+    """Row sums of X [M,N] -> [M] (`torch.sum(x, dim=-1)`): one reduction `linalg.generic`."""
+    x, r = [m, n], [m]
+    full, row = "affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>"
+    body = _zeros("sum_init", r) + _generic([full, row], "pr", [("%X", x)], ("%sum_init", r), """    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %acc, %x : f32
+      linalg.yield %s : f32
+""")
+    return _func("row_sum", [("X", x)], r, body, "%out")
+
+
 def log_softmax(m: int, n: int) -> str:
     """log-softmax over the last dim of X [M,N]: x - max - log(sum(exp(x - max)))."""
     x, r = [m, n], [m]
@@ -850,6 +861,7 @@ _FAMILIES: dict[str, tuple[Callable[[str, str], str], str]] = {
                   "layernorm-MxN: LayerNorm over N (gamma, beta, eps 1e-5)"),
     "rmsnorm": (lambda s, n: rmsnorm(*_dims(s, 2, n)), "rmsnorm-MxN: RMSNorm over N (gamma, eps 1e-6)"),
     "logsoftmax": (lambda s, n: log_softmax(*_dims(s, 2, n)), "logsoftmax-MxN: log-softmax over N"),
+    "rowsum": (lambda s, n: row_sum(*_dims(s, 2, n)), "rowsum-MxN: the sum of each row of X [M,N]"),
 }
 
 def _resource(name: str, values: np.ndarray) -> str:
