@@ -1,6 +1,7 @@
 """Which of our GPU lowering passes makes a logged candidate compute wrong answers? (GPU host)
 
     python3 tools/gpu_pass_bisect.py LOG.cuda.jsonl [--errors wrong_answer] [--ok 2] [--repeat 3] [--json OUT]
+                                     [--variants all|none|PASS,...] [--isolate]
 
 Takes the log's candidates whose record has one of `--errors` (and `--ok` correct ones per task, as
 a control), builds each once per variant of `lowering._lower_module` -- as it is, and with one of
@@ -8,6 +9,9 @@ our passes left out (`SKIPPABLE`) -- in spawned worker processes, runs every bui
 times into NaN-poisoned outputs and counts the elements that differ from the task's untuned CPU
 program. A pass whose absence makes a wrong candidate right is the suspect (or one that hides a
 race: the counts of several repeats tell a deterministic bug from a racy one).
+`--variants none` only replays the candidates with today's lowering (did a fix fix them?);
+`--isolate` runs each candidate in a child process, so one that kills its process (the `crash`
+records) is reported as such and the others still run.
 """
 
 from __future__ import annotations
@@ -73,6 +77,9 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=12)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json")
+    ap.add_argument("--variants", default="all", help="all, none (today's lowering only) or passes to leave out")
+    ap.add_argument("--isolate", action="store_true", help="one child process per candidate")
+    ap.add_argument("--index", type=int, help=argparse.SUPPRESS)  # the child of --isolate
     args = ap.parse_args()
 
     import numpy as np
@@ -90,7 +97,15 @@ def main() -> None:
     for n in sorted(names):
         control += [r for r in recs if r["task"]["name"] == n and not r["result"].get("error") and r.get("script")][: args.ok]
     cands = [(r, r["result"].get("error") or "ok") for r in bad + control]
-    variants = ("",) + SKIPPABLE
+    variants = ("",) + {"all": SKIPPABLE, "none": ()}.get(args.variants, tuple(args.variants.split(",")))
+    if args.isolate:
+        table = [_isolated(i, r, was) for i, (r, was) in enumerate(cands)]
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"log": args.log, "variants": list(variants), "rows": table}, f, indent=1)
+        return
+    if args.index is not None:
+        cands = [cands[args.index]]
     arch = device_arch()
     jobs = {}
     with ProcessPoolExecutor(max(1, min(16, len(cands) * len(variants))),
@@ -121,11 +136,31 @@ def main() -> None:
                 counts.append(int((~np.isclose(out, ref, rtol=1e-4, atol=1e-3)).sum()))
             row["wrong"][v or "all passes"] = counts
         table.append(row)
+        if args.index is not None:
+            print("ROW " + json.dumps(row), flush=True)
         print(f"{task.name:<22} {was:<13} " + "  ".join(f"{k.replace('ansor-gpu-', '').replace('ansor-', '')}={v}"
                                                          for k, v in row["wrong"].items()), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"log": args.log, "variants": list(variants), "rows": table}, f, indent=1)
+
+
+def _isolated(i: int, r: dict, was: str) -> dict:
+    """Candidate `i` of this command line, bisected in a child process (its row, or how it died)."""
+    import subprocess
+
+    argv = [a for a in sys.argv[1:] if a != "--isolate"]
+    if "--json" in argv:
+        k = argv.index("--json")
+        del argv[k:k + 2]
+    proc = subprocess.run([sys.executable, __file__, *argv, "--index", str(i)], capture_output=True, text=True)
+    rows = [json.loads(line[4:]) for line in proc.stdout.splitlines() if line.startswith("ROW ")]
+    if rows:
+        print(proc.stdout.splitlines()[-1], flush=True)
+        return rows[0]
+    why = f"child died (exit {proc.returncode}): " + (proc.stderr.strip().splitlines() or [""])[-1][:200]
+    print(f"{r['task']['name']:<22} {was:<13} {why}", flush=True)
+    return {"task": r["task"]["name"], "logged": was, "knobs": r["schedule"]["knobs"], "died": why}
 
 
 if __name__ == "__main__":

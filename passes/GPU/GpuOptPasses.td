@@ -36,6 +36,12 @@ def GpuHoistAccumulators : Pass<"ansor-gpu-hoist-accumulators"> {
     same type, itself read and written at the top level): tiling makes one thread's register
     tiles disjoint.
 
+    A pair on shared memory (a fused consumer's accumulator tile, which other threads fill before
+    the loop and read after it) hoisted out of a loop that holds a `gpu.barrier` gets a
+    `gpu.barrier` before its read and one after its write: the loop's own barriers no longer order
+    them against the other threads (`ansor-gpu-remove-redundant-barriers` drops those that order
+    nothing).
+
     Before:
     ```mlir
     scf.for %k = %c0 to %c64 step %c8 {

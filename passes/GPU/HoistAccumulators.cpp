@@ -188,6 +188,14 @@ unsigned hoistPairs(scf::ForOp loop) {
   }
   if (pairs.empty())
     return 0;
+  // A tile in shared memory that other threads fill before the loop or read after it (a fused
+  // consumer's accumulator tile) was ordered against them by the loop body's barriers; moved out
+  // of the loop, its first read and last write need barriers of their own, or the consumer reads
+  // the tile before the last k-step's sums land (a race seen as wrong ConvLayer outputs on an H200).
+  bool fence = llvm::any_of(pairs, [](auto &p) { return isWorkgroup(p.first->getOperand(0).getType()); }) &&
+               loop->walk([](gpu::BarrierOp) { return WalkResult::interrupt(); }).wasInterrupted();
+  if (fence)
+    OpBuilder(loop).create<gpu::BarrierOp>(loop.getLoc());
   unsigned nOld = body->getNumArguments();
   SmallVector<Value> initial;
   for (auto [r, w] : pairs) {
@@ -209,6 +217,8 @@ unsigned hoistPairs(scf::ForOp loop) {
     after = w;
     w->setOperand(0, fresh.getResult(nRes + k));
   }
+  if (fence)
+    OpBuilder(after->getBlock(), std::next(after->getIterator())).create<gpu::BarrierOp>(fresh.getLoc());
   loop->replaceAllUsesWith(fresh->getResults().take_front(nRes));
   loop.erase();
   return pairs.size();

@@ -200,3 +200,55 @@ func.func @no_forwarding(%C: memref<8xf32>, %S: memref<4xf32, 3>) {
   }
   return
 }
+
+// -----
+
+// A thread's accumulator tile inside the block's shared tile (a fused consumer reads it after the
+// loop, with another thread mapping): moved out of a loop that holds a barrier, its read and
+// write get barriers of their own. Without the second one the consumer read the tile before the
+// last k-step's sums landed (wrong ConvLayer outputs on an H200).
+// CHECK-LABEL: func.func @shared_tile
+// CHECK: gpu.launch
+// CHECK: vector.transfer_write %{{.*}}, %[[T:.*]][%c0] : vector<4xf32>, memref<4xf32, strided<[1], offset: ?>, 3>
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: %[[INIT:.*]] = vector.transfer_read %[[T]][%c0]
+// CHECK-NEXT: %[[RES:.*]] = scf.for %{{.*}} iter_args(%{{.*}} = %[[INIT]])
+// CHECK: gpu.barrier
+// CHECK: scf.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: vector.transfer_write %[[RES]], %[[T]][%c0]
+// CHECK-NEXT: gpu.barrier
+// CHECK: vector.transfer_read %{{.*}}[%c0], %{{.*}} : memref<4xf32, strided<[1], offset: ?>, 3>, vector<4xf32>
+// CHECK: gpu.terminator
+func.func @shared_tile(%out: memref<64xf32>, %A: memref<64x4xf32, 3>, %tile: memref<64xf32, 3>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %pad = arith.constant 0.0 : f32
+  %zero = arith.constant dense<0.0> : vector<4xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c16, %sy = %c1, %sz = %c1) {
+    %mine = affine.apply affine_map<(d0) -> (d0 * 4)>(%tx)
+    %t = memref.subview %tile[%mine] [4] [1] : memref<64xf32, 3> to memref<4xf32, strided<[1], offset: ?>, 3>
+    vector.transfer_write %zero, %t[%c0] : vector<4xf32>, memref<4xf32, strided<[1], offset: ?>, 3>
+    gpu.barrier
+    scf.for %k = %c0 to %c64 step %c8 {
+      gpu.barrier
+      %acc = vector.transfer_read %t[%c0], %pad : memref<4xf32, strided<[1], offset: ?>, 3>, vector<4xf32>
+      %a = vector.transfer_read %A[%k, %c0], %pad : memref<64x4xf32, 3>, vector<4xf32>
+      %s = arith.addf %acc, %a : vector<4xf32>
+      vector.transfer_write %s, %t[%c0] : vector<4xf32>, memref<4xf32, strided<[1], offset: ?>, 3>
+    }
+    // the consumer: thread tx reads another thread's elements
+    %other = affine.apply affine_map<(d0) -> ((d0 * 4 + 4) mod 64)>(%tx)
+    %u = memref.subview %tile[%other] [4] [1] : memref<64xf32, 3> to memref<4xf32, strided<[1], offset: ?>, 3>
+    %v = vector.transfer_read %u[%c0], %pad : memref<4xf32, strided<[1], offset: ?>, 3>, vector<4xf32>
+    %o = memref.subview %out[%mine] [4] [1] : memref<64xf32> to memref<4xf32, strided<[1], offset: ?>>
+    vector.transfer_write %v, %o[%c0] : vector<4xf32>, memref<4xf32, strided<[1], offset: ?>>
+    gpu.terminator
+  }
+  return
+}
