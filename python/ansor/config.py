@@ -165,6 +165,14 @@ CUDA_REUSE_STREAM: bool = _declare(
     "22 creates and destroys around every launch (~5.5 µs less per call on an H200).",
     _flag)
 
+CUDA_TIME_DEFERRED: bool = _declare(
+    "ANSOR_CUDA_TIME_DEFERRED", "CUDA_TIME_DEFERRED", "bool", True,
+    "GPU timings (the tuner's, `CudaKernel.time`) queue their calls back to back and synchronise "
+    "once at the end, as a compiled network runs its kernels: a microsecond kernel is then timed "
+    "as itself, not as the ~10 µs launch + synchronise round trip that hid the differences between "
+    "row-wise candidates. Off: every call synchronises (the timings of logs before 2026-11-29).",
+    _flag)
+
 ALLOW_TEST_HOOKS: bool = _declare(
     "ANSOR_ALLOW_TEST_HOOKS", "ALLOW_TEST_HOOKS", "1", False,
     "Test hooks (ANSOR_INJECT_FAULT, ANSOR_SYNTHETIC_MEASURE_DELAY) act only when this is 1 (the "

@@ -34,7 +34,7 @@ from mlir import ir
 
 from ansor.core.mlir import LoweringError
 from ansor.core.task import SearchTask, TensorSpec, _tensor_spec
-from ansor.targets.cuda.runtime import CudaKernel, _check_device, _DeviceBuffer, write_back
+from ansor.targets.cuda.runtime import CudaKernel, _check_device, _DeviceBuffer, write_back, runtime_lib
 
 log = logging.getLogger(__name__)
 
@@ -203,20 +203,6 @@ def _view_desc(buf: _DeviceBuffer, spec: TensorSpec) -> object:
     return d
 
 
-def _runtime_lib() -> ctypes.CDLL | None:
-    """Our native library's deferred-synchronisation entry points (None: a library without them)."""
-    from ansor.core import native as _native
-
-    try:
-        lib = ctypes.CDLL(str(_native.find_library()))
-        lib.ansorDeferSynchronize.argtypes = [ctypes.c_bool]
-        lib.ansorSynchronizeReused.argtypes = []
-        lib.ansorStreamSynchronizeDeferrable.argtypes = [ctypes.c_void_p]
-    except (OSError, AttributeError):
-        return None
-    return lib
-
-
 class CudaNetwork:
     """A compiled model on the GPU (`Kernel` interface: `run`, `time`, `alloc_outputs`); numpy in
     and out, everything between on the device. Built by `compile_network`."""
@@ -230,7 +216,7 @@ class CudaNetwork:
         self._kernels = kernels  # keeps the engines alive
         host_kernels = host_kernels or {}
         self.host_tasks = sorted({t.name for h, t in ((t.hash, t) for t in callees.values()) if h in host_kernels})
-        self._lib = _runtime_lib()
+        self._lib = runtime_lib()
         self._buffers: list[_DeviceBuffer] = []
         slots: dict[str, _Slot] = {}
 

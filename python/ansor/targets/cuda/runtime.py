@@ -142,6 +142,22 @@ def write_back(outs: list[np.ndarray], outputs: list[np.ndarray] | None) -> list
     return outputs
 
 
+@functools.cache
+def runtime_lib() -> ctypes.CDLL | None:
+    """Our native library's deferred-synchronisation entry points (capi/GpuRuntime.cpp; None: a
+    library without them)."""
+    from ansor.core import native as _native
+
+    try:
+        lib = ctypes.CDLL(str(_native.find_library()))
+        lib.ansorDeferSynchronize.argtypes = [ctypes.c_bool]
+        lib.ansorSynchronizeReused.argtypes = []
+        lib.ansorStreamSynchronizeDeferrable.argtypes = [ctypes.c_void_p]
+    except (OSError, AttributeError):
+        return None
+    return lib
+
+
 @dataclass
 class CudaKernel:
     """A JIT-compiled task whose kernels run on the GPU; same interface as `lowering.CompiledKernel`
@@ -149,6 +165,9 @@ class CudaKernel:
 
     engine: object
     task: SearchTask
+    #: its launches synchronise through `ansorStreamSynchronizeDeferrable` (`lowering._jit`), so
+    #: `time` can queue its calls and synchronise once
+    deferrable: bool = False
     _bufs: dict = field(default_factory=dict)
 
     def alloc_outputs(self) -> list[np.ndarray]:
@@ -188,14 +207,26 @@ class CudaKernel:
         return write_back([b.download() for b in bufs[len(self.task.inputs):]], outputs)
 
     def time(self, inputs: list[np.ndarray], number: int) -> float:
-        """Seconds for `number` back-to-back calls (launch + kernel + synchronize each), one native loop."""
+        """Seconds for `number` back-to-back calls in one native loop. With
+        `config.CUDA_TIME_DEFERRED` (and a deferrable kernel) the calls are queued on the stream
+        and synchronised once at the end, as a compiled network runs them; otherwise each call is
+        launch + kernel + synchronize."""
         import time
 
         bufs = self._buffers(inputs)
         n = ctypes.c_longlong(number)
         args = self._args(bufs)
+        lib = runtime_lib() if self.deferrable and config.CUDA_TIME_DEFERRED else None
         t0 = time.perf_counter()
-        self.engine.invoke(BENCH_FUNC, *args, ctypes.pointer(n))
+        if lib is None:
+            self.engine.invoke(BENCH_FUNC, *args, ctypes.pointer(n))
+        else:
+            lib.ansorDeferSynchronize(True)
+            try:
+                self.engine.invoke(BENCH_FUNC, *args, ctypes.pointer(n))
+            finally:
+                lib.ansorDeferSynchronize(False)
+                lib.ansorSynchronizeReused()
         elapsed = time.perf_counter() - t0
         _check_device("timing the kernel")
         return elapsed
