@@ -79,6 +79,7 @@ def main() -> None:
     ap.add_argument("--json")
     ap.add_argument("--variants", default="all", help="all, none (today's lowering only) or passes to leave out")
     ap.add_argument("--isolate", action="store_true", help="one child process per candidate")
+    ap.add_argument("--jobs", type=int, default=1, help="with --isolate: children at a time")
     ap.add_argument("--index", type=int, help=argparse.SUPPRESS)  # the child of --isolate
     args = ap.parse_args()
 
@@ -99,7 +100,10 @@ def main() -> None:
     cands = [(r, r["result"].get("error") or "ok") for r in bad + control]
     variants = ("",) + {"all": SKIPPABLE, "none": ()}.get(args.variants, tuple(args.variants.split(",")))
     if args.isolate:
-        table = [_isolated(i, r, was) for i, (r, was) in enumerate(cands)]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max(1, args.jobs)) as threads:
+            table = list(threads.map(lambda c: _isolated(c[0], *c[1]), enumerate(cands)))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"log": args.log, "variants": list(variants), "rows": table}, f, indent=1)
@@ -150,9 +154,10 @@ def _isolated(i: int, r: dict, was: str) -> dict:
     import subprocess
 
     argv = [a for a in sys.argv[1:] if a != "--isolate"]
-    if "--json" in argv:
-        k = argv.index("--json")
-        del argv[k:k + 2]
+    for opt in ("--json", "--jobs"):
+        if opt in argv:
+            k = argv.index(opt)
+            del argv[k:k + 2]
     proc = subprocess.run([sys.executable, __file__, *argv, "--index", str(i)], capture_output=True, text=True)
     rows = [json.loads(line[4:]) for line in proc.stdout.splitlines() if line.startswith("ROW ")]
     if rows:
