@@ -1,7 +1,7 @@
 """Benchmark: half-precision GEMMs on tensor cores (the wgmma sketch) against cuBLAS, same card, same run.
 
     python -m bench.tensor_core [--workloads matmul-4096-f16,...] [--trials 64] [--search learned]
-                                [--rounds 5] [--log-dir bench/out/tc] [--json results/...json]
+                                [--rounds 5] [--log-dir bench/out/tc] [--json results/...json] [--tf32]
 
 Runs on the GPU host, from the repository root: `bash .gpu/with-mlir.sh env PYTHONPATH=python python3 -m
 bench.tensor_core ...`. Per workload: tune (resuming from `LOG_DIR/NAME.cuda.jsonl`), rebuild the best
@@ -15,6 +15,12 @@ logged program, check it against PyTorch's f32-output result with the tuner's cr
   kernel, is printed too); `mmgelu` -> PyTorch eager `F.gelu(torch.addmm(bias, a, b))` (cuBLAS with
   the bias in its epilogue + a GELU kernel), against our one fused kernel.
 Prints medians, TFLOP/s, the ratio to the baseline and the share of the card's dense f16 peak.
+
+`--tf32` (f32 workloads, e.g. `--workloads matmul-4096 --tf32`): the tasks are TF32 tasks (`create_task(...,
+tf32=True)`: their f32 matmuls get the wgmma sketch with tf32 operands; logs `LOG_DIR/NAME.tf32.cuda.jsonl`),
+the baseline is cuBLAS with `torch.backends.cuda.matmul.allow_tf32 = True`, the reference stays exact fp32
+(computed with TF32 off) and the peak column is the dense TF32 peak (half the f16 one). Without it PyTorch
+runs with TF32 off, as before.
 """
 
 from __future__ import annotations
@@ -119,6 +125,8 @@ def main() -> None:
     ap.add_argument("--json", help="write the raw rounds and the table here")
     ap.add_argument("--fix", default="tc.group=8",
                     help="--sweep only the annotations with these knob values (e.g. tc.group=8,tc.bm=128|256)")
+    ap.add_argument("--tf32", action="store_true",
+                    help="TF32 tasks (f32 matmuls on tensor cores) against cuBLAS with allow_tf32 = True")
     ap.add_argument("--sweep", action="store_true",
                     help="measure every valid tensor-core annotation once (verified, in the tuner's worker) "
                          "and log them, before tuning")
@@ -142,18 +150,20 @@ def main() -> None:
 
     from bench.common import time_torch_cuda, torch_cuda_fn, torch_tensor
 
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
     config.WORKER_MEMORY_MB = 0
     card = torch.cuda.get_device_name()
     peak = peak_of(card)
+    if peak is not None and args.tf32:  # dense TF32 runs at half the f16 rate
+        peak /= 2
     print(f"card: {card} | arch {device_arch()} | torch {torch.__version__} | search {args.search}", flush=True)
     log_dir = Path(args.log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     opts = RunOptions(repeat=3, min_repeat_ms=20.0, timeout_s=60.0)
     rows = []
     for name in [n for n in args.workloads.split(",") if n]:
-        task = ansor.create_task(workloads.get(name), name=name, target="cuda")
-        log = log_dir / f"{name}.cuda.jsonl"
+        task = ansor.create_task(workloads.get(name), name=name, target="cuda", tf32=args.tf32)
+        log = log_dir / f"{name}{'.tf32' if args.tf32 else ''}.cuda.jsonl"
 
         def count() -> int:
             return len([r for r in load_records(log) if r.task.hash == task.hash]) if log.exists() else 0
@@ -186,7 +196,9 @@ def main() -> None:
         kernel = compile_task_cuda(task, sketch.script(best.schedule.values()))
         inputs = make_inputs(task)
         run_base, to_np = torch_cuda_fn(name, inputs, "cuda")
+        torch.backends.cuda.matmul.allow_tf32 = False  # the reference: exact fp32
         ref = to_np(run_base())
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
         bad = check_task_outputs(task, kernel.run(inputs), [ref])
         row.update(best_sketch=best.schedule.sketch, best_knobs=best.schedule.values(), logged_s=best.latency,
                    verified_vs_torch=bad is None, mismatch=bad)
@@ -195,7 +207,7 @@ def main() -> None:
         if name.startswith("matmul-"):
             a, b = (torch_tensor(x, "cuda") for x in inputs)
             run_half = (lambda: a @ b)
-        row["baseline"] = BASELINE.get(name.split("-")[0], "PyTorch")
+        row["baseline"] = BASELINE.get(name.split("-")[0], "PyTorch") + (", allow_tf32" if args.tf32 else "")
         raw: dict[str, list[float]] = {k: [] for k in ("ours_s", "ours_kernel_s", "base_s", "base_kernel_s",
                                                        "cublas_half_s")}
 
@@ -214,7 +226,8 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     print()
-    print(f"card {card} (dense f16 peak {peak} TFLOP/s); medians of {args.rounds} alternating rounds")
+    print(f"card {card} (dense {'TF32' if args.tf32 else 'f16'} peak {peak} TFLOP/s); medians of {args.rounds} "
+          "alternating rounds")
     hdr = (f"{'workload':<28} {'trials':>6} {'sketch':>6} {'ours µs':>8} {'kern µs':>8} {'TFLOP/s':>8} {'%peak':>6} "
            f"{'baseline µs':>16} {'kern µs':>8} {'cuBLAS f16out µs':>16} {'ours/base (kernel)':>21} {'ok':>3}  baseline")
     print(hdr)
@@ -233,7 +246,7 @@ def main() -> None:
     print(f"(ours/base > 1 means faster than the baseline; total {time.perf_counter() - t_start:.0f} s)")
     if args.json:
         out = {"command": " ".join(["python -m bench.tensor_core", *sys.argv[1:]]), "card": card,
-               "peak_tflops": peak, "provenance": provenance("local", target="cuda"), "rows": rows}
+               "peak_tflops": peak, "tf32": args.tf32, "provenance": provenance("local", target="cuda"), "rows": rows}
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(out, indent=1, default=str))
 

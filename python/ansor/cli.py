@@ -1,9 +1,9 @@
 """The `ansor` command line.
 
     ansor tune FILE.mlir | --workload NAME  --trials N --log LOG.jsonl [--seed S] [--strategy gradient|round-robin] [--split]
-               [--cluster ray|ray://HOST:PORT] [--builders N]
+               [--cluster ray|ray://HOST:PORT] [--builders N] [--tf32]
     ansor tasks FILE.mlir | --workload NAME [--split]
-    ansor bench FILE.mlir | --workload NAME --log LOG.jsonl [--split]
+    ansor bench FILE.mlir | --workload NAME --log LOG.jsonl [--split] [--tf32]
     ansor workloads [--emit NAME]
     ansor sketches FILE.mlir | --workload NAME [--schedule-seed S]
     ansor import model.py:make_model --input-shape 1x3x224x224 -o model.mlir [--elide-weights]
@@ -49,7 +49,8 @@ def _task(args: argparse.Namespace):
 
     text, name = _source(args)
     return create_task(text if getattr(args, "workload", None) else Path(args.file), func=args.func,
-                       target=args.target, name=Path(name).stem if not args.workload else name)
+                       target=args.target, name=Path(name).stem if not args.workload else name,
+                       tf32=getattr(args, "tf32", False))
 
 
 def _network(args: argparse.Namespace, log: str | None = None):
@@ -146,7 +147,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     builders = args.builders if args.builders is not None else get_target(args.target).default_builders()
     if builders and args.cluster is None and not args.json:
         print(f"measuring with {builders} builder processes ahead of one runner (--builders N to change)")
-    net = None if args.one_task else _network(args)
+    net = None if args.one_task or args.tf32 else _network(args)
     if net is not None and len(net.calls) > 1:  # a model: tune its tasks under the task scheduler
         return _tune_network(args, net, opts)
     task = _task(args)
@@ -171,11 +172,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from ansor.tuning.records import best_record, load_records, warn_if_mixed
     from ansor.measure.verify import check_task_outputs
 
-    net = _network(args, args.log)
-    if len(net.calls) > 1:
+    net = None if args.tf32 else _network(args, args.log)  # --tf32: one task, as `cmd_tune` tunes it
+    if net is not None and len(net.calls) > 1:
         return _bench_network(args, net)
     task = _task(args)
-    if net.tasks[0].hash != task.hash:  # one task that extraction rewrote, as `cmd_tune` decides
+    if net is not None and net.tasks[0].hash != task.hash:  # one task that extraction rewrote, as `cmd_tune` decides
         return _bench_network(args, net)
     records = load_records(args.log) if args.log else []
     if args.log:
@@ -402,6 +403,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="keep row-wise reduction chains in separate tasks (the old partitioning; an ablation; "
                              "the default on targets whose rules cannot schedule them fused yet: cuda)")
 
+    def tf32_arg(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--tf32", action="store_true",
+                        help="let f32 contractions run on TF32 tensor cores (10-bit mantissas; cuda, sm_90; off: "
+                             "exact fp32); part of the task's identity in the log; tunes FILE's function as "
+                             "one task (as --one-task)")
+
     def source_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("file", nargs="?", help="a .mlir file with one public func.func on tensors")
         sp.add_argument("--workload", help="a built-in workload instead of FILE (see `ansor workloads`)")
@@ -460,6 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--one-task", action="store_true",
                    help="tune the whole function as one task (a fused subgraph) instead of partitioning it")
     split_arg(t)
+    tf32_arg(t)
     t.add_argument("--early-stopping", type=int, default=None,
                    help="for a model: stop when the estimated latency has not improved for this many trials")
     t.set_defaults(fn=cmd_tune)
@@ -481,6 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "its weights evicted (--cache-flush-weights), and print both sums next to the "
                         "measured time (on another day or machine the log's latencies may not hold)")
     split_arg(b)
+    tf32_arg(b)
     b.set_defaults(fn=cmd_bench)
 
     w = sub.add_parser("workloads", help="list built-in workloads, or print one as MLIR")

@@ -4,7 +4,7 @@ A user module (text, file or `mlir.ir.Module`) is validated and turned into a `S
 one public `func.func` on statically shaped tensors, held as canonical MLIR text together with
 its FLOP count and structural hash (both computed by the C++ pass `ansor-annotate-task`).
 
-    .mlir file / module text --parse + validate--> SearchTask(name, ir, flops, hash, target)
+    .mlir file / module text --parse + validate--> SearchTask(name, ir, flops, hash, target, tf32)
 
 Everything later in the pipeline works from `SearchTask.ir` (text), so tasks cross process
 boundaries as plain data.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from mlir import ir, passmanager
@@ -56,7 +56,10 @@ class SearchTask:
 
     `ir` is a module holding exactly one public `func.func` named `func_name`, in canonical
     generic-free printed form; `flops` counts floating-point/integer operations of one call;
-    `hash` is the structural hash (ignores SSA names, locations and the function name).
+    `hash` is the structural hash (ignores SSA names, locations and the function name); with
+    `tf32` (f32 contractions may run on TF32 tensor cores, 10-bit mantissas: an opt-in, off by
+    default) it is the structural hash folded with the flag (`tf32_hash`), so records, the
+    tuner's resume and the cost model keep a TF32 task apart from the exact-fp32 one.
     """
 
     name: str
@@ -68,6 +71,7 @@ class SearchTask:
     hash: str
     target: str = "cpu"
     weight: int = 1
+    tf32: bool = False
 
     def key(self) -> str:
         """Stable identity of the task on its target (used in record keys)."""
@@ -75,6 +79,8 @@ class SearchTask:
 
     def to_json(self) -> dict:
         d = asdict(self)
+        if not self.tf32:  # records of exact-fp32 tasks read as they did before the flag existed
+            del d["tf32"]
         d["inputs"] = [asdict(s) for s in self.inputs]
         d["outputs"] = [asdict(s) for s in self.outputs]
         return d
@@ -85,6 +91,21 @@ class SearchTask:
         d["inputs"] = tuple(TensorSpec(tuple(s["shape"]), s["dtype"]) for s in d["inputs"])
         d["outputs"] = tuple(TensorSpec(tuple(s["shape"]), s["dtype"]) for s in d["outputs"])
         return SearchTask(**d)
+
+
+def tf32_hash(structural: str) -> str:
+    """The identity hash of a TF32 task whose structural hash is `structural`."""
+    return hashlib.sha256(f"{structural}|tf32".encode()).hexdigest()[:len(structural)]
+
+
+def with_tf32(task: SearchTask) -> SearchTask:
+    """`task` (exact fp32) as its TF32 twin: the flag set and the hash folded with it. Raises
+    `TaskError` off the cuda target (TF32 is a tensor-core format)."""
+    if task.target != "cuda":
+        raise TaskError(f"tf32 applies to the cuda target (TF32 tensor cores), not {task.target!r}")
+    if task.tf32:
+        return task
+    return replace(task, tf32=True, hash=tf32_hash(task.hash))
 
 
 def _tensor_spec(t: ir.Type, what: str) -> TensorSpec:
@@ -195,11 +216,13 @@ def create_task(
     target: str = "cpu",
     name: str | None = None,
     weight: int = 1,
+    tf32: bool = False,
 ) -> SearchTask:
     """Validate a user module and build its `SearchTask`.
 
     `source` is a path to a `.mlir` file, MLIR text, or a parsed `mlir.ir.Module`. `func` picks
-    the function when the module has several public ones.
+    the function when the module has several public ones. `tf32` lets its f32 contractions run
+    on TF32 tensor cores (`with_tf32`); off, f32 stays exact fp32.
     """
     from ansor.targets import target_names  # the registry: a leaf module (no target code loaded)
 
@@ -235,7 +258,7 @@ def create_task(
         del fnew.attributes["ansor.task"]
         canonical = single.operation.get_asm(enable_debug_info=False)
 
-    return SearchTask(
+    task = SearchTask(
         name=name or fname,
         func_name=fname,
         ir=canonical,
@@ -246,11 +269,13 @@ def create_task(
         target=target,
         weight=weight,
     )
+    return with_tf32(task) if tf32 else task
 
 
 def task_summary(task: SearchTask) -> str:
     ins = ", ".join(s.mlir_type() for s in task.inputs)
-    return f"{task.name}({ins}) {task.flops / 1e9:.3f} GFLOP hash={task.hash[:12]}"
+    tf32 = " tf32" if task.tf32 else ""
+    return f"{task.name}({ins}) {task.flops / 1e9:.3f} GFLOP hash={task.hash[:12]}{tf32}"
 
 
 def dumps(task: SearchTask) -> str:

@@ -14,8 +14,10 @@ The criterion (also in docs/design.md):
   whose reference is finite, with `rtol` by dtype (f32: 1e-5, f64: 1e-12, f16: 4e-3, bf16: 3e-2) and
   `atol = rtol * sqrt(K) * rms(ref)`: K is the task's reduction length (the products of each op's
   reduction extents, summed over its ops; 1 without reductions), rms the root-mean-square of the
-  output's finite reference values. A correct fp32 reordering of a K-term sum moves a result by about
-  eps * sqrt(K) * rms; one missing term of a random-input contraction moves it by about rms / sqrt(K).
+  output's finite reference values; a TF32 task (`SearchTask.tf32`: f32 contractions on TF32
+  tensor cores, 10-bit mantissas like f16) uses at least f16's rtol (`TF32_RTOL`). A correct fp32
+  reordering of a K-term sum moves a result by about eps * sqrt(K) * rms; one missing term of a
+  random-input contraction moves it by about rms / sqrt(K).
 - Non-finite reference entries must be matched exactly (same positions, same values: NaN by NaN,
   +inf by +inf); a NaN or inf where the reference is finite is a mismatch. Integers compare exactly.
 - The reference is independent of the candidate's transforms: on the CPU, the untransformed program
@@ -37,6 +39,8 @@ from ansor.core.task import SearchTask, TensorSpec
 
 #: Relative tolerance by numpy dtype name (floats); integers compare exactly.
 DTYPE_RTOL = {"float64": 1e-12, "float32": 1e-5, "float16": 4e-3, "bfloat16": 3e-2}
+#: Relative tolerance of a TF32 task's float outputs (at least): TF32 keeps f16's 10-bit mantissa.
+TF32_RTOL = DTYPE_RTOL["float16"]
 
 
 def default_rtol(dtype: np.dtype | str) -> float:
@@ -160,5 +164,8 @@ def check_outputs(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray], *, rto
 
 def check_task_outputs(task: SearchTask, outs: Sequence[np.ndarray], refs: Sequence[np.ndarray], *,
                        rtol: float | None = None, atol: float | None = None) -> str | None:
-    """`check_outputs` with the task's reduction length."""
+    """`check_outputs` with the task's reduction length; a TF32 task without an explicit `rtol`
+    gets `TF32_RTOL` (or its outputs' dtype rtol where that is looser)."""
+    if rtol is None and task.tf32:
+        rtol = max([TF32_RTOL] + [default_rtol(r.dtype) for r in refs if is_float(np.asarray(r).dtype)])
     return check_outputs(outs, refs, rtol=rtol, atol=atol, reduction=reduction_length(task))

@@ -2,8 +2,9 @@
 mbarrier ring of shared-memory stages.
 
     task: C = epilogue(A @ B, extras...): a `linalg.matmul` or `linalg.batch_matmul` of two
-        function arguments in f16/bf16 on a zero fill (f32 sums), optionally followed by
-        element-wise consumers (fused into one generic: bias, activation, rounding to f16/bf16)
+        function arguments in f16/bf16 (f32 on a TF32 task) on a zero fill (f32 sums), optionally
+        followed by element-wise consumers (fused into one generic: bias, activation, rounding to
+        f16/bf16)
     tc_problem_for(task) --> TcProblem (shapes, argument roles, the epilogue as a function) or why not
     TcSketch.script(values) --> a transform script that annotates the function with its knobs
         (`ansor.tc.bm`, `.bn`, `.wgm`, `.stages`, `.wait`, `.group`, `.ws`, `.persist`, `.splitk`,
@@ -46,6 +47,17 @@ registers (at most 128 f32 per thread). They are stored straight to global memor
 a padded f32 tile in shared memory, from which every consumer thread applies the epilogue and
 stores (guarded) row-contiguous elements. A batch matmul runs as one tall A, B and C with
 blockIdx.z picking the batch.
+
+TF32 (f32 A and B of a task created with `tf32=True`, `--tf32`; never otherwise): the wgmma is
+m64nNk8 on tf32 operands, a stage's K step is 32 f32 (one 128-byte swizzled row), and the tf32
+wgmma reads both operands K-major only (no transpose bit), while B is N-major in memory and TMA
+copies it as it is. So the producer warpgroup is required: its thread 0 loads A's box (swizzled,
+K-major already) and B's unswizzled 32 x 64 chunks, and its 128 threads write each k-block's B
+K-major and swizzled into the stage (`transpose_b`) before releasing it to the consumers through
+a third mbarrier per stage (`ready`). Upstream `nvgpu.warpgroup.mma` (MLIR 22) steps a K-major B
+descriptor by whole rows between its k8 steps and a tf32 A descriptor wrongly past 64 rows, so a
+consumer warpgroup owns 64 rows and issues one op per k8 step on descriptors it offsets itself
+(`tf32_mmas`); the views behind those descriptors are f32 (memrefs of tf32 have no LLVM type).
 """
 
 from __future__ import annotations
@@ -59,10 +71,17 @@ from ansor.space.schedule import Schedule, rejection_sample
 from ansor.space.script import ANY, PARAM, ScriptBuilder, ssa
 from ansor.space.sketch import Knob, Sketch
 
-#: Element types of A and B the wgmma sketch takes (f32 accumulation and output).
+#: Element types of A and B the wgmma sketch takes (f32 accumulation and output); f32 too on a
+#: TF32 task (`SearchTask.tf32`), whose kernel feeds them to the wgmma as tf32.
 TC_INPUT_TYPES = ("f16", "bf16")
 #: K elements per stage (128 bytes of f16/bf16: the 128-byte swizzle's row).
 BK = 64
+#: K elements per stage of a TF32 kernel (128 bytes of f32) and of one tf32 wgmma (m64nNk8).
+BK_TF32 = 32
+TF32_MMA_K = 8
+#: Rows of a TF32 kernel's warpgroup tile: upstream `nvgpu.warpgroup.mma` (MLIR 22) steps its A
+#: descriptor by K*K elements per 64 rows (`iterateDescriptorA`), right for 64 f16 columns only.
+TF32_WG_ROWS = 64
 #: Shared memory a block may opt in to on sm_90 (bytes).
 MAX_DYNAMIC_SHARED = 227 * 1024
 #: f32 accumulators per thread (wgmma keeps them in registers; 255 registers per thread at most).
@@ -180,6 +199,12 @@ class TcProblem:
     epilogue: str = ""
     batch: int = 0  # a linalg.batch_matmul's batch extent (0: a plain matmul)
     conv: ConvGeom | None = None  # an implicit-GEMM convolution (m = pixels, n = CO, k = KH*KW*C)
+    tf32: bool = False  # f32 A and B on TF32 tensor cores (the task's opt-in, `SearchTask.tf32`)
+
+    @property
+    def bk(self) -> int:
+        """K elements per stage: one 128-byte swizzled row of A's type."""
+        return BK_TF32 if self.tf32 else BK
 
     def knob(self, name: str) -> str:
         return f"tc.{name}"
@@ -200,7 +225,7 @@ class TcProblem:
         """k-blocks of the main loop."""
         if self.conv:
             return self.conv.kh * self.conv.kw * _ceil(self.conv.c, BK)
-        return _ceil(self.k, BK)
+        return _ceil(self.k, self.bk)
 
     @property
     def fused(self) -> bool:
@@ -215,12 +240,13 @@ class TcProblem:
 
 
 def tc_problem_for(task) -> tuple[TcProblem | None, str]:
-    """The GEMM of `task` when the wgmma sketch applies (else None and why not)."""
-    return _analyze(task.ir)
+    """The GEMM of `task` when the wgmma sketch applies (else None and why not); f32 operands
+    only on a TF32 task (`task.tf32`)."""
+    return _analyze(task.ir, bool(getattr(task, "tf32", False)))
 
 
 @functools.lru_cache(maxsize=256)
-def _analyze(text: str) -> tuple[TcProblem | None, str]:
+def _analyze(text: str, tf32: bool = False) -> tuple[TcProblem | None, str]:
     from mlir import ir
 
     from ansor.core.mlir import run_passes
@@ -233,13 +259,13 @@ def _analyze(text: str) -> tuple[TcProblem | None, str]:
         # A chain of element-wise consumers (bias add, activation, rounding) becomes one generic.
         try:
             run_passes(module, "func.func(linalg-fuse-elementwise-ops,canonicalize,cse)", "apply")
-            return _match(funcs[0].operation)
+            return _match(funcs[0].operation, tf32=True) if tf32 else _match(funcs[0].operation)
         except (ValueError, TypeError, KeyError, IndexError, RuntimeError) as exc:
             # IR this matcher did not foresee: no tensor-core sketch, never a failed tuning run
             return None, f"not analysable as a GEMM ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
 
 
-def _match(func) -> tuple[TcProblem | None, str]:
+def _match(func, tf32: bool = False) -> tuple[TcProblem | None, str]:
     from mlir import ir
 
     ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
@@ -261,7 +287,7 @@ def _match(func) -> tuple[TcProblem | None, str]:
     if str(mm.attributes["indexing_maps"]) != maps:
         return None, f"a transposed {found[0]}"
     a, b, init = mm.operands
-    args, et, why = _half_operands("matmul", a, b, init)
+    args, et, why = _half_operands("matmul", a, b, init, tf32=tf32)
     if args is None:
         return None, why
     at, bt, ct = (ir.RankedTensorType(v.type) for v in (a, b, mm.results[0]))
@@ -273,10 +299,11 @@ def _match(func) -> tuple[TcProblem | None, str]:
         (batch, m, k), (b2, k2, n) = at.shape, bt.shape
         if b2 != batch or list(ct.shape) != [batch, m, n]:
             return None, f"shapes {at.shape} x {bt.shape} -> {ct.shape} are not a batch matmul"
-        if k % BK:
+        bk = BK_TF32 if et == "f32" else BK
+        if k % bk:
             # The kernel views the batches as one tall A (b*m rows) and one tall B (b*k rows): a
             # k-block must not run into the next batch's rows.
-            return None, f"a batch matmul needs K a multiple of {BK} (K = {k})"
+            return None, f"a batch matmul needs K a multiple of {bk} (K = {k})"
     else:
         (m, k), (k2, n) = at.shape, bt.shape
     if k2 != k or list(ct.shape)[-2:] != [m, n]:
@@ -286,7 +313,7 @@ def _match(func) -> tuple[TcProblem | None, str]:
                       "(TMA needs 16-byte row strides)")
     ret = body[-1]
     problem = TcProblem(m, n, k, et, a_arg=args[0], b_arg=args[1], n_args=len(ftype.inputs), acc=acc, out=acc,
-                        batch=batch)
+                        batch=batch, tf32=et == "f32")
     if "linalg.generic" not in names:
         if ret.operands[0] != mm.results[0]:
             return None, "the function does not return the matmul"
@@ -363,9 +390,10 @@ def _match_conv(func, ftype, body, names) -> tuple[TcProblem | None, str]:
     return problem, why.replace("GEMM", "implicit-GEMM convolution")
 
 
-def _half_operands(what: str, a, b, init) -> tuple[list[int] | None, str, str]:
-    """(argument numbers of `a` and `b`, their element type, "") when both are f16/bf16 function
-    arguments of one type and `init` is a zero fill; else (None, "", why not)."""
+def _half_operands(what: str, a, b, init, *, tf32: bool = False) -> tuple[list[int] | None, str, str]:
+    """(argument numbers of `a` and `b`, their element type, "") when both are f16/bf16 (with
+    `tf32`, or f32) function arguments of one type and `init` is a zero fill; else (None, "",
+    why not)."""
     from mlir import ir
 
     args = []
@@ -374,8 +402,9 @@ def _half_operands(what: str, a, b, init) -> tuple[list[int] | None, str, str]:
             return None, "", f"the {what}'s operands are not function arguments"
         args.append(ir.BlockArgument(v).arg_number)
     at, bt = (ir.RankedTensorType(v.type).element_type for v in (a, b))
-    if str(at) not in TC_INPUT_TYPES or str(bt) != str(at):
-        return None, "", f"inputs are {at}/{bt}, not f16 or bf16"
+    if str(at) not in TC_INPUT_TYPES + (("f32",) if tf32 else ()) or str(bt) != str(at):
+        hint = " (f32 takes the tensor cores as TF32 with --tf32)" if str(at) == str(bt) == "f32" else ""
+        return None, "", f"inputs are {at}/{bt}, not f16 or bf16{hint}"
     fill = _defining_op(init)
     if fill is None or fill.name != "linalg.fill" or not _is_zero(fill.operands[0]):
         return None, "", f"the {what}'s init is not a zero fill"
@@ -493,6 +522,10 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
         if int(v[name]) not in p.options(name):
             return f"knob tc.{name}={v[name]} not in its options"
     bm, bn, wgm, stages, wait, _group, ws, persist, splitk = (int(v[k]) for k in KNOBS)
+    if p.tf32 and not ws:
+        return "a TF32 kernel needs the producer warpgroup (it writes B K-major for the tf32 wgmma)"
+    if p.tf32 and bm != TF32_WG_ROWS * wgm:
+        return f"a TF32 warpgroup tile is {TF32_WG_ROWS} rows (MLIR 22 steps a taller tf32 A descriptor wrongly)"
     if splitk > 1:
         if p.batch:
             return "a batch matmul runs its batches along z: no split-K cluster"
@@ -536,8 +569,9 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
             return f"a {tw}-pixel-wide tile does not fit {bm} rows"
         if th * tw * 2 <= bm and bm > 64:
             return f"a {th}x{tw} pixel tile fills less than half of the {bm} rows"
-    if stages * stage_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
-        return f"{stages} stages of {stage_bytes(bm, bn)} bytes exceed {MAX_DYNAMIC_SHARED} bytes of shared memory"
+    if stages * stage_bytes(bm, bn, p.tf32) > MAX_DYNAMIC_SHARED:
+        return (f"{stages} stages of {stage_bytes(bm, bn, p.tf32)} bytes exceed {MAX_DYNAMIC_SHARED} bytes of "
+                "shared memory")
     if (p.staged(bm, bn) or splitk > 1) and staged_tile_bytes(bm, bn) > MAX_DYNAMIC_SHARED:
         return (f"the {bm}x{bn} f32 tile the epilogue stages ({staged_tile_bytes(bm, bn)} bytes) exceeds "
                 f"{MAX_DYNAMIC_SHARED} bytes of shared memory")
@@ -546,7 +580,11 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
     return None
 
 
-def stage_bytes(bm: int, bn: int) -> int:
+def stage_bytes(bm: int, bn: int, tf32: bool = False) -> int:
+    """Shared memory of one pipeline stage (bytes): A's bm x BK box and B's BK x bn chunks; a TF32
+    stage (BK 32 f32) also holds B K-major (bn rows of 128 bytes, written by the producer)."""
+    if tf32:
+        return (bm + 2 * bn) * BK_TF32 * 4
     return (bm + bn) * BK * 2
 
 
@@ -593,8 +631,9 @@ class TcSketch(Sketch):
 
     def script(self, values: Mapping[str, int] | None = None, *, lower_vectors: bool = True) -> str:
         """Annotates the function with the knobs (what the lowering reads) and tiles the matmul the
-        way the kernel does -- blocks of bm x bn, warpgroups of bm/wgm rows, k-blocks of 64 -- so
-        the loop features the cost model reads differ between annotations as the kernels do."""
+        way the kernel does -- blocks of bm x bn, warpgroups of bm/wgm rows, k-blocks of 64 (TF32:
+        32) -- so the loop features the cost model reads differ between annotations as the kernels
+        do."""
         p = self.problem
         if values is not None:  # records written before a knob existed meant its old behaviour
             values = {p.knob(k): x for k, x in complete(self._values(values)).items()}
@@ -624,7 +663,7 @@ class TcSketch(Sketch):
                 f"(mapping = [{z}#gpu.block<y>, #gpu.block<x>]) : ({ANY}) -> ({ANY}, {ANY})")
         sb.emit(f"%t2, %warpgroups = transform.structured.tile_using_forall %t1 tile_sizes [{zero}{wm}, 0] "
                 f"(mapping = [#gpu.warpgroup<x>]) : ({ANY}) -> ({ANY}, {ANY})")
-        sb.emit(f"%t3, %kloop = transform.structured.tile_using_for %t2 tile_sizes [{zero}0, 0, {BK}] "
+        sb.emit(f"%t3, %kloop = transform.structured.tile_using_for %t2 tile_sizes [{zero}0, 0, {p.bk}] "
                 f": ({ANY}) -> ({ANY}, {ANY})")
         return self._finish(sb)
 
@@ -632,7 +671,7 @@ class TcSketch(Sketch):
         sb.emit("transform.yield")
         head = [
             "module attributes {transform.with_named_sequence} {",
-            f"  // sketch {self.name}: {self.rule} (GPU, sm_90)",
+            f"  // sketch {self.name}: {self.rule} (GPU, sm_90{', TF32' if self.problem.tf32 else ''})",
             f"  transform.named_sequence @__transform_main(%root: {ANY} {{transform.consumed}}) {{",
         ]
         return "\n".join(head + sb.lines + ["  }", "}"]) + "\n"
@@ -678,7 +717,8 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
     geometry and the lines emitted so far):
 
         block_start        thread ids, the block's tile, shared memory, the stages' mbarriers
-        producer           (ws) the extra warpgroup streaming the k-blocks into the stages,
+        producer           (ws) the extra warpgroup streaming the k-blocks into the stages
+                           (TF32: `producer_tf32`, which also writes B K-major),
                            then `open_consumers`: the consumer warpgroups' branch (tile loop)
         first_loads        (no ws) thread 0 fills the first stages
         main_loop          per k-block: wait for its stage, wgmma, release or refill a stage
@@ -730,15 +770,20 @@ class _Kernel:
         # C as the kernel indexes it; `arow`: the tile's first row of A and C (a batch matmul's tall A and C)
         self.cname, self.rows = ("%C2", p.batch * p.m) if p.batch else ("%C", p.m)
         self.arow = "%arow" if p.batch else "%m0"
-        # a stage: A's bm x 64 box, then B's 64 x 64 chunks
-        self.stage = stage_bytes(bm, bn)
-        self.a_bytes = bm * BK * 2
-        self.chunk = BK * 64 * 2
+        # a stage: A's bm x BK box, then B's BK x 64 chunks (TF32: A's box, B K-major -- bn rows of
+        # 32 f32, written by the producer warpgroup --, then B's chunks as TMA loads them)
+        self.bk, self.esize = p.bk, _BYTES[p.et]
+        esize = self.esize
+        self.stage = stage_bytes(bm, bn, p.tf32)
+        self.a_bytes = bm * self.bk * esize
+        self.chunk = self.bk * 64 * esize
+        self.b_off = self.a_bytes + (bn * self.bk * esize if p.tf32 else 0)  # B's chunks in a stage
+        self.lookahead = max(1, depth // 2)  # TF32: k-blocks the producer's loads run ahead of its transposes
         cv = p.conv
         self.th, self.tw = cv.tile(bm, int(v["tw"])) if cv else (bm, 0)
         # bytes one stage's TMA loads deliver (a convolution's th x tw pixels may fill fewer than bm rows)
-        self.loaded = (self.th * self.tw if cv else bm) * BK * 2 + bn * BK * 2
-        self.vA, self.vB = f"memref<{bm}x{BK}x{p.et}, 3>", f"memref<{BK}x64x{p.et}, 3>"
+        self.loaded = ((self.th * self.tw if cv else bm) + bn) * self.bk * esize
+        self.vA, self.vB = f"memref<{bm}x{self.bk}x{p.et}, 3>", f"memref<{self.bk}x64x{p.et}, 3>"
         if cv:  # one box of th x tw pixels x 64 channels of X, zero past the image's edges
             self.vA = (f"memref<1x{self.th}x{self.tw}x{BK}x{p.et}, 3>" if cv.stride == 1 else
                        f"memref<{self.th}x1x{self.tw}x1x{BK}x{p.et}, 3>")
@@ -779,25 +824,30 @@ class _Kernel:
             emit(f"{I}%boff = arith.muli %bz, {c(p.m)} : index")
             emit(f"{I}%kboff = arith.muli %bz, {c(p.k)} : index")
             emit(f"{I}%arow = arith.addi %m0, %boff : index")
-        emit(f"{I}%wgoff = arith.muli %wg, {c(self.wm * BK * 2)} : index")
+        emit(f"{I}%wgoff = arith.muli %wg, {c(self.wm * self.bk * self.esize)} : index")
         self.barriers(I)
 
     def barriers(self, I: str) -> None:
         """The dynamic shared memory; each stage's `full` mbarrier (and with a producer warpgroup
-        its `empty` one, released by every consumer warpgroup), initialised by thread 0, which
-        also prefetches the TMA descriptors; a block-wide barrier."""
+        its `empty` one, released by every consumer warpgroup; TF32, its `ready` one, released by
+        every producer thread once B is K-major), initialised by thread 0, which also prefetches
+        the TMA descriptors; a block-wide barrier."""
         c, emit = self.c, self.emit
         emit(f"{I}%dyn0 = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>")
         emit(f"{I}%dyn = memref.memory_space_cast %dyn0 : memref<?xi8, #gpu.address_space<workgroup>> to memref<?xi8, 3>")
         emit(f"{I}%bar = nvgpu.mbarrier.create -> !bar")
         if self.ws:
             emit(f"{I}%empty = nvgpu.mbarrier.create -> !bar")
+        if self.p.tf32:
+            emit(f"{I}%ready = nvgpu.mbarrier.create -> !bar")
         emit(f"{I}%is0 = arith.cmpi eq, %tid, {c(0)} : index")
         emit(f"{I}scf.if %is0 {{")
         for s_ in range(self.depth):
             emit(f"{I}  nvgpu.mbarrier.init %bar[{c(s_)}], {c(1)} : !bar")
             if self.ws:  # released once by each consumer warpgroup
                 emit(f"{I}  nvgpu.mbarrier.init %empty[{c(s_)}], {c(self.wgm)} : !bar")
+            if self.p.tf32:  # B K-major in the stage: every producer thread arrives
+                emit(f"{I}  nvgpu.mbarrier.init %ready[{c(s_)}], {c(128)} : !bar")
         emit(f"{I}  nvgpu.tma.prefetch.descriptor %tA : !tmA")
         emit(f"{I}  nvgpu.tma.prefetch.descriptor %tB : !tmB")
         emit(f"{I}}}")
@@ -860,14 +910,14 @@ class _Kernel:
     def tma_load(self, stage_idx: str, kblock: str, pre: str, indent: str) -> None:
         """TMA loads of k-block `kblock` into stage `stage_idx` (SSA names), issued by one thread
         and counted on the stage's `full` mbarrier: A's box (a convolution's: `conv_load`), then
-        the 64 x 64 chunks of B. `pre` prefixes the SSA names it defines."""
+        the BK x 64 chunks of B. `pre` prefixes the SSA names it defines."""
         p, c, emit = self.p, self.c, self.emit
         vA, vB = self.vA, self.vB
         emit(f"{indent}%{pre}base = arith.muli {stage_idx}, {c(self.stage)} : index")
         if self.splitk > 1:  # this block's share of K starts at k-block %kbase
             emit(f"{indent}%{pre}kg = arith.addi {kblock}, %kbase : index")
             kblock = f"%{pre}kg"
-        emit(f"{indent}%{pre}k = arith.muli {kblock}, {c(BK)} : index")
+        emit(f"{indent}%{pre}k = arith.muli {kblock}, {c(self.bk)} : index")
         bk = f"%{pre}k"
         if p.batch:  # this batch's rows of the tall B
             emit(f"{indent}%{pre}kb = arith.addi %{pre}k, %kboff : index")
@@ -880,7 +930,7 @@ class _Kernel:
             emit(f"{indent}nvgpu.tma.async.load %tA[%{pre}k, {self.arow}], %bar[{stage_idx}] to %{pre}a "
                  f": !tmA, !bar -> {vA}")
         for j in range(self.bn // 64):
-            emit(f"{indent}%{pre}ob{j} = arith.addi %{pre}base, {c(self.a_bytes + j * self.chunk)} : index")
+            emit(f"{indent}%{pre}ob{j} = arith.addi %{pre}base, {c(self.b_off + j * self.chunk)} : index")
             emit(f"{indent}%{pre}b{j} = memref.view %dyn[%{pre}ob{j}][] : memref<?xi8, 3> to {vB}")
             emit(f"{indent}%{pre}n{j} = arith.addi %n0, {c(64 * j)} : index")
             emit(f"{indent}nvgpu.tma.async.load %tB[%{pre}n{j}, {bk}], %bar[{stage_idx}] to %{pre}b{j} "
@@ -939,34 +989,136 @@ class _Kernel:
         """The producer warpgroup (ws): one thread of the extra warpgroup streams every k-block
         (of every tile of a persistent block, stages and phases running on across tiles),
         waiting for the consumers to release a stage (its `empty` mbarrier) before refilling it."""
-        c, emit, depth = self.c, self.emit, self.depth
-        J = I + "  "
-        emit(f"{I}%isp = arith.cmpi eq, %tid, {c(self.wgm * 128)} : index")
-        emit(f"{I}scf.if %isp {{")
-        P = J
-        if self.persist:
-            self.tile_loop(J)
-            P = J + "  "
+        if self.p.tf32:
+            self.producer_tf32(I)
+            return
+        c, emit = self.c, self.emit
+        P = self.open_producer(I)
         emit(f"{P}scf.for %i = {c(0)} to {c(self.kt)} step {c(1)} {{")
         K2 = P + "  "
-        gq = "%i"
-        if self.persist:  # stages and phases run on across tiles
-            emit(f"{K2}%g = arith.addi %g0, %i : index")
-            gq = "%g"
-        emit(f"{K2}%s = arith.remui {gq}, {c(depth)} : index")
-        emit(f"{K2}%again = arith.cmpi uge, {gq}, {c(depth)} : index")
-        emit(f"{K2}scf.if %again {{")
-        emit(f"{K2}  %u = arith.divui {gq}, {c(depth)} : index")
-        emit(f"{K2}  %u1 = arith.subi %u, {c(1)} : index")
-        emit(f"{K2}  %pu = arith.remui %u1, {c(2)} : index")
-        emit(f"{K2}  %ph = arith.cmpi ne, %pu, {c(0)} : index")
-        emit(f"{K2}  nvgpu.mbarrier.try_wait.parity %empty[%s], %ph, {c(10000000)} : !bar")
-        emit(f"{K2}}}")
+        self.wait_empty(K2)
         self.tma_load("%s", "%i", "q", K2)
         emit(f"{P}}}")
+        self.close_producer(I)
+
+    def open_producer(self, I: str, *, warpgroup: bool = False) -> str:
+        """The producer's branch: its first thread's (`%isp`), or with `warpgroup` all its 128
+        threads' (`%ptid` numbering them, `%isp` the first); in it a persistent block's tile
+        loop. Returns the indentation inside (closed by `close_producer`)."""
+        c, emit = self.c, self.emit
+        J = I + "  "
+        if warpgroup:
+            emit(f"{I}%isprod = arith.cmpi uge, %tid, {c(self.wgm * 128)} : index")
+            emit(f"{I}scf.if %isprod {{")
+            emit(f"{J}%ptid = arith.subi %tid, {c(self.wgm * 128)} : index")
+            emit(f"{J}%isp = arith.cmpi eq, %ptid, {c(0)} : index")
+        else:
+            emit(f"{I}%isp = arith.cmpi eq, %tid, {c(self.wgm * 128)} : index")
+            emit(f"{I}scf.if %isp {{")
         if self.persist:
-            self.tile_loop_end(J)
-        emit(f"{I}}}")
+            self.tile_loop(J)
+            return J + "  "
+        return J
+
+    def close_producer(self, I: str) -> None:
+        """The ends of the tile loop and the branch `open_producer(I)` opened."""
+        if self.persist:
+            self.tile_loop_end(I + "  ")
+        self.emit(f"{I}}}")
+
+    def wait_empty(self, K: str) -> None:
+        """In the producer's k-loop (`%i`; a persistent block's k-blocks counted on from `%g0`):
+        %s, the stage of k-block %i, and from the second round on the wait for the consumers to
+        release it (its `empty` mbarrier, in the phase of the previous round)."""
+        c, emit, depth = self.c, self.emit, self.depth
+        gq = "%i"
+        if self.persist:  # stages and phases run on across tiles
+            emit(f"{K}%g = arith.addi %g0, %i : index")
+            gq = "%g"
+        emit(f"{K}%s = arith.remui {gq}, {c(depth)} : index")
+        emit(f"{K}%again = arith.cmpi uge, {gq}, {c(depth)} : index")
+        emit(f"{K}scf.if %again {{")
+        emit(f"{K}  %u = arith.divui {gq}, {c(depth)} : index")
+        emit(f"{K}  %u1 = arith.subi %u, {c(1)} : index")
+        emit(f"{K}  %pu = arith.remui %u1, {c(2)} : index")
+        emit(f"{K}  %ph = arith.cmpi ne, %pu, {c(0)} : index")
+        emit(f"{K}  nvgpu.mbarrier.try_wait.parity %empty[%s], %ph, {c(10000000)} : !bar")
+        emit(f"{K}}}")
+
+    def producer_tf32(self, I: str) -> None:
+        """The producer warpgroup of a TF32 kernel (the tf32 wgmma reads B only K-major, TMA
+        copies it as it is in memory: N-major): its thread 0 streams every k-block as `producer`
+        does (A's box, B's chunks; waiting for the consumers to release the stage), and all 128
+        threads write each k-block's B K-major into its stage (`transpose_b`) `lookahead` k-blocks
+        behind the loads, then release the stage to the consumers (its `ready` mbarrier)."""
+        c, emit, depth, L = self.c, self.emit, self.depth, self.lookahead
+        P = self.open_producer(I, warpgroup=True)
+        emit(f"{P}scf.for %i = {c(0)} to {c(self.kt + L)} step {c(1)} {{")
+        K2, K3 = P + "  ", P + "    "
+        emit(f"{K2}%load = arith.cmpi ult, %i, {c(self.kt)} : index")
+        emit(f"{K2}scf.if %load {{")
+        self.wait_empty(K3)
+        emit(f"{K3}scf.if %isp {{")
+        self.tma_load("%s", "%i", "q", K3 + "  ")
+        emit(f"{K3}}}")
+        emit(f"{K2}}}")
+        emit(f"{K2}%late = arith.cmpi uge, %i, {c(L)} : index")
+        emit(f"{K2}scf.if %late {{")
+        emit(f"{K3}%it = arith.subi %i, {c(L)} : index")
+        gt = "%it"
+        if self.persist:
+            emit(f"{K3}%gt = arith.addi %g0, %it : index")
+            gt = "%gt"
+        emit(f"{K3}%st = arith.remui {gt}, {c(depth)} : index")
+        emit(f"{K3}%ut = arith.divui {gt}, {c(depth)} : index")
+        emit(f"{K3}%put = arith.remui %ut, {c(2)} : index")
+        emit(f"{K3}%pht = arith.cmpi ne, %put, {c(0)} : index")
+        emit(f"{K3}nvgpu.mbarrier.try_wait.parity %bar[%st], %pht, {c(10000000)} : !bar")
+        self.transpose_b(K3, "%st")
+        # the generic-proxy writes (and reads of the chunks TMA refills later) before the wgmma's
+        # and TMA's async-proxy accesses, then the release
+        emit(f"{K3}nvvm.fence.proxy {{kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}}")
+        emit(f"{K3}%tkr = nvgpu.mbarrier.arrive %ready[%st] : !bar -> !nvgpu.mbarrier.token")
+        emit(f"{K2}}}")
+        emit(f"{P}}}")
+        self.close_producer(I)
+
+    def transpose_b(self, K: str, st: str) -> None:
+        """(TF32) The producer's 128 threads copy stage `st`'s B chunks (BK rows of 64 f32 each, as
+        TMA wrote them) into the stage's K-major B: bn rows of BK f32, 16-byte pieces placed by the
+        128-byte swizzle (piece q of row n at q ^ (n mod 8)), as TMA would have written a K-major
+        B. Each thread moves 4 K-consecutive elements of one column at a time: a warp reads 32
+        consecutive columns of a row (no bank conflict) and writes 8 pieces per quarter warp that
+        the swizzle spreads over all banks."""
+        c, emit, bn, bk = self.c, self.emit, self.bn, self.bk
+        flat = f"memref<{bn * bk}xf32, 3>"
+        emit(f"{K}%tbase = arith.muli {st}, {c(self.stage)} : index")
+        emit(f"{K}%tro = arith.addi %tbase, {c(self.b_off)} : index")
+        emit(f"{K}%tko = arith.addi %tbase, {c(self.a_bytes)} : index")
+        emit(f"{K}%traw = memref.view %dyn[%tro][] : memref<?xi8, 3> to {flat}")
+        emit(f"{K}%tkm = memref.view %dyn[%tko][] : memref<?xi8, 3> to {flat}")
+        emit(f"{K}scf.for %te = %ptid to {c(bn * bk // 4)} step {c(128)} {{")
+        L = K + "  "
+        emit(f"{L}%tn = arith.remui %te, {c(bn)} : index")  # the column of B (a row of K-major B)
+        emit(f"{L}%tq = arith.divui %te, {c(bn)} : index")  # its 16-byte piece: K elements 4q..4q+3
+        emit(f"{L}%tj = arith.divui %tn, {c(64)} : index")
+        emit(f"{L}%tc = arith.remui %tn, {c(64)} : index")
+        emit(f"{L}%tr0 = arith.muli %tj, {c(bk * 64)} : index")
+        emit(f"{L}%tr1 = arith.muli %tq, {c(4 * 64)} : index")
+        emit(f"{L}%tr2 = arith.addi %tr0, %tr1 : index")
+        emit(f"{L}%tr = arith.addi %tr2, %tc : index")
+        emit(f"{L}%tv0 = arith.constant dense<0.0> : vector<4xf32>")
+        for q in range(4):
+            emit(f"{L}%ti{q} = arith.addi %tr, {c(q * 64)} : index")
+            emit(f"{L}%tx{q} = memref.load %traw[%ti{q}] : {flat}")
+            emit(f"{L}%tv{q + 1} = vector.insert %tx{q}, %tv{q} [{q}] : f32 into vector<4xf32>")
+        emit(f"{L}%tsw = arith.remui %tn, {c(8)} : index")
+        emit(f"{L}%tp = arith.xori %tq, %tsw : index")
+        emit(f"{L}%td0 = arith.muli %tn, {c(bk)} : index")
+        emit(f"{L}%td1 = arith.muli %tp, {c(4)} : index")
+        emit(f"{L}%td = arith.addi %td0, %td1 : index")
+        emit(f"{L}vector.store %tv4, %tkm[%td] {{alignment = 16}} : {flat}, vector<4xf32>")
+        emit(f"{K}}}")
 
     def open_consumers(self, I: str) -> str:
         """The consumer warpgroups' branch (ws) and in it a persistent block's tile loop; returns
@@ -1021,14 +1173,42 @@ class _Kernel:
         emit(f"{J}%pu = arith.remui %u, {c(2)} : index")
         emit(f"{J}%ph = arith.cmpi ne, %pu, {c(0)} : index")
         emit(f"{J}nvgpu.mbarrier.try_wait.parity %bar[%s], %ph, {c(10000000)} : !bar")
+        if self.p.tf32:  # and for the producer to have written B K-major
+            emit(f"{J}nvgpu.mbarrier.try_wait.parity %ready[%s], %ph, {c(10000000)} : !bar")
         emit(f"{J}%base = arith.muli %s, {c(self.stage)} : index")
         emit(f"{J}%offA = arith.addi %base, %wgoff : index")
         emit(f"{J}%offB = arith.addi %base, {c(self.a_bytes)} : index")
+        if self.p.tf32:
+            self.tf32_mmas(J)
+            return
         emit(f"{J}%sa = memref.view %dyn[%offA][] : memref<?xi8, 3> to memref<{wm}x{BK}x{et}, 3>")
         emit(f"{J}%sb = memref.view %dyn[%offB][] : memref<?xi8, 3> to memref<{BK}x{wn}x{et}, 3>")
         emit(f"{J}%da = nvgpu.warpgroup.generate.descriptor %sa, %tA : memref<{wm}x{BK}x{et}, 3>, !tmA -> !dA")
         emit(f"{J}%db = nvgpu.warpgroup.generate.descriptor %sb, %tB : memref<{BK}x{wn}x{et}, 3>, !tmB -> !dB")
         emit(f"{J}%acc2 = nvgpu.warpgroup.mma %da, %db, %acc {{transposeB}} : !dA, !dB, !acc -> !acc")
+        emit(f"{J}nvvm.wgmma.wait.group.sync.aligned {self.wait}")
+
+    def tf32_mmas(self, J: str) -> None:
+        """(TF32) The warpgroup's 64 x bn tile over the stage as BK/8 warpgroup MMAs of K 8, each
+        on descriptors of its 32-byte column of the swizzled rows of A and of K-major B (upstream
+        steps a K-major B descriptor by whole rows between the k8 steps of one
+        `nvgpu.warpgroup.mma`, so each step is its own op), then the wait as `stage_mma`'s."""
+        c, emit, wn, kq = self.c, self.emit, self.wn, TF32_MMA_K
+        # (the views are f32: memrefs of tf32 have no LLVM type; the descriptor types say tf32)
+        ta, tb = f"memref<{TF32_WG_ROWS}x{kq}xf32, 3>", f"memref<{kq}x{wn}xf32, 3>"
+        acc = "%acc"
+        steps = self.bk // kq
+        for q in range(steps):
+            emit(f"{J}%oa{q} = arith.addi %offA, {c(q * kq * 4)} : index")
+            emit(f"{J}%ob{q} = arith.addi %offB, {c(q * kq * 4)} : index")
+            emit(f"{J}%sa{q} = memref.view %dyn[%oa{q}][] : memref<?xi8, 3> to {ta}")
+            emit(f"{J}%sb{q} = memref.view %dyn[%ob{q}][] : memref<?xi8, 3> to {tb}")
+            # (the descriptor takes its 128-byte swizzle from A's TMA map, its address from the view)
+            emit(f"{J}%da{q} = nvgpu.warpgroup.generate.descriptor %sa{q}, %tA : {ta}, !tmA -> !dA")
+            emit(f"{J}%db{q} = nvgpu.warpgroup.generate.descriptor %sb{q}, %tA : {tb}, !tmA -> !dB")
+            out = "%acc2" if q == steps - 1 else f"%acck{q}"
+            emit(f"{J}{out} = nvgpu.warpgroup.mma %da{q}, %db{q}, {acc} : !dA, !dB, !acc -> !acc")
+            acc = out
         emit(f"{J}nvvm.wgmma.wait.group.sync.aligned {self.wait}")
 
     def release_stage(self, J: str, j: str) -> None:
@@ -1321,7 +1501,7 @@ class _Kernel:
         already is; a batch matmul's A, B (and C) as one tall matrix each."""
         p, cv, et, K = self.p, self.cv, self.p.et, self.p.k
         a2, b2, collapse = "%A", "%B", ""
-        a_box = "%hbm, %h64"
+        a_box = "%hbm, %h32" if p.tf32 else "%hbm, %h64"
         a_mem = f"memref<{self.rows}x{K}x{et}>"
         if cv:  # X as it is (4-D boxes); W as the [KH*KW*C, CO] matrix it already is in memory
             a_box = "%h1, %hth, %htw, %h64"
@@ -1362,17 +1542,24 @@ class _Kernel:
         tm = "swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none"
         a2, b2, collapse, a_box, a_mem = self.tma_operands()
         smem = max(depth * self.stage, staged_tile_bytes(bm, self.bn) if self.staged else 0)
+        # the wgmma's view of A and B in shared memory (TF32: tf32, one k8 step: `tf32_mmas`), and
+        # the TMA map of B's chunks (TF32: 256-byte rows, unswizzled, for the producer to transpose)
+        da, db, tm_b, b_box = (f"{wm}x{BK}x{et}", f"{BK}x{wn}x{et}", tm, "%h64, %h64")
+        if p.tf32:
+            da, db = f"{TF32_WG_ROWS}x{TF32_MMA_K}xtf32", f"{TF32_MMA_K}x{wn}xtf32"
+            tm_b, b_box = tm.replace("swizzle_128b", "none"), "%h32, %h64"
+        h32 = "    %h32 = arith.constant 32 : index\n" if p.tf32 else ""
         return f"""!bar = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = {depth}>
 !tmA = !nvgpu.tensormap.descriptor<tensor = {vA}, {tm}>
-!tmB = !nvgpu.tensormap.descriptor<tensor = {vB}, {tm}>
+!tmB = !nvgpu.tensormap.descriptor<tensor = {vB}, {tm_b}>
 !acc = !nvgpu.warpgroup.accumulator<fragmented = vector<{wm}x{wn}xf32>>
-!dA = !nvgpu.warpgroup.descriptor<tensor = memref<{wm}x{BK}x{et}, 3>>
-!dB = !nvgpu.warpgroup.descriptor<tensor = memref<{BK}x{wn}x{et}, 3>>
+!dA = !nvgpu.warpgroup.descriptor<tensor = memref<{da}, 3>>
+!dB = !nvgpu.warpgroup.descriptor<tensor = memref<{db}, 3>>
 module {{
   func.func @{func_name}({_signature(p)}) attributes {{llvm.emit_c_interface}} {{
     %h1 = arith.constant 1 : index
     %h64 = arith.constant 64 : index
-    %hbm = arith.constant {bm} : index
+{h32}    %hbm = arith.constant {bm} : index
     %hgx = arith.constant {self.blocks if persist else self.gx} : index
     %hgy = arith.constant {1 if persist else self.gy} : index
     %hthreads = arith.constant {128 * (self.wgm + ws)} : index
@@ -1382,7 +1569,7 @@ module {{
 {collapse}    %uA = memref.cast {a2} : {a_mem} to memref<*x{et}>
     %uB = memref.cast {b2} : memref<{(p.batch or 1) * K}x{N}x{et}> to memref<*x{et}>
     %tA = nvgpu.tma.create.descriptor %uA box[{a_box}] : memref<*x{et}> -> !tmA
-    %tB = nvgpu.tma.create.descriptor %uB box[%h64, %h64] : memref<*x{et}> -> !tmB
+    %tB = nvgpu.tma.create.descriptor %uB box[{b_box}] : memref<*x{et}> -> !tmB
     gpu.launch {"clusters(%kx, %ky, %kz) in (%ksx = %h1, %ksy = %h1, %ksz = %hsk) " if splitk > 1 else ""}blocks(%bx, %by, %bz) in (%gx = %hgx, %gy = %hgy, %gz = %hbatch) threads(%tx, %ty, %tz) in (%sx = %hthreads, %sy = %h1, %sz = %h1) dynamic_shared_memory_size %smem {{
 {chr(10).join(cdecl)}
 {chr(10).join(self.lines)}
