@@ -193,3 +193,25 @@ def test_tf32_gemm_matches_the_f32_reference(mm: SearchTask, kw: dict[str, int])
 @pytest.mark.parametrize("name, kw", OTHER_TASKS)
 def test_ragged_batched_and_fused_tf32_gemms_match_the_f32_reference(name: str, kw: dict[str, int]) -> None:
     _check_on_gpu(_task(name), kw)
+
+
+def test_compile_with_tf32_replays_the_tf32_record(tmp_path, monkeypatch, mm: SearchTask) -> None:
+    """`ansor.compile(..., tf32=True)` compiles the function as the TF32 task with its record;
+    without the flag the same log has no record for the exact-fp32 function."""
+    import ansor
+    from ansor.measure.measurer import MeasureInput, MeasureResult
+    from ansor.space.schedule import Schedule
+    from ansor.targets import get_target
+    from ansor.tuning.records import Record, RecordWriter
+
+    sk = generate_sketches(mm)[0]
+    v = _values(**ANNOTATIONS[0])
+    path = tmp_path / "tf32.jsonl"
+    with RecordWriter(path) as w:
+        w.append(Record.of(MeasureInput(mm, Schedule.of(sk.name, v), sk.script(v)), MeasureResult(costs=(1e-4,))))
+    built = []
+    monkeypatch.setattr(get_target("cuda"), "compile", lambda task, script: built.append((task, script)))
+    f = ansor.compile(mm.ir, target="cuda", log=path, tf32=True)
+    assert f.tuned and built[-1][0].tf32 and built[-1][1] == sk.script(v)
+    g = ansor.compile(mm.ir, target="cuda", log=path)
+    assert not built[-1][0].tf32 and built[-1][1] is None and not getattr(g, "tuned", True)
