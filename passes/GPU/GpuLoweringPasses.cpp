@@ -19,6 +19,7 @@ namespace mlir::ansor {
 #define GEN_PASS_DEF_GPUCOPIESTOLINALG
 #define GEN_PASS_DEF_GPUALIGNWORKGROUPBUFFERS
 #define GEN_PASS_DEF_GPUCHECKHOSTALLOCS
+#define GEN_PASS_DEF_GPURESHAPEDRESULTSINPLACE
 #include "passes/GPU/GpuLoweringPasses.h.inc"
 } // namespace mlir::ansor
 
@@ -135,6 +136,76 @@ struct GpuCheckHostAllocs : public ansor::impl::GpuCheckHostAllocsBase<GpuCheckH
             return signalPassFailure();
           }
         }
+    }
+  }
+};
+
+/// The alloc behind `copy`'s source when the copy writes a reshape of it into an argument of `f`
+/// that nothing else uses, the alloc's users being the reshape, deallocs and (only where the
+/// reshape has no other user) ops that may use it directly.
+memref::AllocOp reshapedAlloc(func::FuncOp f, memref::CopyOp copy, Operation *&reshape) {
+  auto target = dyn_cast<BlockArgument>(copy.getTarget());
+  if (!target || target.getOwner() != &f.getBody().front() || !target.hasOneUse())
+    return {};
+  reshape = copy.getSource().getDefiningOp();
+  if (!isa_and_nonnull<memref::ExpandShapeOp, memref::CollapseShapeOp>(reshape))
+    return {};
+  auto alloc = reshape->getOperand(0).getDefiningOp<memref::AllocOp>();
+  if (!alloc || !alloc.getType().getLayout().isIdentity() || !alloc.getDynamicSizes().empty())
+    return {};
+  auto targetType = dyn_cast<MemRefType>(target.getType());
+  if (!targetType || targetType != reshape->getResult(0).getType())
+    return {};
+  bool onlyReshape = llvm::all_of(alloc->getUsers(), [&](Operation *u) {
+    return u == reshape || isa<memref::DeallocOp>(u);
+  });
+  if (!onlyReshape && !reshape->hasOneUse())
+    return {};
+  return alloc;
+}
+
+struct GpuReshapedResultsInPlace
+    : public ansor::impl::GpuReshapedResultsInPlaceBase<GpuReshapedResultsInPlace> {
+  void runOnOperation() override {
+    Operation *root = getOperation();
+    SmallVector<func::FuncOp> funcs;
+    if (auto f = dyn_cast<func::FuncOp>(root))
+      funcs.push_back(f);
+    else if (auto m = dyn_cast<ModuleOp>(root))
+      for (auto f : m.getOps<func::FuncOp>())
+        funcs.push_back(f);
+    for (func::FuncOp f : funcs) {
+      if (f.isExternal())
+        continue;
+      for (memref::CopyOp copy : collectOps<memref::CopyOp>(f)) {
+        Operation *reshape = nullptr;
+        memref::AllocOp alloc = reshapedAlloc(f, copy, reshape);
+        if (!alloc)
+          continue;
+        Value out = copy.getTarget();
+        copy->erase();
+        for (Operation *user : llvm::make_early_inc_range(alloc->getUsers()))
+          if (isa<memref::DeallocOp>(user))
+            user->erase();
+        if (alloc->hasOneUse()) { // only the reshape: its users write the out-param itself
+          reshape->getResult(0).replaceAllUsesWith(out);
+          reshape->erase();
+          alloc->erase();
+          continue;
+        }
+        // the alloc is used directly too: it becomes the inverse reshape of the out-param
+        OpBuilder b(&f.getBody().front(), f.getBody().front().begin());
+        Value view;
+        if (auto e = dyn_cast<memref::ExpandShapeOp>(reshape))
+          view = b.create<memref::CollapseShapeOp>(alloc.getLoc(), alloc.getType(), out,
+                                                   e.getReassociationIndices());
+        else
+          view = b.create<memref::ExpandShapeOp>(alloc.getLoc(), alloc.getType(), out,
+                                                 cast<memref::CollapseShapeOp>(reshape).getReassociationIndices());
+        reshape->erase();
+        alloc.getResult().replaceAllUsesWith(view);
+        alloc->erase();
+      }
     }
   }
 };

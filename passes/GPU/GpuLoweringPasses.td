@@ -62,4 +62,31 @@ def GpuCheckHostAllocs : Pass<"ansor-gpu-check-host-allocs"> {
   }];
 }
 
+def GpuReshapedResultsInPlace : Pass<"ansor-gpu-reshaped-results-in-place"> {
+  let summary = "Write a result that is returned reshaped straight into its out-param";
+  let description = [{
+    A task whose result is a reshape of what its last op computes (a per-row sum returned as
+    `1x128x1`, an op that preprocessing expanded to `1x128x1x768` returned as `1x128x768`) leaves
+    after bufferization and `buffer-results-to-out-params`:
+    ```mlir
+    %alloc = memref.alloc() : memref<128xf32>          // written by the GPU kernel
+    %e = memref.expand_shape %alloc [[0, 1, 2]] output_shape [1, 128, 1] : ... into memref<1x128x1xf32>
+    memref.copy %e, %out : memref<1x128x1xf32> to memref<1x128x1xf32>
+    ```
+    a host buffer between the kernel and the out-param, which the cuda target cannot have
+    (`ansor-gpu-check-host-allocs`). In every `func.func`, where a `memref.copy` copies an
+    `expand_shape` or `collapse_shape` of a static, identity-layout `memref.alloc` whole into a
+    function argument of the same type that nothing else uses, the copy and the alloc's deallocs
+    are erased, and
+    - if the reshape is the alloc's only user, the reshape's users write the argument itself;
+    - else, if the copy is the reshape's only user, the alloc becomes the inverse reshape of the
+      argument (`collapse_shape` with the same reassociation for an expand, `expand_shape` to the
+      alloc's shape for a collapse), placed at the function's start:
+    ```mlir
+    %alloc = memref.expand_shape %out [[0], [1, 2], [3]] output_shape [1, 128, 1, 768]
+    ```
+    An argument read or written elsewhere is left alone.
+  }];
+}
+
 #endif // ANSOR_GPU_LOWERING_PASSES_TD

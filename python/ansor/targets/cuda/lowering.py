@@ -2,7 +2,8 @@
 
     SearchTask.ir --apply script (tile to blocks/threads, shared-memory copies, bufferize,
         gpu.launch)--> memref + gpu.launch --workgroup attributions, tensor.pad buffers -> guarded
-        loads (ansor-gpu-guard-padded-reads), out-params, auto-unroll, LICM-->
+        loads (ansor-gpu-guard-padded-reads), out-params (a result returned reshaped written in
+        place: ansor-gpu-reshaped-results-in-place), auto-unroll, LICM-->
         --ansor-gpu-{swizzle-blocks, hoist-accumulators, forward-initial-values,
           remove-redundant-barriers, prefetch-global-reads} (C++ passes: the kernel rewrites a
           fast SGEMM needs, on memrefs)-->
@@ -16,8 +17,9 @@ Runs inside measurement worker processes, like `lowering.py` (MLIR aborts on int
 failures). Buffers live on the device: `CudaKernel` allocates them through the MLIR CUDA runtime's
 own entry points (`mgpuMemAlloc`, `mgpuMemcpy`, ...) and puts the device pointers into the memref
 descriptors, so nothing here needs PyTorch or CuPy. Timing is a native loop around the kernel
-(`lowering.BENCH_FUNC`); each call launches and synchronizes (the MLIR CUDA runtime makes a stream
-per call), so a measured latency includes one launch + synchronization overhead (a few µs).
+(`lowering.BENCH_FUNC`) on one reused stream; with `config.CUDA_TIME_DEFERRED` (the default) the
+calls are queued and synchronised once, so a measured latency is the kernel's, not a launch +
+synchronise round trip (~10 µs) per call.
 
 A builder (`measure/builder.py`) runs all of the above but the last step (`build_task_cuda`: the
 lowered module as bytecode, on any core of any machine); the runner only JITs it (`load_task_cuda`).
@@ -46,7 +48,7 @@ from ansor import config
 _AFTER_SCRIPT = (
     "canonicalize,cse,"
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
-    "canonicalize,cse"
+    "canonicalize,cse,ansor-gpu-reshaped-results-in-place"
 )
 
 
