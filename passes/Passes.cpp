@@ -4,6 +4,7 @@
 #include "passes/GPU/GpuLoweringPasses.h"
 #include "passes/GPU/GpuLoweringBPasses.h"
 #include "passes/GPU/GpuOptUtils.h"
+#include "passes/GPU/GpuReductionPasses.h"
 
 #include <mutex>
 
@@ -16,5 +17,6 @@ void mlir::ansor::registerAnsorPassesOnce() {
     registerAnsorCpuPasses();
     registerAnsorGpuLoweringPasses();
     registerAnsorGpuLoweringBPasses();
+    registerAnsorGpuReductionPasses();
   });
 }

@@ -1,16 +1,20 @@
 """GPU rule for reduction subgraphs: Ansor's **cross-thread reduction**, one kernel per task.
 
     SearchTask (target "cuda", no op with data reuse to anchor multi-level tiling, or one whose
-    rows a reduction needs whole) --row_stage_for--> RowStage --RowSketch.script(values)-->
+    rows a reduction needs whole) --row_stage_for (reduction loops merged)--> RowStage --RowSketch.script(values)-->
     transform script: one row per block, the row's reductions split across the block's threads
     (`tile_reduction_using_forall`), merged with warp shuffles (`ansor-gpu-block-reductions-to-shuffles`)
 
 A row-wise subgraph (LayerNorm, softmax, a row norm, attention scores + softmax, ...) has an output
 op `E` indexed by row dims and (at most) one column dim, and reductions over the column dim whose
-per-row results `E` (or another reduction) reads. The sketch:
+per-row results `E` (or another reduction) reads. A reduction over several loops (a global
+average pool over `h, w`, a norm over `m x n`) has them merged into one column loop of their
+product first (`merged_reduction.py`; the script's first step, `ansor-gpu-collapse-reduction-loops`,
+reads its input through a `tensor.collapse_shape`). The sketch:
 
-1. tiles `E` by one row to blocks (up to three row dims of extent > 1 -> block x, y, z) and fuses
-   every other op of the task into the block, consumers first;
+1. tiles `E` by one row to blocks (up to three row dims of extent > 1 -> block x, y, z; a single
+   row: its last row dim, one block) and fuses every other op of the task into the block,
+   consumers first;
 2. splits each per-row reduction across `T` threads (`tile_reduction_using_forall`, thread x): each
    thread reduces its contiguous chunk of `C / T` columns into a slot of a shared buffer, and every
    thread merges the slots itself (rewritten by the lowering into a warp-shuffle butterfly + one
@@ -63,6 +67,7 @@ from ansor.core.loops import OP_ATTR, OpLoops, analyze_graph
 from ansor.space.sketch import Knob, Sketch
 from ansor.core.task import SearchTask
 from ansor.space.script import ANY, PARAM, ScriptBuilder
+from ansor.targets.cuda.merged_reduction import merge_reduction_loops
 from ansor.targets.cuda.params import AXES, DEFAULT_THREADS, GPU_UNROLL_OPTIONS, MAX_THREADS_PER_BLOCK
 from ansor.targets.cuda.rules import GPU_RAGGED_PROB
 
@@ -88,6 +93,9 @@ class RowStage:
     # (op, its loop along the columns, its loop count) of every op that has one (what ragged rows
     # pad), in op order
     pad_loops: tuple[tuple[int, int, int], ...] = ()
+    # ops reducing over several loops, merged into one column loop first (`merged_reduction.py`);
+    # every loop index above counts loops after that merge
+    merged: tuple[int, ...] = ()
 
     @property
     def ragged_ok(self) -> bool:
@@ -165,6 +173,9 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
     ops, pads = analyze_graph(task.ir)
     if pads:
         return None, "a tensor.pad (not scheduled by the cross-thread reduction rule)"
+    ops, merged, why = merge_reduction_loops(task.ir, ops)
+    if why:
+        return None, why
     by_index = {o.index: o for o in ops}
     outs = [o for o in ops if not o.users or None in o.users]
     if len(outs) != 1:
@@ -196,7 +207,7 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
     split = [*reds, e] if e_reduces else reds
     col_extents = set()
     for r in split:
-        if len(r.reduce) != 1:
+        if len(r.reduce) != 1:  # (merge_reduction_loops left one)
             return None, f"op{r.index} reduces over {len(r.reduce)} loops (the rule splits one)"
         if len(r.output_dims) != n_rows:
             return None, f"op{r.index}: result not indexed by the {n_rows} row loops"
@@ -229,6 +240,10 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
         if any(p in fills for p in by_index[i].input_producers):
             return None, f"op{i} reads a contraction's initialiser"
     mapped = [d for d in row_dims if e.extents[d] > 1]
+    if not mapped:  # a single row (nrm-1xMxN): one block, over a unit row loop
+        if not row_dims:
+            return None, f"op{e.index}: no row loop to map to blocks (a reduction to a scalar)"
+        mapped = row_dims[-1:]
     if len(mapped) > 3:
         return None, f"{len(mapped)} row loops of extent > 1 (blocks have three axes)"
     tiles = tuple(1 if d in mapped else 0 for d in range(len(e.extents)))
@@ -240,7 +255,7 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
         cols=cols_n, fused=fused,
         reductions=tuple((r.index, len(r.extents), r.reduce[0]) for r in split),
         recompute=tuple(recompute), operands=operands, materialize=materialize, col_loops=col_loops,
-        col_axis=col_axis, pad_loops=_column_loops(by_index, e, col_dim, split, recompute, col_loops),
+        col_axis=col_axis, pad_loops=_column_loops(by_index, e, col_dim, split, recompute, col_loops), merged=merged,
     )
     if not stage.thread_options():
         return None, f"no thread count splits {cols_n} columns"
@@ -435,6 +450,12 @@ def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] |
 
     f0 = fresh("f")
     emit(f'{f0} = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
+    if stage.merged:
+        emit(f"// ops {', '.join(f'op{i}' for i in stage.merged)}: their reduction loops merged into one column loop")
+        emit("// (inputs through tensor.collapse_shape; kept unit dims of the result become unit loops)")
+        nf = fresh("f")
+        emit(f'{nf} = transform.apply_registered_pass "ansor-gpu-collapse-reduction-loops" to {f0} : ({ANY}) -> {ANY}')
+        f0 = nf
     if values is not None and stage.ragged(values):
         f0 = _pad_ragged_rows(sb, stage, values, f0)
     elif values is None and stage.ragged_ok:
