@@ -151,6 +151,7 @@ def main() -> None:
     from bench.common import time_torch_cuda, torch_cuda_fn, torch_tensor
 
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32  # PyTorch's default for convolutions is True
     config.WORKER_MEMORY_MB = 0
     card = torch.cuda.get_device_name()
     peak = peak_of(card)
@@ -196,9 +197,9 @@ def main() -> None:
         kernel = compile_task_cuda(task, sketch.script(best.schedule.values()))
         inputs = make_inputs(task)
         run_base, to_np = torch_cuda_fn(name, inputs, "cuda")
-        torch.backends.cuda.matmul.allow_tf32 = False  # the reference: exact fp32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # the reference: exact fp32
         ref = to_np(run_base())
-        torch.backends.cuda.matmul.allow_tf32 = args.tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = args.tf32
         bad = check_task_outputs(task, kernel.run(inputs), [ref])
         row.update(best_sketch=best.schedule.sketch, best_knobs=best.schedule.values(), logged_s=best.latency,
                    verified_vs_torch=bad is None, mismatch=bad)
@@ -207,7 +208,10 @@ def main() -> None:
         if name.startswith("matmul-"):
             a, b = (torch_tensor(x, "cuda") for x in inputs)
             run_half = (lambda: a @ b)
-        row["baseline"] = BASELINE.get(name.split("-")[0], "PyTorch") + (", allow_tf32" if args.tf32 else "")
+        base = BASELINE.get(name.split("-")[0], "PyTorch")
+        if not name.endswith(("-f16", "-bf16")):  # an f32 workload: f32 tensors and result
+            base = base.replace(" half tensors (half result)", " f32 tensors").replace("channels_last", "NCHW")
+        row["baseline"] = base + (", allow_tf32" if args.tf32 else "")
         raw: dict[str, list[float]] = {k: [] for k in ("ours_s", "ours_kernel_s", "base_s", "base_kernel_s",
                                                        "cublas_half_s")}
 
