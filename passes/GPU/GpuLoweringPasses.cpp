@@ -108,15 +108,20 @@ struct GpuAlignWorkgroupBuffers
   }
 };
 
+/// The pass's operation if it is a function, else the module's top-level functions.
+SmallVector<func::FuncOp> topLevelFuncs(Operation *root) {
+  SmallVector<func::FuncOp> funcs;
+  if (auto f = dyn_cast<func::FuncOp>(root))
+    funcs.push_back(f);
+  else if (auto m = dyn_cast<ModuleOp>(root))
+    for (auto f : m.getOps<func::FuncOp>())
+      funcs.push_back(f);
+  return funcs;
+}
+
 struct GpuCheckHostAllocs : public ansor::impl::GpuCheckHostAllocsBase<GpuCheckHostAllocs> {
   void runOnOperation() override {
-    Operation *root = getOperation();
-    SmallVector<func::FuncOp> funcs;
-    if (auto f = dyn_cast<func::FuncOp>(root))
-      funcs.push_back(f);
-    else if (auto m = dyn_cast<ModuleOp>(root))
-      for (auto f : m.getOps<func::FuncOp>())
-        funcs.push_back(f);
+    SmallVector<func::FuncOp> funcs = topLevelFuncs(getOperation());
     for (func::FuncOp f : funcs) {
       if (collectOps<gpu::LaunchOp>(f).empty())
         continue;
@@ -167,13 +172,7 @@ memref::AllocOp reshapedAlloc(func::FuncOp f, memref::CopyOp copy, Operation *&r
 struct GpuReshapedResultsInPlace
     : public ansor::impl::GpuReshapedResultsInPlaceBase<GpuReshapedResultsInPlace> {
   void runOnOperation() override {
-    Operation *root = getOperation();
-    SmallVector<func::FuncOp> funcs;
-    if (auto f = dyn_cast<func::FuncOp>(root))
-      funcs.push_back(f);
-    else if (auto m = dyn_cast<ModuleOp>(root))
-      for (auto f : m.getOps<func::FuncOp>())
-        funcs.push_back(f);
+    SmallVector<func::FuncOp> funcs = topLevelFuncs(getOperation());
     for (func::FuncOp f : funcs) {
       if (f.isExternal())
         continue;
