@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/GPU/GpuLoweringPasses.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -20,6 +21,7 @@ namespace mlir::ansor {
 #define GEN_PASS_DEF_GPUALIGNWORKGROUPBUFFERS
 #define GEN_PASS_DEF_GPUCHECKHOSTALLOCS
 #define GEN_PASS_DEF_GPURESHAPEDRESULTSINPLACE
+#define GEN_PASS_DEF_GPUROWVALUESINTOLAUNCH
 #include "passes/GPU/GpuLoweringPasses.h.inc"
 } // namespace mlir::ansor
 
@@ -204,6 +206,43 @@ struct GpuReshapedResultsInPlace
         reshape->erase();
         alloc.getResult().replaceAllUsesWith(view);
         alloc->erase();
+      }
+    }
+  }
+};
+
+/// Whether every grid size of `launch` is the constant 1.
+bool oneBlock(gpu::LaunchOp launch) {
+  return llvm::all_of(ValueRange{launch.getGridSizeX(), launch.getGridSizeY(), launch.getGridSizeZ()},
+                      [](Value v) {
+                        auto c = v.getDefiningOp<arith::ConstantIndexOp>();
+                        return c && c.value() == 1;
+                      });
+}
+
+struct GpuRowValuesIntoLaunch : public ansor::impl::GpuRowValuesIntoLaunchBase<GpuRowValuesIntoLaunch> {
+  void runOnOperation() override {
+    for (gpu::LaunchOp launch : collectOps<gpu::LaunchOp>(getOperation())) {
+      if (!launch->hasAttr("ansor.row_values") || !oneBlock(launch))
+        continue;
+      Operation *parent = launch->getParentOp();
+      for (memref::AllocOp alloc : collectOps<memref::AllocOp>(parent)) {
+        if (alloc->getParentOfType<gpu::LaunchOp>() || !alloc.getDynamicSizes().empty() ||
+            isWorkgroup(alloc.getType()) || alloc.getType().getMemorySpace())
+          continue;
+        bool inside = true, used = false;
+        for (Operation *user : alloc->getUsers()) {
+          if (isa<memref::DeallocOp>(user))
+            continue;
+          used = true;
+          inside &= launch->isProperAncestor(user);
+        }
+        if (!inside || !used)
+          continue;
+        for (Operation *user : llvm::make_early_inc_range(alloc->getUsers()))
+          if (isa<memref::DeallocOp>(user))
+            user->erase();
+        alloc->moveBefore(&launch.getBody().front().front());
       }
     }
   }

@@ -89,4 +89,22 @@ def GpuReshapedResultsInPlace : Pass<"ansor-gpu-reshaped-results-in-place"> {
   }];
 }
 
+def GpuRowValuesIntoLaunch : Pass<"ansor-gpu-row-values-into-launch"> {
+  let summary = "Move a cross-thread reduction's per-row values into its launch";
+  let description = [{
+    The cross-thread reduction sketch (`targets/cuda/reduction.py`) gives each row a block. Every
+    thread of the block computes the row's values itself (its max, its sum: it merges the partial
+    results on its own), and bufferization allocates them inside the block's `scf.forall`, so
+    they become per-thread stack arrays (`ansor-gpu-private-allocs-to-stack`). A task of a single
+    row (LayerNorm or RMSNorm of one token, softmax of one row) has a one-iteration block forall,
+    and the row values' `memref.alloc`s land outside it. After the mapping they are host
+    buffers used inside the kernel, which `ansor-gpu-check-host-allocs` refuses.
+
+    In every `gpu.launch` the sketch marked `ansor.row_values`, whose grid is one block, this pass
+    takes each `memref.alloc` of a static shape in the default memory space, defined outside any
+    launch, with every user other than a `memref.dealloc` inside this launch. It moves the alloc
+    to the start of the launch body, as the multi-row program has it, and erases its deallocs.
+  }];
+}
+
 #endif // ANSOR_GPU_LOWERING_PASSES_TD

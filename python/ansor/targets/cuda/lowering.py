@@ -48,7 +48,7 @@ from ansor import config
 _AFTER_SCRIPT = (
     "canonicalize,cse,"
     "buffer-results-to-out-params{hoist-static-allocs modify-public-functions},"
-    "canonicalize,cse,ansor-gpu-reshaped-results-in-place"
+    "canonicalize,cse,ansor-gpu-reshaped-results-in-place,ansor-gpu-row-values-into-launch"
 )
 
 

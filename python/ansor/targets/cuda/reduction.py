@@ -619,6 +619,9 @@ def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] |
          f": ({ANY}) -> {ANY}")
     emit(f'transform.annotate {mapped} "ansor.auto_unroll_max_step" = %k_{stage.unroll_knob.replace(".", "_")} '
          f": {ANY}, {PARAM}")
+    emit("// a row's values are every thread's own (a single row's stay outside the one-block launch:")
+    emit("// ansor-gpu-row-values-into-launch moves them in)")
+    emit(f'transform.annotate {mapped} "ansor.row_values" : {ANY}')
     emit("transform.yield")
     head = [
         "module attributes {transform.with_named_sequence} {",
