@@ -14,7 +14,9 @@ reads its input through a `tensor.collapse_shape`). The sketch:
 
 1. tiles `E` by one row to blocks (up to three row dims of extent > 1 -> block x, y, z; a single
    row: its last row dim, one block) and fuses every other op of the task into the block,
-   consumers first;
+   consumers first (a single row's values, which fusion leaves outside the one-iteration block
+   loop, are moved into the launch by `ansor-gpu-row-values-into-launch`: the launch is marked
+   `ansor.row_values`);
 2. splits each per-row reduction across `T` threads (`tile_reduction_using_forall`, thread x): each
    thread reduces its contiguous chunk of `C / T` columns into a slot of a shared buffer, and every
    thread merges the slots itself (rewritten by the lowering into a warp-shuffle butterfly + one
