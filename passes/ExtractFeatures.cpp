@@ -872,6 +872,12 @@ std::optional<Extractor::TcRow> Extractor::tcKernel(Operation *func) {
   auto dynamic = [](ArrayRef<int64_t> s) { return llvm::any_of(s, ShapedType::isDynamic); };
   if (dynamic(a) || dynamic(b) || dynamic(c))
     return std::nullopt;
+  // f16/bf16: a k-block is one 128-byte swizzled row (64 elements), a wgmma k16; f32 operands (a
+  // TF32 task): 32 elements and k8, and the stage also holds B K-major (the producer's copy).
+  Type et = getElementTypeOrSelf(contraction.getDpsInputOperand(0)->get().getType());
+  int64_t eb = et.isIntOrFloat() ? std::max<int64_t>(1, et.getIntOrFloatBitWidth() / 8) : 2;
+  bool tf32 = et.isF32();
+  int64_t bk = tf32 ? kTcBk / 2 : kTcBk, mmaK = tf32 ? kWgmmaK / 2 : kWgmmaK;
   // M x N x K (per batch), the k-blocks of a tile, and a convolution's pixel patch (th x tw).
   int64_t m, n, k, kt, batch = 1, oh = 0, ow = 0, images = 1;
   if (conv) {
@@ -879,25 +885,23 @@ std::optional<Extractor::TcRow> Extractor::tcKernel(Operation *func) {
       return std::nullopt;
     images = c[0], oh = c[1], ow = c[2];
     m = images * oh * ow, n = c[3], k = b[0] * b[1] * b[2];
-    kt = b[0] * b[1] * ceilDiv(b[2], kTcBk);
+    kt = b[0] * b[1] * ceilDiv(b[2], bk);
   } else {
     if (c.size() < 2 || a.empty())
       return std::nullopt;
     if (c.size() == 3)
       batch = c[0];
     m = c[c.size() - 2], n = c.back(), k = a.back();
-    kt = ceilDiv(k, kTcBk);
+    kt = ceilDiv(k, bk);
   }
-  Type et = getElementTypeOrSelf(contraction.getDpsInputOperand(0)->get().getType());
-  int64_t eb = et.isIntOrFloat() ? std::max<int64_t>(1, et.getIntOrFloatBitWidth() / 8) : 2;
   fused |= !getElementTypeOrSelf(init.getType()).isF32(); // the sums are rounded before the store
   int64_t th = conv ? std::max<int64_t>(1, std::min(bm / tw, oh)) : bm;
   int64_t wm = bm / wgm, acc = wm * bn / 128, threads = 128 * (wgm + ws);
   int64_t kblocks = kt / splitk;
   bool staged = fused || conv || m % bm || n % bn;
-  int64_t smem = std::max(stages * (bm + bn) * kTcBk * eb,
+  int64_t smem = std::max(stages * (bm + bn + (tf32 ? bn : 0)) * bk * eb,
                           staged || splitk > 1 ? bm * (bn + kStagePad) * 4 : 0);
-  int64_t tma = ((conv ? th * tw : bm) + bn) * kTcBk * eb;
+  int64_t tma = ((conv ? th * tw : bm) + bn) * bk * eb;
   int64_t gy = conv ? images * ceilDiv(oh, th) * ceilDiv(ow, tw) : ceilDiv(m, bm);
   int64_t tiles = ceilDiv(n, bn) * gy * batch;
   int64_t blocks = persist ? std::min(tiles, kSmCount) : tiles * splitk;
@@ -910,13 +914,13 @@ std::optional<Extractor::TcRow> Extractor::tcKernel(Operation *func) {
   int64_t slots = persist ? kSmCount : kSmCount * perSm;
   int64_t work = persist ? tiles : blocks;
   int64_t waves = persist ? ceilDiv(tiles, blocks) : ceilDiv(blocks, slots);
-  double kblockFlops = 2.0 * double(bm) * double(bn) * double(kTcBk);
+  double kblockFlops = 2.0 * double(bm) * double(bn) * double(bk);
   TcRow f{};
   auto set = [&](int feature, double x) { f[feature - TcBase] = float(x); };
   set(TcProgram, 1);
-  set(TcBm, bm), set(TcBn, bn), set(TcBk, kTcBk), set(TcWarpgroups, wgm), set(TcWarpgroupRows, wm);
-  set(TcMmaN, bn), set(TcMmaPerKBlock, (bm / kWgmmaM) * (kTcBk / kWgmmaK));
-  set(TcMmaPerTile, double((bm / kWgmmaM) * (kTcBk / kWgmmaK)) * double(kblocks));
+  set(TcBm, bm), set(TcBn, bn), set(TcBk, bk), set(TcWarpgroups, wgm), set(TcWarpgroupRows, wm);
+  set(TcMmaN, bn), set(TcMmaPerKBlock, (bm / kWgmmaM) * (bk / mmaK));
+  set(TcMmaPerTile, double((bm / kWgmmaM) * (bk / mmaK)) * double(kblocks));
   set(TcAccPerThread, acc), set(TcThreads, threads), set(TcStages, stages), set(TcWait, wait);
   set(TcGroup, group), set(TcWs, ws), set(TcPersist, persist), set(TcSplitK, splitk);
   set(TcTileWidth, conv ? tw : 0), set(TcKBlocks, kblocks);

@@ -214,3 +214,20 @@ def test_a_learned_model_ranks_tensor_core_programs(mm16: SearchTask, random_tc)
     seen, unseen = accuracy(feats), accuracy(blind)
     print(f'pairwise accuracy: {seen:.3f} with the tensor-core slots, {unseen:.3f} without')
     assert seen > 0.85 and seen > unseen + 0.15, (seen, unseen)
+
+
+def test_tf32_kernel_rows_count_32_wide_k_blocks() -> None:
+    """A TF32 task's kernel: k-blocks of 32 f32 (one 128-byte row) and k8 wgmmas, so 4 MMAs per
+    warpgroup row block and k-block as for f16, twice the k-blocks of an f16 task of the same K,
+    and a stage that also holds B K-major (`tensorcore.stage_bytes`)."""
+    task = ansor.create_task(workloads.get("matmul-256x512x1024"), name="tf32", target="cuda", tf32=True)
+    sk = _tc_sketch(task)
+    kw = {"bm": 128, "bn": 128, "wgm": 2, "ws": 1, "stages": 3}
+    (row,) = _rows(task, sk, kw)
+    (half,) = _rows(_task("matmul-256x512x1024-f16"), _tc_sketch(_task("matmul-256x512x1024-f16")),
+                    {"bm": 128, "bn": 128, "wgm": 2, "ws": 1, "stages": 3})
+    assert row["tc_bk"] == pytest.approx(32) and half["tc_bk"] == pytest.approx(64)
+    assert row["tc_kblocks"] == pytest.approx(1024 / 32) and half["tc_kblocks"] == pytest.approx(1024 / 64)
+    assert row["tc_mma_per_kblock"] == pytest.approx(half["tc_mma_per_kblock"])
+    assert row["tc_smem_bytes"] == pytest.approx(3 * stage_bytes(128, 128, True), rel=1e-5)
+    assert row["tc_tma_bytes"] == pytest.approx((128 + 128) * 32 * 4, rel=1e-5)
