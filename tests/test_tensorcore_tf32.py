@@ -227,3 +227,55 @@ def test_tf32_split_k_is_capped_at_two(mm: SearchTask) -> None:
     f16 = create_task(workloads.get("matmul-512x384x256-f16"), name="f16", target="cuda")
     tc = next(s for s in generate_sketches(f16) if isinstance(s, TcSketch))
     assert "at most 2" not in (tc.validate({**{f"tc.{k}": v for k, v in DEFAULT.items()}, "tc.splitk": 4}) or "")
+
+
+#: Two matmuls with a ReLU between: a model of two tasks.
+TWO_MATMULS = """
+func.func @mlp(%x: tensor<128x256xf32>, %w1: tensor<256x256xf32>, %w2: tensor<256x128xf32>) -> tensor<128x128xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<128x256xf32>
+  %z1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<128x256xf32>) -> tensor<128x256xf32>
+  %h = linalg.matmul ins(%x, %w1 : tensor<128x256xf32>, tensor<256x256xf32>) outs(%z1 : tensor<128x256xf32>) -> tensor<128x256xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]} ins(%h : tensor<128x256xf32>) outs(%e1 : tensor<128x256xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<128x256xf32>
+  %e2 = tensor.empty() : tensor<128x128xf32>
+  %z2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<128x128xf32>) -> tensor<128x128xf32>
+  %y = linalg.matmul ins(%r, %w2 : tensor<128x256xf32>, tensor<256x128xf32>) outs(%z2 : tensor<128x128xf32>) -> tensor<128x128xf32>
+  return %y : tensor<128x128xf32>
+}
+"""
+
+
+def test_models_extract_tf32_tasks_for_the_tensor_cores() -> None:
+    """`extract_tasks(..., tf32=True)` (`ansor tune MODEL --tf32`): every task of the model is a
+    TF32 task (its own hash, weights kept), the matmuls get the TF32 wgmma sketch; on the CPU the
+    flag is a one-line error."""
+    from ansor.frontend.partition import extract_tasks
+
+    exact = extract_tasks(TWO_MATMULS, target="cuda")
+    net = extract_tasks(TWO_MATMULS, target="cuda", tf32=True)
+    assert len(net.tasks) == len(exact.tasks) >= 2 and len(net.calls) == len(exact.calls)
+    assert all(t.tf32 for t in net.tasks) and not any(t.tf32 for t in exact.tasks)
+    assert {t.hash for t in net.tasks}.isdisjoint({t.hash for t in exact.tasks})
+    assert [t.weight for t in net.tasks] == [t.weight for t in exact.tasks]
+    assert sum(isinstance(generate_sketches(t)[0], TcSketch) for t in net.tasks) >= 1
+    assert not any(isinstance(generate_sketches(t)[0], TcSketch) for t in exact.tasks)
+    with pytest.raises(TaskError) as info:
+        extract_tasks(TWO_MATMULS, target="cpu", tf32=True)
+    assert "tf32" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_cli_tunes_a_model_with_tf32_as_a_network(tmp_path) -> None:
+    """`ansor tune MODEL --tf32` now partitions the model (it used to tune the whole function as
+    one task): `_network` extracts TF32 tasks."""
+    from ansor.cli import _network, build_parser
+
+    f = tmp_path / "mlp.mlir"
+    f.write_text(TWO_MATMULS)
+    args = build_parser().parse_args(["tune", str(f), "--target", "cuda", "--tf32"])
+    net = _network(args)
+    assert len(net.calls) >= 2 and all(t.tf32 for t in net.tasks)

@@ -62,7 +62,7 @@ def _network(args: argparse.Namespace, log: str | None = None):
     return extract_for_log(text if getattr(args, "workload", None) else Path(args.file), log,
                            winograd=getattr(args, "winograd", None), func=args.func, target=args.target,
                            name=Path(name).stem if not args.workload else name,
-                           split=getattr(args, "split", None))
+                           split=getattr(args, "split", None), tf32=getattr(args, "tf32", False))
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -147,7 +147,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     builders = args.builders if args.builders is not None else get_target(args.target).default_builders()
     if builders and args.cluster is None and not args.json:
         print(f"measuring with {builders} builder processes ahead of one runner (--builders N to change)")
-    net = None if args.one_task or args.tf32 else _network(args)
+    net = None if args.one_task else _network(args)
     if net is not None and len(net.calls) > 1:  # a model: tune its tasks under the task scheduler
         return _tune_network(args, net, opts)
     task = _task(args)
@@ -172,7 +172,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from ansor.tuning.records import best_record, load_records, warn_if_mixed
     from ansor.measure.verify import check_task_outputs
 
-    net = None if args.tf32 else _network(args, args.log)  # --tf32: one task, as `cmd_tune` tunes it
+    net = _network(args, args.log)
     if net is not None and len(net.calls) > 1:
         return _bench_network(args, net)
     task = _task(args)
@@ -406,8 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     def tf32_arg(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--tf32", action="store_true",
                         help="let f32 contractions run on TF32 tensor cores (10-bit mantissas; cuda, sm_90; off: "
-                             "exact fp32); part of the task's identity in the log; tunes FILE's function as "
-                             "one task (as --one-task)")
+                             "exact fp32); part of every task's identity in the log")
 
     def source_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("file", nargs="?", help="a .mlir file with one public func.func on tensors")

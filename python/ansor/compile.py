@@ -243,8 +243,8 @@ def compile(
     `winograd`: as in `extract_tasks`; None (default): as the log was tuned (`extract_for_log`).
     `split`: as in `extract_tasks` (row-wise reduction chains in separate tasks; for a log tuned
     with `ansor tune --split`; None: the target's default).
-    `tf32`: the function as one task whose f32 contractions may use TF32 tensor cores (as tuned
-    by `ansor tune --tf32`; cuda only)."""
+    `tf32`: its tasks' f32 contractions may use TF32 tensor cores (as tuned by `ansor tune
+    --tf32`; cuda only)."""
     if not get_target(target).supports_compile:
         ok = ", ".join(n for n in target_names() if get_target(n).supports_compile)
         raise ValueError(f"ansor.compile: target '{target}' is not supported yet (supported: {ok})")
@@ -253,9 +253,9 @@ def compile(
     if log is not None:
         warn_if_mixed(records, log)
     record = _best(records, task, target, log) if log is not None else None
-    if (record is None or winograd) and not tf32:  # (a record of the whole function: the log tuned it as it is)
+    if record is None or winograd:  # (a record of the whole function: the log tuned it as it is)
         net = extract_for_log(source, log, func=func, target=target, winograd=winograd, records=records,
-                              split=split)
+                              split=split, tf32=tf32)
         if len(net.calls) > 1 or net.tasks[0].hash != task.hash:  # several tasks, or one rewritten
             return compile_network(net, log, threads=threads, records=records)
     if log is not None and record is None:

@@ -12,6 +12,8 @@ whole module at once.
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +81,7 @@ _CHANNELS_FIRST = ("linalg.conv_2d_nchw_fchw", "linalg.depthwise_conv_2d_nchw_ch
 
 def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, target: str = "cpu",
                   name: str | None = None, layout: str | None = None, winograd: int | None = None,
-                  split: bool | None = None) -> Network:
+                  split: bool | None = None, tf32: bool = False) -> Network:
     """Partition the model function in `source` into tasks (see the module docstring).
 
     `layout="nhwc"` (the CPU's default, `Target.default_layout`) first rewrites channels-first 2-D convolutions (depthwise too) and pooling as
@@ -100,7 +102,9 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
     scores + softmax) is one task (`ansor-partition`'s `row-chains`, scheduled by the reduction-chain
     sketch); `split=True` keeps each reduction in a task of its own (the old partitioning, an
     ablation: `ansor tune --split`); None: the target's default (`Target.row_chains`: on for the
-    CPU, off for CUDA). A log tuned with one setting only matches tasks extracted with the same one."""
+    CPU, off for CUDA). A log tuned with one setting only matches tasks extracted with the same one.
+    `tf32`: every task may run its f32 contractions on TF32 tensor cores (`core.task.with_tf32`;
+    the cuda target only), as `ansor tune MODEL --tf32` tunes them."""
     if split is None:
         split = not get_target(target).row_chains
     if winograd is None:
@@ -164,7 +168,7 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
     calls: dict[str, int] = {}
     counts: list[int] = []
     for callee, group, body in standalone:
-        t = create_task(body, target=target, name=f"{_short(group)}#{len(tasks)}")
+        t = create_task(body, target=target, name=f"{_short(group)}#{len(tasks)}", tf32=tf32)
         if t.hash not in by_hash:
             by_hash[t.hash] = len(tasks)
             tasks.append(t)
@@ -172,8 +176,7 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
         idx = by_hash[t.hash]
         counts[idx] += 1
         calls[callee] = idx
-    weighted = tuple(SearchTask(t.name, t.func_name, t.ir, t.inputs, t.outputs, t.flops, t.hash, t.target, counts[i])
-                     for i, t in enumerate(tasks))
+    weighted = tuple(dataclasses.replace(t, weight=counts[i]) for i, t in enumerate(tasks))
     return Network(name or fname, fname, partitioned, inputs, outputs, weighted, calls)
 
 
