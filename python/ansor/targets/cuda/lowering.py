@@ -390,8 +390,9 @@ def _jit(module: ir.Module, task: SearchTask, *, defer_sync: bool = False) -> Cu
         engine = ExecutionEngine(module, opt_level=config.CUDA_HOST_OPT_LEVEL, shared_libs=libs)
         # deferrable synchronisation: a network defers it to the end of a model call, and
         # `CudaKernel.time` to the end of its loop (`config.CUDA_TIME_DEFERRED`)
-        deferrable = _reuse_streams(engine, defer_sync=defer_sync or config.CUDA_TIME_DEFERRED)
+        deferrable = defer_sync or config.CUDA_TIME_DEFERRED
+        deferrable = _reuse_streams(engine, defer_sync=deferrable) and deferrable
         engine.initialize()  # runs the global constructors that load the GPU module
     except RuntimeError as exc:
         raise LoweringError("jit", str(exc).splitlines()[0]) from None
-    return CudaKernel(engine, task, deferrable=deferrable and (defer_sync or config.CUDA_TIME_DEFERRED))
+    return CudaKernel(engine, task, deferrable=deferrable)

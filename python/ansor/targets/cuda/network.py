@@ -34,7 +34,8 @@ from mlir import ir
 
 from ansor.core.mlir import LoweringError
 from ansor.core.task import SearchTask, TensorSpec, _tensor_spec
-from ansor.targets.cuda.runtime import CudaKernel, _check_device, _DeviceBuffer, write_back, runtime_lib
+from ansor.targets.cuda.runtime import (CudaKernel, _check_device, _DeviceBuffer, deferred_synchronisation,
+                                        runtime_lib, write_back)
 
 log = logging.getLogger(__name__)
 
@@ -273,20 +274,13 @@ class CudaNetwork:
 
     def _calls(self, number: int) -> None:
         """`number` model calls back to back; one synchronisation at the end."""
-        lib = self._lib
-        if lib is not None:
-            lib.ansorDeferSynchronize(True)
-        try:
+        with deferred_synchronisation(self._lib):
             for _ in range(number):
                 for step in self._steps:
                     if isinstance(step, _HostStep):
                         self._on_host(step)
                     else:
                         step.func(step.packed)
-        finally:
-            if lib is not None:
-                lib.ansorDeferSynchronize(False)
-                lib.ansorSynchronizeReused()
 
     def _on_host(self, step: _HostStep) -> None:
         if self._lib is not None:

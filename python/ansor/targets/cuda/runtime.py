@@ -11,6 +11,7 @@ Buffers are allocated through the MLIR CUDA runtime's own entry points (`mgpuMem
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 from dataclasses import dataclass, field
@@ -158,6 +159,21 @@ def runtime_lib() -> ctypes.CDLL | None:
     return lib
 
 
+@contextlib.contextmanager
+def deferred_synchronisation(lib: ctypes.CDLL | None):
+    """Launches inside the block do not synchronise (`ansorDeferSynchronize`); the thread's
+    stream is synchronised once on the way out. `lib` None (no deferrable runtime): a no-op."""
+    if lib is None:
+        yield
+        return
+    lib.ansorDeferSynchronize(True)
+    try:
+        yield
+    finally:
+        lib.ansorDeferSynchronize(False)
+        lib.ansorSynchronizeReused()
+
+
 @dataclass
 class CudaKernel:
     """A JIT-compiled task whose kernels run on the GPU; same interface as `lowering.CompiledKernel`
@@ -218,15 +234,8 @@ class CudaKernel:
         args = self._args(bufs)
         lib = runtime_lib() if self.deferrable and config.CUDA_TIME_DEFERRED else None
         t0 = time.perf_counter()
-        if lib is None:
+        with deferred_synchronisation(lib):
             self.engine.invoke(BENCH_FUNC, *args, ctypes.pointer(n))
-        else:
-            lib.ansorDeferSynchronize(True)
-            try:
-                self.engine.invoke(BENCH_FUNC, *args, ctypes.pointer(n))
-            finally:
-                lib.ansorDeferSynchronize(False)
-                lib.ansorSynchronizeReused()
         elapsed = time.perf_counter() - t0
         _check_device("timing the kernel")
         return elapsed
