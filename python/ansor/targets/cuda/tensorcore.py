@@ -29,8 +29,8 @@ warp specialization (`ws`: 0 = thread 0 of the first consumer issues the TMA loa
 block-wide barrier per k-block; 1 = an extra producer warpgroup streams the k-blocks and the
 consumers release each stage through an `empty` mbarrier, no block-wide barrier in the loop) and
 persistence (`persist`: min(tiles, SMs) blocks loop over their tiles, the producer running ahead)
-and split-K clusters (`splitk`: a cluster of that many blocks along z shares one tile, each summing
-an equal share of the k-blocks; after a cluster barrier every thread of the cluster sums the
+and split-K clusters (`splitk` 1, 2, 3, 4 or 8 -- 8 the largest portable cluster; TF32 at most 2:
+a cluster of that many blocks along z shares one tile, each summing an equal share of the k-blocks; after a cluster barrier every thread of the cluster sums the
 partial tiles of all its blocks through distributed shared memory (`mapa`, `ld.shared::cluster`)
 and stores its share of the tile: more blocks for small grids, and no second kernel).
 
@@ -103,7 +103,8 @@ OPTIONS: dict[str, tuple[int, ...]] = {
     "group": (1, 4, 8, 16),
     "ws": (0, 1),
     "persist": (0, 1),
-    "splitk": (1, 2, 3, 4),
+    # (8: the largest cluster sm_90 launches without opting in to a non-portable size)
+    "splitk": (1, 2, 3, 4, 8),
 }
 #: The untuned tensor-core program (the shape the probe measured first).
 DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1, "ws": 0, "persist": 0, "splitk": 1}
