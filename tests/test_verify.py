@@ -13,6 +13,7 @@ from ansor.frontend import workloads
 from ansor.space.schedule import Schedule
 from ansor.measure.measurer import LocalMeasurer, MeasureError, MeasureInput, RunOptions
 from ansor.core.task import SearchTask, create_task
+from ansor.measure import verify
 from ansor.measure.verify import check_output, check_outputs, poisoned, reduction_length, sentinel_runs
 
 # ---------------------------------------------------------------------------------------------
@@ -270,3 +271,20 @@ def test_gpu_reference_is_computed_on_the_cpu(tmp_path, monkeypatch) -> None:
     want /= want.sum(-1, keepdims=True)
     assert check_output(outs[0], want.astype(np.float32), reduction=200) is None
     assert math.isfinite(float(outs[0].sum()))
+
+
+def test_wrong_elements_counts_what_check_output_reports() -> None:
+    """`wrong_elements` (the pass-bisection tool's count) uses the measurer's criterion: f16
+    rounding of a K = 1024 sum is not wrong; every kind of miss is counted once."""
+    rng = np.random.default_rng(3)
+    ref = rng.standard_normal((64, 64)).astype(np.float16)
+    rounded = (ref.astype(np.float32) * (1 + 1e-3)).astype(np.float16)
+    assert verify.wrong_elements(rounded, ref, reduction=1024) == 0
+    assert verify.check_output(rounded, ref, reduction=1024) is None
+    out = ref.copy()
+    out[0, :5] = np.nan  # unwritten
+    out[1, :3] += 1.0  # off by far more than the tolerance
+    assert verify.wrong_elements(out, ref, reduction=1024) == 8
+    msg = verify.check_output(out, ref, reduction=1024)
+    assert msg is not None and "5 of 4096" in msg  # check_output names the first kind it finds
+    assert verify.wrong_elements(np.arange(4), np.array([0, 1, 5, 3])) == 1

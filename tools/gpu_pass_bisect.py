@@ -86,6 +86,7 @@ def main() -> None:
     import numpy as np
 
     from ansor.core.task import SearchTask
+    from ansor.measure import verify
     from ansor.targets import get_target
     from ansor.targets.cuda.lowering import load_task_cuda
     from ansor.targets.cuda.runtime import device_arch
@@ -127,6 +128,10 @@ def main() -> None:
         if task.hash not in refs:
             refs[task.hash] = get_target("cpu").compile(dataclasses.replace(task, target="cpu"), None).run(inputs)[0]
         ref = refs[task.hash]
+        # the measurer's criterion (`verify.check_task_outputs`): rtol by dtype (TF32's on a TF32
+        # task), atol from the reduction length; a fixed f32 tolerance counted f16 rounding as wrong
+        rtol = max(verify.TF32_RTOL, verify.default_rtol(ref.dtype)) if task.tf32 else None
+        k = verify.reduction_length(task)
         row = {"task": task.name, "logged": was, "knobs": r["schedule"]["knobs"], "wrong": {}}
         for v in variants:
             artifact, err = built[(i, v)]
@@ -137,7 +142,7 @@ def main() -> None:
             counts = []
             for _ in range(args.repeat):
                 (out,) = kernel.run(inputs, [np.full(task.outputs[0].shape, np.nan, task.outputs[0].numpy_dtype())])
-                counts.append(int((~np.isclose(out, ref, rtol=1e-4, atol=1e-3)).sum()))
+                counts.append(verify.wrong_elements(out, ref, rtol=rtol, reduction=k))
             row["wrong"][v or "all passes"] = counts
         table.append(row)
         if args.index is not None:

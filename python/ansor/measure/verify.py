@@ -134,20 +134,43 @@ def check_output(out: np.ndarray, ref: np.ndarray, *, rtol: float | None = None,
         what = "NaN" if np.isnan(o.flat[i]) else "inf"
         return (f"{name}: {int(stray.sum())} of {ref.size} elements are NaN/inf where the reference is finite "
                 f"(first at {_where(ref.shape, i)}: {what}; unwritten or overflowed)")
-    rt = default_rtol(ref.dtype) if rtol is None else rtol
-    rf = r[fin_r]
-    rms = float(np.sqrt(np.mean(rf * rf))) if rf.size else 0.0
-    at = rt * math.sqrt(max(reduction, 1)) * rms if atol is None else atol
-    with np.errstate(invalid="ignore"):  # inf - inf at matched non-finite entries, masked out
-        err = np.where(fin_r, np.abs(o - r), 0.0)
-    tol = at + rt * np.abs(np.where(fin_r, r, 0.0))
-    bad = err > tol
+    bad, err, tol, at, rt = _tolerance_misses(o, r, fin_r, rtol, atol, reduction, ref.dtype)
     if bad.any():
         i = int(np.argmax(np.where(bad, err - tol, -np.inf)))
         return (f"{name}: {int(bad.sum())} of {ref.size} elements differ from the reference (worst at "
                 f"{_where(ref.shape, i)}: {o.flat[i]:.6g} vs {r.flat[i]:.6g}, tolerance {tol.flat[i]:.3g} = "
                 f"{at:.3g} + {rt:g}*|ref|)")
     return None
+
+
+def _tolerance_misses(o: np.ndarray, r: np.ndarray, fin_r: np.ndarray, rtol: float | None, atol: float | None,
+                      reduction: int, dtype: np.dtype):
+    """The finite reference elements `o` misses by more than the tolerance (mask, |error|, tolerance,
+    atol, rtol)."""
+    rt = default_rtol(dtype) if rtol is None else rtol
+    rf = r[fin_r]
+    rms = float(np.sqrt(np.mean(rf * rf))) if rf.size else 0.0
+    at = rt * math.sqrt(max(reduction, 1)) * rms if atol is None else atol
+    with np.errstate(invalid="ignore"):  # inf - inf at matched non-finite entries, masked out
+        err = np.where(fin_r, np.abs(o - r), 0.0)
+    tol = at + rt * np.abs(np.where(fin_r, r, 0.0))
+    return err > tol, err, tol, at, rt
+
+
+def wrong_elements(out: np.ndarray, ref: np.ndarray, *, rtol: float | None = None, atol: float | None = None,
+                   reduction: int = 1) -> int:
+    """How many elements of `out` `check_output` counts as wrong (non-finite ones not reproduced,
+    NaN/inf where the reference is finite, finite ones outside the tolerance), all kinds together."""
+    if out.shape != ref.shape:
+        return int(ref.size)
+    if ref.dtype.kind not in "fc" and not is_float(ref.dtype):
+        return int((out != ref).sum())
+    o, r = out.astype(np.float64), ref.astype(np.float64)
+    fin_r, fin_o = np.isfinite(r), np.isfinite(o)
+    nonfin_bad = ~fin_r & ~((np.isnan(r) & np.isnan(o)) | (r == o))
+    stray = fin_r & ~fin_o
+    bad = _tolerance_misses(o, r, fin_r, rtol, atol, reduction, ref.dtype)[0]
+    return int((nonfin_bad | stray | bad).sum())
 
 
 def check_outputs(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray], *, rtol: float | None = None,
