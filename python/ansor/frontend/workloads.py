@@ -90,15 +90,18 @@ def _generic(
     out: tuple[str, list[int]],
     region: str,
     result: str = "%out",
+    out_dtype: str = "f32",
+    in_dtype: str = "f32",
 ) -> str:
+    """`result` = a `linalg.generic` over `ins` (f32, or `in_dtype`) into `out` (f32, or `out_dtype`)."""
     names = ", ".join(v for v, _ in ins)
-    types = ", ".join(_t(s) for _, s in ins)
+    types = ", ".join(_t(s, in_dtype) for _, s in ins)
     its = ", ".join(f'"{"parallel" if c == "p" else "reduction"}"' for c in iters)
     return (
         f"  {result} = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{its}]}}\n"
-        f"      ins({names} : {types}) outs({out[0]} : {_t(out[1])}) {{\n"
+        f"      ins({names} : {types}) outs({out[0]} : {_t(out[1], out_dtype)}) {{\n"
         f"{region}"
-        f"  }} -> {_t(out[1])}\n"
+        f"  }} -> {_t(out[1], out_dtype)}\n"
     )
 
 
@@ -576,10 +579,11 @@ def conv2d_bn_relu(n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1,
 _NINF = "  %ninf = arith.constant 0xFF800000 : f32\n"
 
 
-def _softmax_rows(src: str, shape: list[int], result: str = "%out") -> str:
+def _softmax_rows(src: str, shape: list[int], result: str = "%out", out_dtype: str = "f32") -> str:
     """`result` = softmax of `src` (a tensor of `shape`) over its last dim: the row max, exp(x -
     max), the row sum, the division -- four `linalg.generic`s, as torch-mlir exports softmax
-    (needs `%zero` and `%ninf`, the `_NINF` constant, in scope)."""
+    (needs `%zero` and `%ninf`, the `_NINF` constant, in scope); with `out_dtype` f16/bf16 the
+    division rounds its f32 quotient to it."""
     idx = ", ".join(f"d{i}" for i in range(len(shape)))
     full = f"affine_map<({idx}) -> ({idx})>"
     row = f"affine_map<({idx}) -> ({idx.rsplit(', ', 1)[0] if len(shape) > 1 else ''})>"
@@ -602,11 +606,13 @@ def _softmax_rows(src: str, shape: list[int], result: str = "%out") -> str:
       %s = arith.addf %acc, %x : f32
       linalg.yield %s : f32
 """, "%sum")
-        + f"  %res = tensor.empty() : {_t(shape)}\n"
-        + _generic([full, row, full], its, [("%exp", shape), ("%sum", red)], ("%res", shape), """    ^bb0(%x: f32, %s: f32, %o: f32):
+        + f"  %res = tensor.empty() : {_t(shape, out_dtype)}\n"
+        + _generic([full, row, full], its, [("%exp", shape), ("%sum", red)], ("%res", shape), f"""    ^bb0(%x: f32, %s: f32, %o: {out_dtype}):
       %r = arith.divf %x, %s : f32
-      linalg.yield %r : f32
-""", result)
+""" + (f"""      %rh = arith.truncf %r : f32 to {out_dtype}
+      linalg.yield %rh : {out_dtype}
+""" if out_dtype != "f32" else """      linalg.yield %r : f32
+"""), result, out_dtype)
     )
 
 
@@ -615,18 +621,31 @@ def softmax(m: int, n: int) -> str:
     return _func("softmax", [("X", [m, n])], [m, n], _NINF + _softmax_rows("%X", [m, n]), "%out")
 
 
-def transpose_batch_matmul_softmax(b: int, seq: int, heads: int, dim: int) -> str:
+def transpose_batch_matmul_softmax(b: int, seq: int, heads: int, dim: int, dtype: str = "f32") -> str:
     """Ansor TBS subgraph: Q, K [B,S,H,D] -> Qt = transpose [B,H,S,D], Kt = transpose [B,H,D,S]
     (`linalg.transpose`) -> scores[b,h,i,j] = sum_d Qt[b,h,i,d] * Kt[b,h,d,j] (4-D batched
     contraction, `linalg.generic`) -> softmax over j (max, exp(x - max), sum, divide: four
-    `linalg.generic`s) -> [B,H,S,S]."""
+    `linalg.generic`s) -> [B,H,S,S]. `dtype` f16/bf16 (`tbs-...-f16`): Q, K and the result in
+    half precision, the scores summed and the softmax computed in f32 (PyTorch eager's
+    `softmax(q @ k^T)` on half tensors keeps its accumulation and softmax in f32 too)."""
     x, qt, kt, sc = [b, seq, heads, dim], [b, heads, seq, dim], [b, heads, dim, seq], [b, heads, seq, seq]
+    if dtype == "f32":
+        mac, t = _MAC, dtype
+    else:
+        mac = f"""    ^bb0(%x: {dtype}, %y: {dtype}, %acc: f32):
+      %xf = arith.extf %x : {dtype} to f32
+      %yf = arith.extf %y : {dtype} to f32
+      %p = arith.mulf %xf, %yf : f32
+      %s = arith.addf %acc, %p : f32
+      linalg.yield %s : f32
+"""
+        t = dtype
     body = (
         _NINF
-        + f"  %qt_e = tensor.empty() : {_t(qt)}\n"
-        f"  %qt = linalg.transpose ins(%Q : {_t(x)}) outs(%qt_e : {_t(qt)}) permutation = [0, 2, 1, 3]\n"
-        f"  %kt_e = tensor.empty() : {_t(kt)}\n"
-        f"  %kt = linalg.transpose ins(%K : {_t(x)}) outs(%kt_e : {_t(kt)}) permutation = [0, 2, 3, 1]\n"
+        + f"  %qt_e = tensor.empty() : {_t(qt, t)}\n"
+        f"  %qt = linalg.transpose ins(%Q : {_t(x, t)}) outs(%qt_e : {_t(qt, t)}) permutation = [0, 2, 1, 3]\n"
+        f"  %kt_e = tensor.empty() : {_t(kt, t)}\n"
+        f"  %kt = linalg.transpose ins(%K : {_t(x, t)}) outs(%kt_e : {_t(kt, t)}) permutation = [0, 2, 3, 1]\n"
         + _zeros("sc_init", sc)
         + _generic(
             [
@@ -637,12 +656,16 @@ def transpose_batch_matmul_softmax(b: int, seq: int, heads: int, dim: int) -> st
             "ppppr",
             [("%qt", qt), ("%kt", kt)],
             ("%sc_init", sc),
-            _MAC,
+            mac,
             "%scores",
+            in_dtype=t,
         )
-        + _softmax_rows("%scores", sc)
+        + _softmax_rows("%scores", sc, out_dtype=t)
     )
-    return _func("transpose_batch_matmul_softmax", [("Q", x), ("K", x)], sc, body, "%out")
+    if dtype == "f32":
+        return _func("transpose_batch_matmul_softmax", [("Q", x), ("K", x)], sc, body, "%out")
+    return (f"func.func @transpose_batch_matmul_softmax(%Q: {_t(x, t)}, %K: {_t(x, t)}) -> {_t(sc, t)} {{\n"
+            f"  %zero = arith.constant 0.0 : f32\n{body}  return %out : {_t(sc, t)}\n}}\n")
 
 
 def layernorm_gelu(m: int, n: int, eps: float = 1e-5, *, gelu: bool = True) -> str:
@@ -849,8 +872,9 @@ _FAMILIES: dict[str, tuple[Callable[[str, str], str], str]] = {
         "mlp-BxWxD: D layers relu(x @ W + b) with residuals, weights embedded (a toy network)",
     ),
     "tbs": (
-        lambda s, n: transpose_batch_matmul_softmax(*_dims(s, 4, n)),
-        "tbs-BxSxHxD: transpose + batch_matmul + softmax",
+        lambda s, n, t="f32": transpose_batch_matmul_softmax(*_dims(s, 4, n), dtype=t),
+        "tbs-BxSxHxD[-f16|-bf16]: transpose + batch_matmul + softmax (-f16/-bf16: half Q, K and result, "
+        "f32 scores and softmax)",
     ),
     "softmax": (lambda s, n: softmax(*_dims(s, 2, n)), "softmax-MxN: softmax over N (max, exp, sum, divide)"),
     "lngelu": (
@@ -947,7 +971,7 @@ BUILTIN: dict[str, str] = {
 
 #: Families that take an element-type suffix (`matmul-4096-f16`) and the suffixes they take.
 _TYPED: dict[str, tuple[str, ...]] = {"matmul": ("f16", "bf16"), "mmgelu": ("f16", "bf16"), "gmm": ("f16", "bf16"),
-                                      "c2d": ("f16", "bf16")}
+                                      "c2d": ("f16", "bf16"), "tbs": ("f16", "bf16")}
 
 
 def suite() -> list[str]:

@@ -70,6 +70,8 @@ from dataclasses import dataclass
 from ansor.space.schedule import Schedule, rejection_sample
 from ansor.space.script import ANY, PARAM, ScriptBuilder, ssa
 from ansor.space.sketch import Knob, Sketch
+from ansor.targets.cuda.scores_softmax import KNOBS as ATTENTION_KNOBS
+from ansor.targets.cuda.scores_softmax import ScoresSoftmax
 
 #: Element types of A and B the wgmma sketch takes (f32 accumulation and output); f32 too on a
 #: TF32 task (`SearchTask.tf32`), whose kernel feeds them to the wgmma as tf32.
@@ -201,6 +203,8 @@ class TcProblem:
     batch: int = 0  # a linalg.batch_matmul's batch extent (0: a plain matmul)
     conv: ConvGeom | None = None  # an implicit-GEMM convolution (m = pixels, n = CO, k = KH*KW*C)
     tf32: bool = False  # f32 A and B on TF32 tensor cores (the task's opt-in, `SearchTask.tf32`)
+    # attention scores + row softmax (`scores_softmax.py`): m = n = the sequence, k = the head dim
+    attention: ScoresSoftmax | None = None
 
     @property
     def bk(self) -> int:
@@ -212,10 +216,23 @@ class TcProblem:
 
     @property
     def knobs(self) -> tuple[str, ...]:
-        """The knobs of this problem's sketch: a convolution adds its tile width `tw`."""
+        """The knobs of this problem's sketch: a convolution adds its tile width `tw`; attention
+        scores + softmax have their own (`scores_softmax.KNOBS`)."""
+        if self.attention:
+            return ATTENTION_KNOBS
         return KNOBS + ("tw",) if self.conv else KNOBS
 
+    @property
+    def later_knobs(self) -> dict[str, int]:
+        """Knobs added after records of this problem's sketch were first written (`LATER_KNOBS`;
+        none for attention, whose sketch came after them)."""
+        return {} if self.attention else LATER_KNOBS
+
     def options(self, name: str) -> tuple[int, ...]:
+        if self.attention:
+            from ansor.targets.cuda import scores_softmax as ss
+
+            return {"bm": ss.BM_OPTIONS, "bn": ss.bn_options(self.attention.seq), "stages": ss.STAGE_OPTIONS}[name]
         if name == "tw":
             ow = self.conv.ow
             return tuple(sorted({t for t in (4, 8, 16, 32, 64) if t < ow} | {min(ow, 256)}))
@@ -242,7 +259,8 @@ class TcProblem:
 
 def tc_problem_for(task) -> tuple[TcProblem | None, str]:
     """The GEMM of `task` when the wgmma sketch applies (else None and why not); f32 operands
-    only on a TF32 task (`task.tf32`)."""
+    only on a TF32 task (`task.tf32`). Attention scores + row softmax (the TBS subgraph, f16/bf16)
+    are a problem too (`TcProblem.attention`, the kernel of `scores_softmax.py`)."""
     return _analyze(task.ir, bool(getattr(task, "tf32", False)))
 
 
@@ -260,10 +278,25 @@ def _analyze(text: str, tf32: bool = False) -> tuple[TcProblem | None, str]:
         # A chain of element-wise consumers (bias add, activation, rounding) becomes one generic.
         try:
             run_passes(module, "func.func(linalg-fuse-elementwise-ops,canonicalize,cse)", "apply")
-            return _match(funcs[0].operation, tf32=True) if tf32 else _match(funcs[0].operation)
+            problem, why = _match(funcs[0].operation, tf32=True) if tf32 else _match(funcs[0].operation)
         except (ValueError, TypeError, KeyError, IndexError, RuntimeError) as exc:
             # IR this matcher did not foresee: no tensor-core sketch, never a failed tuning run
             return None, f"not analysable as a GEMM ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+    if problem is not None or tf32:
+        return problem, why
+    return _attention_problem(text, why)
+
+
+def _attention_problem(text: str, why_not_gemm: str) -> tuple[TcProblem | None, str]:
+    """Attention scores + row softmax (`scores_softmax.match_scores_softmax`) as a problem; when
+    the function is no contraction + softmax at all, None and why it is no GEMM either."""
+    from ansor.targets.cuda.scores_softmax import match_scores_softmax
+
+    att, et, out, why = match_scores_softmax(text)
+    if att is None:
+        return None, why or why_not_gemm
+    return TcProblem(att.seq, att.seq, att.dim, et, a_arg=att.q_arg, b_arg=att.k_arg, n_args=2, out=out,
+                     attention=att), "wgmma attention scores + row softmax"
 
 
 def _match(func, tf32: bool = False) -> tuple[TcProblem | None, str]:
@@ -516,6 +549,10 @@ def _epilogue(problem: TcProblem, gen, acc_value) -> tuple[TcProblem | None, str
 
 def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
     """Why the annotation `v` cannot run (None when it can)."""
+    if p.attention:
+        from ansor.targets.cuda.scores_softmax import validate_scores_softmax
+
+        return validate_scores_softmax(p.attention, v)
     v = complete(v)
     for name in p.knobs:
         if name not in v:
@@ -642,10 +679,12 @@ class TcSketch(Sketch):
         do."""
         p = self.problem
         if values is not None:  # records written before a knob existed meant its old behaviour
-            values = {p.knob(k): x for k, x in complete(self._values(values)).items()}
+            values = {p.knob(k): x for k, x in {**p.later_knobs, **self._values(values)}.items()}
         sb = ScriptBuilder(values)
         for k in self.knobs:
             sb.emit(sb.knob_line(k))
+        if p.attention:
+            return self._attention_script(sb)
         bm, bn = sb.value(p.knob("bm")), sb.value(p.knob("bn"))
         if values is None:
             wm = "{" + p.knob("bm") + "/" + p.knob("wgm") + "}"
@@ -673,6 +712,22 @@ class TcSketch(Sketch):
                 f": ({ANY}) -> ({ANY}, {ANY})")
         return self._finish(sb)
 
+    def _attention_script(self, sb: ScriptBuilder) -> str:
+        """Attention scores + softmax: the annotation, and the scores' contraction (the payload's op
+        `attention.op`, over b, h, i, j, d) tiled as the kernel computes it -- blocks of 1 x 1 x bm
+        rows, n-tiles of bn columns, k-blocks of 64."""
+        p = self.problem
+        bm, bn = sb.value(p.knob("bm")), sb.value(p.knob("bn"))
+        sb.emit(f'%f = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
+        for k in p.knobs:
+            sb.emit(f'transform.annotate %f "{ATTR}.{k}" = {ssa(p.knob(k))} : {ANY}, {PARAM}')
+        mm = sb.match("ansor.op", p.attention.op)
+        sb.emit(f"%t1, %blocks = transform.structured.tile_using_forall {mm} tile_sizes [1, 1, {bm}, 0, 0] "
+                f"(mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]) : ({ANY}) -> ({ANY}, {ANY})")
+        sb.emit(f"%t3, %ntiles, %kloop = transform.structured.tile_using_for %t1 tile_sizes [0, 0, 0, {bn}, {BK}] "
+                f": ({ANY}) -> ({ANY}, {ANY}, {ANY})")
+        return self._finish(sb)
+
     def _finish(self, sb: ScriptBuilder) -> str:
         sb.emit("transform.yield")
         head = [
@@ -686,7 +741,7 @@ class TcSketch(Sketch):
         return validate_tc(self.problem, self._values(values))
 
     def complete(self, values: Mapping[str, int]) -> dict[str, int]:
-        return {**{self.problem.knob(k): x for k, x in LATER_KNOBS.items()}, **values}
+        return {**{self.problem.knob(k): x for k, x in self.problem.later_knobs.items()}, **values}
 
     def sample(self, rng: random.Random, *, max_tries: int = 4000) -> Schedule:
         return rejection_sample(self, rng, max_tries=max_tries)
@@ -734,7 +789,12 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
         close_consumers    the ends of the tile loop and the consumers' branch
         cluster_reduce     (split-K) every block of the cluster sums and stores a share of the tile
 
-    and around it `module`: the host function building the TMA descriptors and launching."""
+    and around it `module`: the host function building the TMA descriptors and launching.
+    Attention scores + softmax have their own kernel (`scores_softmax.scores_softmax_kernel`)."""
+    if p.attention:
+        from ansor.targets.cuda.scores_softmax import scores_softmax_kernel
+
+        return scores_softmax_kernel(p.attention, p.et, p.out, v, func_name)
     k = _Kernel(p, complete(v), sm_count)
     I = _BODY
     k.block_start(I)
