@@ -20,8 +20,20 @@ MIN_THREADS_PER_BLOCK = 32
 MAX_SHARED_BYTES = 48 * 1024
 
 
-#: Accumulators (output elements) per thread.
+#: Output elements per thread of a stage without reduction loops (the thread-binding rule): no
+#: accumulator lives across a loop there, so the register budget below does not apply.
 MAX_THREAD_TILE = 64
+
+
+#: 32-bit registers one thread may use (ptxas's limit on sm_50 .. sm_90).
+MAX_REGISTERS_PER_THREAD = 255
+#: 32-bit registers of one block: the register file of an SM (64 K on sm_70 .. sm_90); the
+#: kernel's `.maxntid` makes ptxas fit a thread into this / threads, spilling past it.
+MAX_REGISTERS_PER_BLOCK = 65536
+#: Registers of a multi-level tiled thread beyond its accumulators, operands and staged copies
+#: (addresses, indices, loop counters, barrier state): calibrated against ptxas on sampled
+#: matmul candidates (see `rules.thread_registers`).
+OTHER_REGISTERS = 40
 
 
 #: Ansor's `max_vthread_extent` (product over the mapped loops here).

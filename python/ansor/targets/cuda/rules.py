@@ -50,9 +50,20 @@ probability `GPU_RAGGED_PROB`; `GpuSearchSpace` switches them off at `ragged_pro
 
 At most three space loops are mapped to blocks/threads (x = the output's innermost); other space
 loops are iterated inside each thread. Annotation respects the device: threads per block in
-[32, 1024], shared memory per block <= 48 KiB (all pipeline stages), at most 64 accumulators per
-thread (virtual threads included: they are unrolled), virtual threads <= 8, `auto_unroll_max_step`
-in {0, 16, 64, 512, 1024}, no more pipeline stages than `R0` steps.
+[32, 1024], shared memory per block <= 48 KiB (all pipeline stages), virtual threads <= 8,
+`auto_unroll_max_step` in {0, 16, 64, 512, 1024}, no more pipeline stages than `R0` steps, and
+the **register budget** of a tiled op with reduction loops (`thread_registers`): its thread's
+accumulators (virtual threads included: they are unrolled) + the operands of one reduction step
+(8 + 16 for an 8x16 matmul tile) + the elements it copies into shared memory per `R0` step +
+`OTHER_REGISTERS` (40) must fit in 255 registers, and times the block's threads in the 64 K of an
+SM (the kernel's `.maxntid` makes ptxas cap a thread at 65536 / threads registers, spilling past
+it). So an 8x16 (or 16x8) thread tile of 128 accumulators fits with 256 threads (the 128x256
+block tile of cuBLAS's SGEMM: ~204 registers estimated with K tile 8; ptxas allocates 255, no
+spills), and 64 accumulators no longer pass with 1024 threads (64 registers each). On 140
+sampled matmul candidates compiled by ptxas, the estimate refused 10 that did not spill and
+passed 5 that did (all synchronous copies of 32- or 64-deep `R0` tiles); the flat cap of 64
+accumulators it replaces: 15 and 15. A thread-binding stage (no reduction: nothing lives across
+a loop) keeps at most `MAX_THREAD_TILE` = 64 elements per thread.
 """
 
 from __future__ import annotations
@@ -76,11 +87,14 @@ from ansor.targets.cuda.params import (
     MAX_BLOCK_DIMS,
     MAX_INNERMOST,
     MAX_MAPPED,
+    MAX_REGISTERS_PER_BLOCK,
+    MAX_REGISTERS_PER_THREAD,
     MAX_SHARED_BYTES,
     MAX_THREAD_TILE,
     MAX_THREADS_PER_BLOCK,
     MAX_VTHREAD,
     MIN_THREADS_PER_BLOCK,
+    OTHER_REGISTERS,
 )
 
 
@@ -514,6 +528,30 @@ def r0_trips(stage: GpuStage, values: Mapping[str, int]) -> int:
     return 1
 
 
+def thread_registers(stage: GpuStage, values: Mapping[str, int]) -> int:
+    """Estimated 32-bit registers one thread of a multi-level tiled stage needs: its
+    accumulators (the thread's whole tile, virtual threads included: `S1` and `S3` are
+    unrolled), the operands one reduction step reads into registers (per input, the thread's
+    extent along the space loops indexing it: 8 + 16 for an 8x16 matmul tile), the elements
+    each thread copies into shared memory per `R0` step (held in registers by the synchronous
+    copy's global prefetch and by guarded pipelined copies; counted for cp.async too, whose
+    many per-thread copies cost address registers), and `OTHER_REGISTERS`; 64-bit elements
+    count twice."""
+    ext = {}
+    for d, k in enumerate(stage.kinds):
+        if k == "S":
+            t1, t2, t3, _ = _sizes(stage, values, d)
+            ext[d] = (t1 // t2) * t3 if d in stage.mapped else t1
+    acc = math.prod(ext.values())
+    operands = sum(math.prod(ext.get(d, 1) for d in dims) for dims in stage.input_dims)
+    threads = math.prod(threads_per_dim(stage, values))
+    copies = 0
+    for i in stage.promoted:
+        shape = [_tile_extent(stage, values, d) for d in stage.input_dims[i]]
+        copies += math.prod(_copy_tiles(shape, threads, stage.elem_bytes)[0])
+    return (acc + operands + copies) * max(1, stage.elem_bytes // 4) + OTHER_REGISTERS
+
+
 def _tile_extent(stage: GpuStage, values: Mapping[str, int], d: int) -> int:
     """Extent of loop d inside one block at one R0 step."""
     if stage.kinds[d] == "R":
@@ -561,9 +599,17 @@ def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, 
     space = math.prod(stage.extents[d] for d in stage.mapped)
     if strict_threads and threads < min(MIN_THREADS_PER_BLOCK, space):
         return f"{threads} threads per block < {MIN_THREADS_PER_BLOCK}"
-    if thread_tile * vthreads > MAX_THREAD_TILE:
+    if stage.reduce:
         # (virtual threads are unrolled: all their accumulators live in the thread's registers)
-        return f"{thread_tile * vthreads} accumulators per thread > {MAX_THREAD_TILE}"
+        regs = thread_registers(stage, values)
+        if regs > MAX_REGISTERS_PER_THREAD:
+            return (f"{thread_tile * vthreads} accumulators per thread need ~{regs} registers "
+                    f"> {MAX_REGISTERS_PER_THREAD}")
+        if regs * threads > MAX_REGISTERS_PER_BLOCK:
+            return (f"{threads} threads x ~{regs} registers ({thread_tile * vthreads} accumulators) "
+                    f"> {MAX_REGISTERS_PER_BLOCK} per block")
+    elif thread_tile * vthreads > MAX_THREAD_TILE:
+        return f"{thread_tile * vthreads} elements per thread > {MAX_THREAD_TILE}"
     if vthreads > MAX_VTHREAD:
         return f"{vthreads} virtual threads > {MAX_VTHREAD}"
     smem = shared_bytes(stage, values)
