@@ -791,7 +791,7 @@ def _tb_tbs(v, etype, t, inputs):  # Q, K [B,S,H,D] -> softmax(Q^T K) [B,H,S,S]:
     import torch
 
     q, k = t
-    return (lambda: torch.softmax(q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1), dim=-1)), _torch_np()
+    return (lambda: torch.softmax(q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1), dim=-1)), _torch_np(inputs[0].dtype)
 
 
 def _tb_softmax(v, etype, t, inputs):

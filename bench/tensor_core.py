@@ -13,7 +13,10 @@ logged program, check it against PyTorch's f32-output result with the tuner's cr
   calls and CUPTI (the sum of its kernels): a matmul -> cuBLAS through `torch.mm(a, b,
   out_dtype=torch.float32)` (f16/bf16 in, f32 out: the task; `a @ b`, f16/bf16 out, cuBLAS's headline
   kernel, is printed too); `mmgelu` -> PyTorch eager `F.gelu(torch.addmm(bias, a, b))` (cuBLAS with
-  the bias in its epilogue + a GELU kernel), against our one fused kernel.
+  the bias in its epilogue + a GELU kernel), against our one fused kernel; `tbs` (attention scores +
+  softmax, `tbs-1x128x12x64-f16`) -> PyTorch eager `torch.softmax(q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3,
+  1), -1)` on the half tensors (half result), against our one kernel (the wgmma scores + softmax sketch
+  or the CUDA-core row sketch, whichever the search found faster).
 Prints medians, TFLOP/s, the ratio to the baseline and the share of the card's dense f16 peak.
 
 `--tf32` (f32 workloads, e.g. `--workloads matmul-4096 --tf32`): the tasks are TF32 tasks (`create_task(...,
@@ -38,7 +41,8 @@ DEFAULT = "matmul-4096-f16,matmul-4096x11008x4096-f16,matmul-1024-f16,matmul-204
 BASELINE = {"matmul": "cuBLAS torch.mm(out_dtype=float32), kernel time",
             "mmgelu": "PyTorch eager F.gelu(torch.addmm(bias, a, b)), sum of its kernels",
             "gmm": "cuBLAS torch.bmm(out_dtype=float32), kernel time",
-            "c2d": "cuDNN F.conv2d on channels_last half tensors (half result), kernel time"}
+            "c2d": "cuDNN F.conv2d on channels_last half tensors (half result), kernel time",
+            "tbs": "PyTorch eager softmax(q^T k) (cuBLAS bmm + softmax kernel), sum of its kernels"}
 #: Dense f16/bf16 tensor-core peak (TFLOP/s, no sparsity) by card name fragment.
 PEAK_TFLOPS = {"H200": 989.0, "H100 SXM": 989.0, "H100 80GB HBM3": 989.0, "H100 PCIe": 756.0, "H100": 989.0}
 

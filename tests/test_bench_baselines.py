@@ -49,7 +49,7 @@ CASES: dict[str, list] = {
     "cap": ["cap-1x6x5x3x2x3x2x1", "cap-1x4x4x2x3x3x1x1"],
     "convlayer": ["convlayer-1x7x9x3x5x3x2x1", "convlayer-1x6x6x4x8x1x1x0"],
     "nrm": ["nrm-2x5x7", "nrm-3"],
-    "tbs": ["tbs-2x7x3x5"],
+    "tbs": ["tbs-2x7x3x5", "tbs-2x7x3x8-f16", "tbs-1x5x2x8-bf16"],
     "softmax": ["softmax-5x33", "softmax-3x197"],
     "logsoftmax": ["logsoftmax-5x33"],
     "layernorm": ["layernorm-4x24", ("layernorm-3x37", SMALL)],
