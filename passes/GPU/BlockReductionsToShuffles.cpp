@@ -82,6 +82,10 @@ bool rewrite(linalg::ReduceOp red, int64_t threads) {
   SmallVector<Value> at(st.getRank() - 1, c0);
   at.push_back(tid);
   Value v = memref::LoadOp::create(b, loc, src, at);
+  // D's initial value, read before the barrier: a thread of another warp may store the result
+  // into D (a row sum's output in global memory) as soon as it is past it.
+  SmallVector<Value> zeros(dt.getRank(), c0);
+  Value init = memref::LoadOp::create(b, loc, dst, zeros);
   int64_t width = std::min<int64_t>(threads, 32);
   Value w = arith::ConstantIntOp::create(b, loc, i32, width);
   for (int64_t off = width / 2; off >= 1; off /= 2) {
@@ -108,8 +112,6 @@ bool rewrite(linalg::ReduceOp red, int64_t threads) {
       v = combine(memref::LoadOp::create(b, loc, src, slot), v);
     }
   }
-  SmallVector<Value> zeros(dt.getRank(), c0);
-  Value init = memref::LoadOp::create(b, loc, dst, zeros);
   memref::StoreOp::create(b, loc, combine(v, init), dst, zeros);
   red.erase();
   return true;

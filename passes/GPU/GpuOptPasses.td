@@ -304,7 +304,9 @@ def GpuBlockReductionsToShuffles : Pass<"ansor-gpu-block-reductions-to-shuffles"
 
     For a launch with a constant block (T, 1, 1), T a multiple of 32 or a power of two, such a
     `linalg.reduce` (one binary combiner of its two block arguments) becomes: each thread loads
-    its slot; a butterfly of `gpu.shuffle xor` (offsets width/2 .. 1, width = min(T, 32))
+    its slot and `D`'s initial value (read before the barrier below: a thread of another warp
+    may store to `D` as soon as it is past it, and `D` may be a row sum's output in global
+    memory); a butterfly of `gpu.shuffle xor` (offsets width/2 .. 1, width = min(T, 32))
     combines within the warp; if T > 32 each warp's lane 0 stores the warp's result in its own
     slot, a `gpu.barrier`, and every thread combines the T/32 warp results (slots 0, 32, ..., in
     warp order); finally the result is combined with `D`'s initial value and stored to `D`.
@@ -316,9 +318,9 @@ def GpuBlockReductionsToShuffles : Pass<"ansor-gpu-block-reductions-to-shuffles"
     linalg.reduce ins(%S : memref<1x64xf32, 3>) outs(%D : memref<1xf32>) dimensions = [1]
       (%in: f32, %acc: f32) { %s = arith.addf %in, %acc : f32  linalg.yield %s : f32 }
     ```
-    After: `memref.load %S[%c0, %tid]`, 5 x (`gpu.shuffle xor` + `arith.addf`), lane 0 of each
+    After: `memref.load %S[%c0, %tid]`, `memref.load %D[%c0]`, 5 x (`gpu.shuffle xor` + `arith.addf`), lane 0 of each
     warp stores to `%S[%c0, %tid]`, `gpu.barrier`, loads of `%S[%c0, %c0]` and `%S[%c0, %c32]`
-    combined, then `%D[%c0] = addf(result, load %D[%c0])`.
+    combined, then `%D[%c0] = addf(result, initial value)`.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"];

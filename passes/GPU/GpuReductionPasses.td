@@ -49,4 +49,42 @@ def GpuCollapseReductionLoops : Pass<"ansor-gpu-collapse-reduction-loops"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def GpuPackRowsIntoBlocks : Pass<"ansor-gpu-pack-rows-into-blocks"> {
+  let summary = "Run R rows of a one-row-per-block kernel in one block, a row group each";
+  let description = [{
+    The cross-thread reduction rule maps one row per block: a launch of grid (G, gy, gz) and
+    block (T, 1, 1) whose blocks are independent, the row being block id x. Short rows leave
+    such a block little work; the rows-per-block knob (`python/ansor/targets/cuda/reduction.py`)
+    marks the launch `ansor.rows_per_block = R`, and this pass packs R of those blocks into one:
+    grid (G / R, gy, gz), block (T, R, 1). Row group `y = threadIdx.y` of block `b` runs what
+    block `b R + y` ran; `threadIdx.y` and `blockDim.y` of before read 0 and 1, `gridDim.x`
+    reads G. (R must divide G: spare row groups redoing the last row would race where a row's
+    result is read back and combined in global memory, as a row sum's is.) Every shared buffer `memref<1 x ..., 3>` (a workgroup attribution: the
+    rule's buffers have a leading unit row dim) becomes `memref<R x ..., 3>` and each access
+    (load, store, vector transfer, dynamic-offset subview; a linalg op on the whole buffer takes
+    its slice) moves to row `y`, so row groups never share a slot. With T a multiple of 32 each
+    warp lies in one row group, so the warp shuffles of `ansor-gpu-block-reductions-to-shuffles`
+    stay within a row; a barrier is reached by every thread when no control flow around it
+    depends on the row or on loaded data, which the pass checks.
+
+    The attribute is removed; R = 1 leaves the launch as it is. A launch it cannot pack
+    (non-constant sizes, a block not (T, 1, 1), T not a multiple of 32, R not dividing G,
+    R T > 1024, a barrier
+    under row-dependent control flow, a shared buffer without a leading unit dim or used
+    otherwise) fails the pass with a one-line error (`cannot pack R rows per block: ...`).
+
+    Before (R = 2, G = 8):
+    ```mlir
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c8, ...) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, ...)
+        workgroup(%S : memref<1x64xf32, 3>) {
+      %v = memref.load %X[%bx, %tx] ...   memref.store %v, %S[%c0, %tx] ...
+    } {ansor.rows_per_block = 2 : i64}
+    ```
+    After: grid x `%c4`, block y `%c2`; `%row = %bx' * 2 + %ty'`; `memref.load %X[%row, %tx]`,
+    `memref.store %v, %S[%c0 + %ty', %tx]` with `%S : memref<2x64xf32, 3>`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 #endif // ANSOR_GPU_REDUCTION_PASSES_TD

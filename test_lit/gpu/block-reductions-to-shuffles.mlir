@@ -1,7 +1,9 @@
 // RUN: %ansor-opt %s -split-input-file -ansor-gpu-block-reductions-to-shuffles | FileCheck %s
 
-// 64 threads: each takes its slot, 5 xor shuffles (32-lane warps), lane 0 of each warp stores
-// the warp's result, a barrier, slots 0 and 32 combined in warp order, then the initial value.
+// 64 threads: each takes its slot and the initial value (before the barrier: another warp may
+// store the result to D once past it), 5 xor shuffles (32-lane warps), lane 0 of each warp
+// stores the warp's result, a barrier, slots 0 and 32 combined in warp order, then the initial
+// value.
 // The combiner keeps its operand order (input, accumulator) and attributes.
 // CHECK-LABEL: func.func @shuffles
 // CHECK-SAME: (%[[D:.*]]: memref<1xf32>)
@@ -10,6 +12,7 @@
 // CHECK-NEXT: %[[TID:.*]] = gpu.thread_id x
 // CHECK-NEXT: %[[C0:.*]] = arith.constant 0 : index
 // CHECK-NEXT: %[[V0:.*]] = memref.load %[[S]][%[[C0]], %[[TID]]]
+// CHECK-NEXT: %[[INIT:.*]] = memref.load %[[D]][%[[C0]]]
 // CHECK-NEXT: %[[W:.*]] = arith.constant 32 : i32
 // CHECK-NEXT: %[[O16:.*]] = arith.constant 16 : i32
 // CHECK-NEXT: %[[X16:.*]], %{{.*}} = gpu.shuffle xor %[[V0]], %[[O16]], %[[W]] : f32
@@ -27,7 +30,6 @@
 // CHECK-NEXT: %[[C32B:.*]] = arith.constant 32 : index
 // CHECK-NEXT: %[[P1:.*]] = memref.load %[[S]][%[[C0]], %[[C32B]]]
 // CHECK-NEXT: %[[SUM:.*]] = arith.addf %[[P1]], %[[P0]] fastmath<contract> : f32
-// CHECK-NEXT: %[[INIT:.*]] = memref.load %[[D]][%[[C0]]]
 // CHECK-NEXT: %[[ALL:.*]] = arith.addf %[[SUM]], %[[INIT]] fastmath<contract> : f32
 // CHECK-NEXT: memref.store %[[ALL]], %[[D]][%[[C0]]]
 // CHECK-NOT: linalg.reduce
@@ -52,14 +54,14 @@ func.func @shuffles(%D: memref<1xf32>) {
 // 16 threads (a power of two under a warp): shuffles of width 16, no barrier; the combiner's
 // operands the other way round (accumulator, input) stay that way.
 // CHECK-LABEL: func.func @half_warp
+// CHECK: %[[INIT:.*]] = memref.load %{{.*}}[] : memref<f32>
 // CHECK: %[[W:.*]] = arith.constant 16 : i32
 // CHECK-NEXT: %[[O8:.*]] = arith.constant 8 : i32
 // CHECK-NEXT: %[[X8:.*]], %{{.*}} = gpu.shuffle xor %[[V0:.*]], %[[O8]], %[[W]] : f32
 // CHECK-NEXT: arith.maximumf %[[V0]], %[[X8]] : f32
 // CHECK-COUNT-3: gpu.shuffle xor
 // CHECK-NOT: gpu.barrier
-// CHECK: %[[INIT:.*]] = memref.load %{{.*}}[] : memref<f32>
-// CHECK-NEXT: %[[ALL:.*]] = arith.maximumf %[[INIT]], %{{.*}} : f32
+// CHECK: %[[ALL:.*]] = arith.maximumf %[[INIT]], %{{.*}} : f32
 // CHECK-NEXT: memref.store %[[ALL]], %{{.*}}[] : memref<f32>
 // CHECK-NOT: linalg.reduce
 func.func @half_warp(%D: memref<f32>) {

@@ -2,7 +2,8 @@
 
     SearchTask.ir --apply script (tile to blocks/threads, shared-memory copies, bufferize,
         gpu.launch)--> memref + gpu.launch --workgroup attributions, tensor.pad buffers -> guarded
-        loads (ansor-gpu-guard-padded-reads), out-params (a result returned reshaped written in
+        loads (ansor-gpu-guard-padded-reads), rows packed into blocks (ansor-gpu-pack-rows-into-blocks),
+        out-params (a result returned reshaped written in
         place: ansor-gpu-reshaped-results-in-place), auto-unroll, LICM-->
         --ansor-gpu-{swizzle-blocks, hoist-accumulators, forward-initial-values,
           remove-redundant-barriers, prefetch-global-reads} (C++ passes: the kernel rewrites a
@@ -145,6 +146,7 @@ def lower_to_gpu_ir(task: SearchTask, script: str) -> ir.Module:
     run_passes(module, "ansor-gpu-block-reductions-to-shuffles", "lower")
     run_passes(module, "ansor-gpu-guard-padded-reads", "lower")
     run_passes(module, "ansor-gpu-check-host-allocs", "lower")
+    run_passes(module, "ansor-gpu-pack-rows-into-blocks", "lower")  # a row sketch's `rows` knob
     return module
 
 

@@ -98,6 +98,8 @@ class RowStage:
     # ops reducing over several loops, merged into one column loop first (`merged_reduction.py`);
     # every loop index above counts loops after that merge
     merged: tuple[int, ...] = ()
+    # rows along block x (E's innermost mapped row loop): what the rows-per-block knob packs
+    block_rows: int = 1
 
     @property
     def ragged_ok(self) -> bool:
@@ -121,6 +123,20 @@ class RowStage:
         return f"op{self.out}.threads"
 
     @property
+    def rows_knob(self) -> str:
+        return f"op{self.out}.rows"
+
+    def row_options(self) -> tuple[int, ...]:
+        """Rows per block `R` (`ansor-gpu-pack-rows-into-blocks`): the `ROW_OPTIONS` that divide
+        the rows along block x; (1,) on a single row."""
+        return tuple(r for r in ROW_OPTIONS if self.block_rows % r == 0)
+
+    def rows(self, values: Mapping[str, int]) -> int:
+        """`R` of `values` (1 where the knob is absent: the sketch has none, or the record
+        predates it)."""
+        return int(values.get(self.rows_knob, 1))
+
+    @property
     def unroll_knob(self) -> str:
         return f"op{self.out}.unroll"
 
@@ -140,6 +156,10 @@ class RowStage:
 
     def producers(self, op: int) -> tuple[int | None, ...]:
         return dict(self.operands)[op]
+
+
+#: Rows per block `R` the knob may take (row groups of whole warps: 32 R <= 1024 threads).
+ROW_OPTIONS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
 
 def exact_thread_options(cols: int) -> tuple[int, ...]:
@@ -258,6 +278,7 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
         reductions=tuple((r.index, len(r.extents), r.reduce[0]) for r in split),
         recompute=tuple(recompute), operands=operands, materialize=materialize, col_loops=col_loops,
         col_axis=col_axis, pad_loops=_column_loops(by_index, e, col_dim, split, recompute, col_loops), merged=merged,
+        block_rows=e.extents[mapped[-1]],
     )
     if not stage.thread_options():
         return None, f"no thread count splits {cols_n} columns"
@@ -308,6 +329,8 @@ class RowSketch(Sketch):
         knobs = [Knob(stage.threads_knob, stage.thread_options()), Knob(stage.unroll_knob, GPU_UNROLL_OPTIONS)]
         if len(stage.lane_options()) > 1:
             knobs.append(Knob(stage.lanes_knob, stage.lane_options()))
+        if len(stage.row_options()) > 1:
+            knobs.append(Knob(stage.rows_knob, stage.row_options()))
         self.knobs = tuple(knobs)
         self.gpu_stage = stage
 
@@ -317,12 +340,20 @@ class RowSketch(Sketch):
 
     @property
     def free_tile_knobs(self) -> tuple[str, ...]:
-        return (self.gpu_stage.threads_knob, self.gpu_stage.lanes_knob)
+        return (self.gpu_stage.threads_knob, self.gpu_stage.lanes_knob, self.gpu_stage.rows_knob)
+
+    def complete(self, values: Mapping[str, int]) -> dict[str, int]:
+        out = dict(values)
+        if any(k.name == self.gpu_stage.rows_knob for k in self.knobs):
+            out.setdefault(self.gpu_stage.rows_knob, 1)  # recorded before the knob: a row per block
+        return out
 
     def script(self, values: Mapping[str, int] | None = None, *, lower_vectors: bool = True) -> str:
+        values = self.complete(values) if values is not None else None
         return render(self.gpu_stage, self.knobs, values, self.name, self.rule)
 
     def validate(self, values: Mapping[str, int]) -> str | None:
+        values = self.complete(values)
         for k in self.knobs:
             if k.name not in values:
                 return f"missing knob {k.name}"
@@ -336,6 +367,11 @@ class RowSketch(Sketch):
             # (split_reduction views the padded input through an expand_shape, which
             # ansor-gpu-guard-padded-reads does not guard)
             return f"{lanes} lanes on a ragged row of {st.cols} columns (ragged rows take lanes = 1)"
+        rows = st.rows(values)
+        if rows > 1 and t % 32:
+            return f"{rows} rows per block of {t} threads each (a row group must be whole warps)"
+        if rows * t > MAX_THREADS_PER_BLOCK:
+            return f"{rows} rows per block of {t} threads each: {rows * t} threads (at most {MAX_THREADS_PER_BLOCK})"
         return None
 
     def sample(self, rng: random.Random, *, max_tries: int = 4000, ragged: bool = True) -> Schedule:
@@ -399,6 +435,8 @@ def default_values(stage: RowStage) -> dict[str, int]:
     out = {stage.threads_knob: t, stage.unroll_knob: 0}
     if len(stage.lane_options()) > 1:
         out[stage.lanes_knob] = 1
+    if len(stage.row_options()) > 1:
+        out[stage.rows_knob] = 1
     return out
 
 
@@ -621,6 +659,11 @@ def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] |
          f": ({ANY}) -> {ANY}")
     emit(f'transform.annotate {mapped} "ansor.auto_unroll_max_step" = %k_{stage.unroll_knob.replace(".", "_")} '
          f": {ANY}, {PARAM}")
+    if any(k.name == stage.rows_knob for k in knobs):
+        emit("// rows per block: R consecutive blocks (rows along x) run as row groups of one block, thread y")
+        emit("// (ansor-gpu-pack-rows-into-blocks; R = 1: one row per block)")
+        emit(f'transform.annotate {mapped} "ansor.rows_per_block" = %k_{stage.rows_knob.replace(".", "_")} '
+             f": {ANY}, {PARAM}")
     emit("// a row's values are every thread's own (a single row's stay outside the one-block launch:")
     emit("// ansor-gpu-row-values-into-launch moves them in)")
     emit(f'transform.annotate {mapped} "ansor.row_values" : {ANY}')
