@@ -5,7 +5,10 @@ mbarrier ring of shared-memory stages.
         function arguments in f16/bf16 (f32 on a TF32 task) on a zero fill (f32 sums), optionally
         followed by element-wise consumers (fused into one generic: bias, activation, rounding to
         f16/bf16)
-    tc_problem_for(task) --> TcProblem (shapes, argument roles, the epilogue as a function) or why not
+    tc_problem_for(task) --> TcProblem (shapes, argument roles, the epilogue as a function) or why not;
+        attention scores + row softmax (the TBS subgraph, f16/bf16) are a TcProblem too, with
+        `attention` set: their knobs (`bm`, `bn`, `stages`), rules and kernel are those of
+        `scores_softmax.py`, which `validate_tc`, `kernel_text` and `TcSketch.script` hand them to
     TcSketch.script(values) --> a transform script that annotates the function with its knobs
         (`ansor.tc.bm`, `.bn`, `.wgm`, `.stages`, `.wait`, `.group`, `.ws`, `.persist`, `.splitk`,
         and `.tw` for a convolution:
