@@ -32,7 +32,7 @@ The kernel (grid: ceil(S / bm) row blocks x H heads x B batches; bm / 64 warpgro
                    accumulators into columns [t*bn, t*bn + bn) of the f32 tile (bm x nt*bn + 8)
     softmax        a warp per row (rows < S): the max over the row's S columns (lanes striding
                    the row, then 5 xor shuffles), exp(x - max) written back with its sum (shuffled
-                   again), then x / sum rounded to the result's type and stored (coalesced along
+                   again), then x * (1 / sum) rounded to the result's type and stored (coalesced along
                    the row; columns >= S and rows >= S never leave the block)
 
 Shared memory: Q's k-blocks (bm x 64 each), `stages` K boxes (bn x 64 each), the f32 tile
@@ -442,6 +442,7 @@ class _ScoresKernel:
         emit(f"{I}%lane = arith.remui %tid, {c(32)} : index")
         emit(f"{I}%ninf = arith.constant 0xFF800000 : f32")
         emit(f"{I}%zf = arith.constant 0.0 : f32")
+        emit(f"{I}%one = arith.constant 1.0 : f32")
         emit(f"{I}%w32 = arith.constant 32 : i32")
         for sh in (16, 8, 4, 2, 1):
             emit(f"{I}%x{sh} = arith.constant {sh} : i32")
@@ -464,9 +465,10 @@ class _ScoresKernel:
         emit(f"{K}  scf.yield %sn : f32")
         emit(f"{K}}}")
         tot = self.warp_reduce(K, "%sum", "addf", "sr")
+        emit(f"{K}%inv = arith.divf %one, {tot} : f32")  # one division per row, a product per element
         emit(f"{K}scf.for %j = %lane to {c(a.seq)} step {c(32)} {{")
         emit(f"{K}  %e = memref.load %tile[%r, %j] : {self.tile}")
-        emit(f"{K}  %y = arith.divf %e, {tot} : f32")
+        emit(f"{K}  %y = arith.mulf %e, %inv : f32")
         y = "%y"
         if self.out != "f32":
             emit(f"{K}  %yh = arith.truncf %y : f32 to {self.out}")
