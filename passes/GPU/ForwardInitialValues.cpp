@@ -29,6 +29,40 @@ Effects between(ArrayRef<Operation *> ops, size_t from, size_t to,
   return *effects(live, /*barriersOk=*/true);
 }
 
+/// Whether `v` is a constant with one value in every lane (a fill's value).
+bool isSplatConstant(Value v) {
+  DenseElementsAttr attr;
+  return matchPattern(v, m_Constant(&attr)) && attr.isSplat();
+}
+
+/// Whether no live op of `ops[from, to)` may change what a read of `root` sees, but for
+/// transfer_writes of `value`, a splat constant: a tile whose rows are written one transfer at a
+/// time (a ragged tile's masked row writes, whose clamped rows the effects cannot tell apart)
+/// fills the buffer with one value, so a read of one of its writes still sees that value
+/// wherever the writes overlap. Reads of `root` do not matter.
+bool onlyWritesOf(ArrayRef<Operation *> ops, size_t from, size_t to,
+                  const llvm::DenseSet<size_t> &gone, Value root, Value value) {
+  for (size_t j = from; j < to; ++j) {
+    if (gone.contains(j) || !(*effects({ops[j]}, /*barriersOk=*/true)).writes.contains(root))
+      continue;
+    auto w = dyn_cast<vector::TransferWriteOp>(ops[j]);
+    if (!w || w.getValueToStore() != value || !isSplatConstant(value))
+      return false;
+  }
+  return true;
+}
+
+/// Whether an op of `ops[from, to)` other than a transfer_write may write `root` (a loop or call
+/// that writes it may also read it first, which `Effects` would not show apart).
+bool hasUnknownWrites(ArrayRef<Operation *> ops, size_t from, size_t to,
+                      const llvm::DenseSet<size_t> &gone, Value root) {
+  for (size_t j = from; j < to; ++j)
+    if (!gone.contains(j) && !isa<vector::TransferWriteOp>(ops[j]) &&
+        (*effects({ops[j]}, /*barriersOk=*/true)).writes.contains(root))
+      return true;
+  return false;
+}
+
 /// Same destination view, indices and permutation map of two transfer_writes.
 bool sameWrite(Operation *a, Operation *b) {
   return sameAccess(a, b, 1, 1, a->getOperands().drop_front(2), b->getOperands().drop_front(2));
@@ -45,6 +79,7 @@ unsigned forward(gpu::LaunchOp launch) {
       laterWrites[o->getOperand(1)].push_back(i);
   llvm::DenseMap<Value, size_t> lastWrite; // view -> position of its last write
   llvm::DenseSet<size_t> erased, gone;     // erased writes; erased positions
+  SmallVector<size_t> forwarded;           // initial writes whose read-back was replaced
   unsigned n = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     Operation *r = ops[i];
@@ -65,18 +100,28 @@ unsigned forward(gpu::LaunchOp launch) {
         w->getOperand(0).getType() != r->getResult(0).getType())
       continue;
     Value root = memrefRoot(r->getOperand(0));
-    if (between(ops, k + 1, i, gone).touches(root))
+    if (between(ops, k + 1, i, gone).touches(root) &&
+        !onlyWritesOf(ops, k + 1, i, gone, root, w->getOperand(0)))
       continue;
     r->getResult(0).replaceAllUsesWith(w->getOperand(0));
     r->erase();
     gone.insert(i);
+    forwarded.push_back(k);
     ++n;
-    // the initial write is dead if the same tile is written again later, with no access to the
-    // buffer in between
+  }
+  // A forwarded initial write is dead if the same tile is written again later with no read of
+  // the buffer in between (after every read-back is gone: the rows of a tile are read back one
+  // after another). Writes in between do not matter: the later write covers this one's lanes.
+  for (size_t k : forwarded) {
+    Operation *w = ops[k];
+    if (erased.contains(k))
+      continue;
+    Value root = memrefRoot(w->getOperand(1));
     for (size_t j : laterWrites.lookup(w->getOperand(1))) {
-      if (j <= i)
+      if (j <= k || gone.contains(j))
         continue;
-      if (sameWrite(ops[j], w) && !between(ops, i + 1, j, gone).touches(root)) {
+      if (sameWrite(ops[j], w) && !between(ops, k + 1, j, gone).reads.contains(root) &&
+          !hasUnknownWrites(ops, k + 1, j, gone, root)) {
         w->erase();
         erased.insert(k);
         gone.insert(k);

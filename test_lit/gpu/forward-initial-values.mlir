@@ -94,3 +94,77 @@ func.func @no_forward(%C: memref<4x4xf32>, %f: f32) {
   }
   return
 }
+
+// -----
+
+// A ragged tile's accumulator rows (`ansor-gpu-guard-padded-reads`: masked 1-D writes of clamped
+// rows of C, which may be the same row): every row's fill is forwarded although the other rows'
+// writes of the same splat come between a row's write and its read-back, and every fill write
+// goes (the final writes cover them; nothing reads C in between).
+// CHECK-LABEL: func.func @ragged_rows
+// CHECK-SAME: (%[[C:.*]]: memref<5x7xf32>
+// CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<4xf32>
+// CHECK: gpu.launch
+// CHECK-NOT: vector.transfer_write %[[ZERO]]
+// CHECK-NOT: vector.transfer_read %{{.*}} : memref<7xf32
+// CHECK: scf.for %{{.*}} iter_args(%{{.*}} = %[[ZERO]], %{{.*}} = %[[ZERO]])
+// CHECK: vector.transfer_write
+// CHECK-NEXT: vector.transfer_write
+// CHECK-NEXT: gpu.terminator
+func.func @ragged_rows(%C: memref<5x7xf32>, %A: memref<4xf32, 3>, %r0: index, %r1: index, %j: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %pad = arith.constant 0.0 : f32
+  %zero = arith.constant dense<0.0> : vector<4xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %row0 = memref.subview %C[%r0, 0] [1, 7] [1, 1] : memref<5x7xf32> to memref<7xf32, strided<[1], offset: ?>>
+    vector.transfer_write %zero, %row0[%j] : vector<4xf32>, memref<7xf32, strided<[1], offset: ?>>
+    %row1 = memref.subview %C[%r1, 0] [1, 7] [1, 1] : memref<5x7xf32> to memref<7xf32, strided<[1], offset: ?>>
+    vector.transfer_write %zero, %row1[%j] : vector<4xf32>, memref<7xf32, strided<[1], offset: ?>>
+    gpu.barrier
+    %a0 = vector.transfer_read %row0[%j], %pad : memref<7xf32, strided<[1], offset: ?>>, vector<4xf32>
+    %a1 = vector.transfer_read %row1[%j], %pad : memref<7xf32, strided<[1], offset: ?>>, vector<4xf32>
+    %r:2 = scf.for %k = %c0 to %c8 step %c1 iter_args(%x0 = %a0, %x1 = %a1) -> (vector<4xf32>, vector<4xf32>) {
+      %x = vector.transfer_read %A[%c0], %pad : memref<4xf32, 3>, vector<4xf32>
+      %s0 = arith.addf %x0, %x : vector<4xf32>
+      %s1 = arith.addf %x1, %x : vector<4xf32>
+      scf.yield %s0, %s1 : vector<4xf32>, vector<4xf32>
+    }
+    vector.transfer_write %r#0, %row0[%j] : vector<4xf32>, memref<7xf32, strided<[1], offset: ?>>
+    vector.transfer_write %r#1, %row1[%j] : vector<4xf32>, memref<7xf32, strided<[1], offset: ?>>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Negative: between row 0's fill and its read-back, row 1 (which may be the same row) is written
+// with another value: row 0's read-back stays; row 1's is forwarded.
+// CHECK-LABEL: func.func @ragged_rows_other_value
+// CHECK: gpu.launch
+// CHECK: vector.transfer_write %{{.*}}, %[[ROW0:[a-z_0-9]+]][
+// CHECK: vector.transfer_write %{{.*}}, %[[ROW1:[a-z_0-9]+]][
+// CHECK-NEXT: vector.transfer_read %[[ROW0]]
+// CHECK-NOT: vector.transfer_read %[[ROW1]]
+func.func @ragged_rows_other_value(%C: memref<5x7xf32>, %r0: index, %r1: index, %j: index) {
+  %pad = arith.constant 0.0 : f32
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant dense<0.0> : vector<4xf32>
+  %one = arith.constant dense<1.0> : vector<4xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %row0 = memref.subview %C[%r0, 0] [1, 7] [1, 1] : memref<5x7xf32> to memref<7xf32, strided<[1], offset: ?>>
+    vector.transfer_write %zero, %row0[%j] : vector<4xf32>, memref<7xf32, strided<[1], offset: ?>>
+    %row1 = memref.subview %C[%r1, 0] [1, 7] [1, 1] : memref<5x7xf32> to memref<7xf32, strided<[1], offset: ?>>
+    vector.transfer_write %one, %row1[%j] : vector<4xf32>, memref<7xf32, strided<[1], offset: ?>>
+    %a0 = vector.transfer_read %row0[%j], %pad : memref<7xf32, strided<[1], offset: ?>>, vector<4xf32>
+    %a1 = vector.transfer_read %row1[%j], %pad : memref<7xf32, strided<[1], offset: ?>>, vector<4xf32>
+    %s = arith.addf %a0, %a1 : vector<4xf32>
+    vector.transfer_write %s, %row0[%j] : vector<4xf32>, memref<7xf32, strided<[1], offset: ?>>
+    gpu.terminator
+  }
+  return
+}
