@@ -14,9 +14,10 @@ sk = generate_sketches(task)[0]
 print(sk.name)
 # CHECK: tc0
 base = dict(sk.sample(__import__("random").Random(0)).values())
-for extra in ({}, {"tc.ws": 1, "tc.persist": 1}):
+# the persistent variant runs whole tiles (no split K): pinned, not left to the sampler's draw
+for extra in ({}, {"tc.ws": 1, "tc.persist": 1, "tc.splitk": 1}):
     values = {**base, **{k: v for k, v in extra.items() if k in base}}
-    print("// variant", sorted(extra))
+    print("// variant", sorted(k for k in extra if k != "tc.splitk"))
     print(emit_ptx(task, sk.script(values), arch="sm_90"))
 # CHECK-LABEL: // variant []
 # CHECK: .target sm_90a
