@@ -70,8 +70,8 @@ def GpuPackRowsIntoBlocks : Pass<"ansor-gpu-pack-rows-into-blocks"> {
     The attribute is removed; R = 1 leaves the launch as it is. A launch it cannot pack
     (non-constant sizes, a block not (T, 1, 1), T not a multiple of 32, R not dividing G,
     R T > 1024, a barrier
-    under row-dependent control flow, a shared buffer without a leading unit dim or used
-    otherwise) fails the pass with a one-line error (`cannot pack R rows per block: ...`).
+    under row-dependent control flow, a shared buffer without a leading unit dim, used
+    otherwise or still allocated in the body) fails the pass with a one-line error (`cannot pack R rows per block: ...`).
 
     Before (R = 2, G = 8):
     ```mlir

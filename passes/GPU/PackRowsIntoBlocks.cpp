@@ -186,6 +186,9 @@ LogicalResult pack(gpu::LaunchOp launch, int64_t rows) {
     return refuse("private attributions");
   if (!gpuopt::collect<gpu::GlobalIdOp>(launch).empty())
     return refuse("a gpu.global_id");
+  for (memref::AllocOp alloc : gpuopt::collect<memref::AllocOp>(launch))
+    if (gpuopt::isWorkgroup(alloc.getType()))
+      return refuse("a shared buffer allocated in the body (not a workgroup attribution yet)");
 
   Block &body = launch.getBody().front();
   OpBuilder b(&body, body.begin());

@@ -160,3 +160,20 @@ func.func @no_row_dim(%X: memref<8x32xf32>) {
   } {ansor.rows_per_block = 2 : i64}
   return
 }
+
+// -----
+
+// A shared buffer still allocated in the body (before ansor-gpu-workgroup-attributions): it
+// would be one buffer for every row group.
+func.func @allocated_in_body(%X: memref<8x32xf32>) {
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c32 = arith.constant 32 : index
+  // expected-error @+1 {{cannot pack 2 rows per block: a shared buffer allocated in the body (not a workgroup attribution yet)}}
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c8, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %S = memref.alloc() : memref<1x32xf32, 3>
+    gpu.terminator
+  } {ansor.rows_per_block = 2 : i64}
+  return
+}

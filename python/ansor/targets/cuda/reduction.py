@@ -3,7 +3,8 @@
     SearchTask (target "cuda", no op with data reuse to anchor multi-level tiling, or one whose
     rows a reduction needs whole) --row_stage_for (reduction loops merged)--> RowStage --RowSketch.script(values)-->
     transform script: one row per block, the row's reductions split across the block's threads
-    (`tile_reduction_using_forall`), merged with warp shuffles (`ansor-gpu-block-reductions-to-shuffles`)
+    (`tile_reduction_using_forall`), merged with warp shuffles (`ansor-gpu-block-reductions-to-shuffles`);
+    R rows per block as row groups of thread y (`ansor-gpu-pack-rows-into-blocks`, the `rows` knob)
 
 A row-wise subgraph (LayerNorm, softmax, a row norm, attention scores + softmax, ...) has an output
 op `E` indexed by row dims and (at most) one column dim, and reductions over the column dim whose
@@ -46,12 +47,30 @@ padded input through an `expand_shape`, which the guards do not follow).
     RowStage, T not dividing C --pad every op along the columns to Cp, mask the reductions past C,
         fold producer pads--> the same sketch on Cp columns --lowering: guarded loads, masked stores-->
 
+**Rows per block.** A short row (128 or 197 columns) leaves its block little work. The `rows`
+knob `R` packs R consecutive rows along block x into one block: the script is unchanged but
+for marking the launch `ansor.rows_per_block = R`, and after the mapping to the GPU (its
+reductions already warp shuffles) `ansor-gpu-pack-rows-into-blocks` turns the launch of G
+blocks of (T, 1, 1) threads into G / R blocks of (T, R, 1): row group `threadIdx.y` runs the
+one-row program of row `blockIdx.x * R + threadIdx.y`, with its own slice of every shared
+buffer (the partial-result slots of the warp step, TBS's scores row). With T a multiple of 32
+each warp lies in one row group, so the shuffles and the shared step of a row's reductions
+never mix rows; the barriers stay where every thread reaches them (the pass checks that no
+control flow around one depends on the row). R = 1 is the one-row-per-block program.
+
+    one-row program, launch (G, T) --annotate ansor.rows_per_block = R--> ... lowering:
+        --ansor-gpu-pack-rows-into-blocks--> launch (G / R, (T, R, 1)), rows b R + threadIdx.y
+
 Knobs: the threads per block `T` (the divisors of `C`: multiples of 32 up to 1024, or a power of
 two below 32 for short rows; and where `C % 32 != 0` the ragged ones: multiples of 32 up to `C`
 rounded up to one, powers of two below `2 C` on a row shorter than 32), `lanes` (TBS; 1 on a
-ragged row) and `auto_unroll_max_step`. Sampling draws a ragged `T` with probability
+ragged row), `rows` (`R`: the powers of two up to 32 that divide the rows along block x -- a
+ragged row count is left out, since spare row groups redoing a row would race where a row sum
+reads back its output; valid with `T` a multiple of 32 and `R T <= 1024`; no knob where only 1
+divides, a single row or a prime count; a record without it reads as R = 1) and
+`auto_unroll_max_step`. `T` and `R` mutate as tile sizes (`free_tile_knobs`). Sampling draws a ragged `T` with probability
 `GPU_RAGGED_PROB` (where the row has both kinds); the search's `ragged_prob` = 0 keeps the exact
-ones (`RowSearchSpace`) where there are any. The untuned program (baseline, reference) is the same sketch with `T` = the
+ones (`RowSearchSpace`) where there are any. The untuned program (baseline, reference) is the same sketch with R = 1 and `T` = the
 largest exact option <= 256 when it is at least a warp, else a ragged row of
 `min(256, C rounded up to a multiple of 32)` threads (224 for 197 columns, 256 for 1000).
 """
