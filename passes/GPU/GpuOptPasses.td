@@ -30,7 +30,11 @@ def GpuHoistAccumulators : Pass<"ansor-gpu-hoist-accumulators"> {
 
     A pair is one read and one write at the top level of the body, on the same view defined
     outside the loop, at the same loop-invariant indices and permutation map, write after read,
-    writing the type read. Any other access to the same underlying buffer inside the loop must be
+    writing the type read. Several pairs may share one view at distinct index tuples (one read and
+    one write each, all of one vector type): the rows of a guarded ragged output tile, which
+    virtual-thread chunks side by side read and write at their own columns (without this, such a
+    tile kept a global read-modify-write of every accumulator per shared-memory step). Any other
+    access to the same underlying buffer inside the loop must be
     a transfer on another view that is either a statically disjoint subview (static offsets and
     sizes, unit strides, boxes not intersecting) or another accumulator tile (a subview of the
     same type, itself read and written at the top level): tiling makes one thread's register

@@ -164,27 +164,42 @@ unsigned hoistPairs(scf::ForOp loop) {
   SmallVector<std::pair<Operation *, Operation *>> pairs;
   for (auto &[mem, rs] : reads) {
     auto wit = writes.find(mem);
-    if (wit == writes.end() || rs.size() != 1 || wit->second.size() != 1)
+    if (wit == writes.end() || rs.size() != wit->second.size() || !loop.isDefinedOutsideOfLoop(mem))
       continue;
-    Operation *r = rs.front(), *w = wit->second.front();
-    if (w->isBeforeInBlock(r) || !loop.isDefinedOutsideOfLoop(mem) ||
-        llvm::any_of(r->getOperands().drop_front(1),
-                     [&](Value x) { return !loop.isDefinedOutsideOfLoop(x); }))
-      continue;
-    if (!sameAccess(r, w, 0, 1, r->getOperands().drop_front(1).drop_back(1),
-                    w->getOperands().drop_front(2)) ||
-        w->getOperand(0).getType() != r->getResult(0).getType())
+    // Each read of the view pairs with the one write at its indices (several register tiles on
+    // one view: the rows of a guarded, ragged output tile that virtual-thread chunks side by side
+    // share); distinct index tuples, loop-invariant, the same vector type on every pair.
+    SmallVector<std::pair<Operation *, Operation *>> here;
+    for (Operation *r : rs) {
+      auto rIdx = r->getOperands().drop_front(1).drop_back(1);
+      Operation *w = nullptr;
+      unsigned matches = 0;
+      for (Operation *cand : wit->second)
+        if (sameAccess(r, cand, 0, 1, rIdx, cand->getOperands().drop_front(2))) {
+          w = cand;
+          ++matches;
+        }
+      if (matches != 1 || w->isBeforeInBlock(r) ||
+          llvm::any_of(r->getOperands().drop_front(1),
+                       [&](Value x) { return !loop.isDefinedOutsideOfLoop(x); }) ||
+          w->getOperand(0).getType() != r->getResult(0).getType() ||
+          r->getResult(0).getType() != rs.front()->getResult(0).getType() ||
+          llvm::any_of(here, [&](auto &p) { return p.second == w; }))
+        break;
+      here.push_back({r, w});
+    }
+    if (here.size() != rs.size())
       continue;
     bool alone = llvm::all_of(byRoot.lookup(memrefRoot(mem)), [&](auto &use) {
       auto [op, v] = use;
-      if (op == r || op == w)
-        return true;
-      return isa<vector::TransferReadOp, vector::TransferWriteOp>(op) && v != mem &&
+      if (v == mem)
+        return llvm::any_of(here, [&](auto &p) { return op == p.first || op == p.second; });
+      return isa<vector::TransferReadOp, vector::TransferWriteOp>(op) &&
              (disjointViews(mem, v) ||
               (reads.count(v) && writes.count(v) && sameShapeViews(mem, v)));
     });
     if (alone)
-      pairs.push_back({r, w});
+      pairs.append(here.begin(), here.end());
   }
   if (pairs.empty())
     return 0;

@@ -252,3 +252,54 @@ func.func @shared_tile(%out: memref<64xf32>, %A: memref<64x4xf32, 3>, %tile: mem
   }
   return
 }
+
+// -----
+
+// Two register tiles on one view at their own indices (a guarded row of a ragged output tile that
+// two virtual-thread chunks share, each at its columns): both pairs leave the loop. A view with a
+// read at indices it never writes keeps its accesses in the loop.
+// CHECK-LABEL: func.func @row_chunks
+// CHECK-SAME: (%[[C:.*]]: memref<1000x1000xf32>, %{{.*}}: memref<64x4xf32, 3>, %[[R:.*]]: index, %[[I:.*]]: index, %[[J:.*]]: index)
+// CHECK: %[[ROW:.*]] = memref.subview %[[C]][%[[R]], 0] [1, 1000]
+// CHECK-NEXT: %[[A0:.*]] = vector.transfer_read %[[ROW]][%[[I]]]
+// CHECK-NEXT: %[[B0:.*]] = vector.transfer_read %[[ROW]][%[[J]]]
+// CHECK-NEXT: %[[RES:.*]]:2 = scf.for %{{.*}} iter_args(%[[A:.*]] = %[[A0]], %[[B:.*]] = %[[B0]]) -> (vector<4xf32>, vector<4xf32>) {
+// CHECK-NOT: %[[ROW]]
+// CHECK: scf.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: vector.transfer_write %[[RES]]#0, %[[ROW]][%[[I]]]
+// CHECK-NEXT: vector.transfer_write %[[RES]]#1, %[[ROW]][%[[J]]]
+// CHECK: %[[ROW2:.*]] = memref.subview %[[C]][%[[J]], 0] [1, 1000]
+// CHECK-NOT: iter_args
+// CHECK: scf.for
+// CHECK-NEXT: vector.transfer_read %[[ROW2]][%[[I]]]
+// CHECK-NEXT: vector.transfer_read %[[ROW2]][%[[J]]]
+func.func @row_chunks(%C: memref<1000x1000xf32>, %A: memref<64x4xf32, 3>, %r: index, %i: index, %j: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c64 = arith.constant 64 : index
+  %pad = arith.constant 0.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %row = memref.subview %C[%r, 0] [1, 1000] [1, 1] : memref<1000x1000xf32> to memref<1000xf32, strided<[1], offset: ?>>
+    scf.for %k = %c0 to %c64 step %c8 {
+      %a = vector.transfer_read %row[%i], %pad : memref<1000xf32, strided<[1], offset: ?>>, vector<4xf32>
+      %b = vector.transfer_read %row[%j], %pad : memref<1000xf32, strided<[1], offset: ?>>, vector<4xf32>
+      %x = vector.transfer_read %A[%k, %c0], %pad {in_bounds = [true]} : memref<64x4xf32, 3>, vector<4xf32>
+      %s = arith.addf %a, %x : vector<4xf32>
+      %t = arith.mulf %b, %x : vector<4xf32>
+      vector.transfer_write %s, %row[%i] : vector<4xf32>, memref<1000xf32, strided<[1], offset: ?>>
+      vector.transfer_write %t, %row[%j] : vector<4xf32>, memref<1000xf32, strided<[1], offset: ?>>
+    }
+    %row2 = memref.subview %C[%j, 0] [1, 1000] [1, 1] : memref<1000x1000xf32> to memref<1000xf32, strided<[1], offset: ?>>
+    scf.for %k = %c0 to %c64 step %c8 {
+      %a = vector.transfer_read %row2[%i], %pad : memref<1000xf32, strided<[1], offset: ?>>, vector<4xf32>
+      %b = vector.transfer_read %row2[%j], %pad : memref<1000xf32, strided<[1], offset: ?>>, vector<4xf32>
+      %s = arith.addf %a, %b : vector<4xf32>
+      vector.transfer_write %s, %row2[%i] : vector<4xf32>, memref<1000xf32, strided<[1], offset: ?>>
+    }
+    gpu.terminator
+  }
+  return
+}
