@@ -7,6 +7,7 @@
 #include "passes/GPU/GpuOptUtils.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 
 namespace mlir::ansor {
@@ -50,8 +51,79 @@ Operation *combiner(linalg::ReduceOp red) {
   return ab || ba ? op : nullptr;
 }
 
-/// Rewrites `red` if it is a block-wide reduction of a shared buffer (see GpuOptPasses.td).
-bool rewrite(linalg::ReduceOp red, int64_t threads) {
+/// Whether `v` is a `gpu.thread_id x`.
+bool isThreadX(Value v) {
+  auto id = v.getDefiningOp<gpu::ThreadIdOp>();
+  return id && id.getDimension() == gpu::Dimension::x;
+}
+
+/// Whether a buffer root is a thread's own (a `memref.alloca`: `ansor-gpu-private-allocs-to-stack`).
+bool isPrivate(Value root) { return root.getDefiningOp<memref::AllocaOp>() != nullptr; }
+
+/// The `gpu.barrier` before `red` when all it orders is each thread's write of its own slot
+/// of `src` (`src[0, .., threadIdx.x]`, written through a subview) before the same thread's read
+/// of that slot (the rewrite's first load): the ops since the previous barrier touch `src` only
+/// through such subviews, the ops up to the next barrier besides `red` not at all, and no other
+/// buffer (thread-private ones aside) written on one side of it is accessed on the other --
+/// `red`'s destination included, so a row sum whose output in global memory every thread fills
+/// before the barrier and combines into after it keeps it. Null otherwise.
+gpu::BarrierOp ownSlotBarrier(linalg::ReduceOp red, Value src) {
+  // (ops touching thread-private buffers only may sit between the barrier and `red`)
+  SmallVector<Operation *> before, after{red};
+  Operation *prev = red->getPrevNode();
+  for (; prev && !isa<gpu::BarrierOp>(prev); prev = prev->getPrevNode()) {
+    std::optional<Effects> e = effects({prev});
+    if (!e || llvm::any_of(e->reads, [](Value r) { return !isPrivate(r); }) ||
+        llvm::any_of(e->writes, [](Value r) { return !isPrivate(r); }))
+      return nullptr;
+    after.push_back(prev);
+  }
+  auto barrier = dyn_cast_or_null<gpu::BarrierOp>(prev);
+  if (!barrier)
+    return nullptr;
+  for (Operation *op = barrier->getPrevNode(); op && !isa<gpu::BarrierOp>(op); op = op->getPrevNode())
+    before.push_back(op);
+  for (Operation *op = red->getNextNode(); op && !isa<gpu::BarrierOp>(op); op = op->getNextNode())
+    after.push_back(op);
+  std::optional<Effects> eb = effects(before), ea = effects(after);
+  if (!eb || !ea)
+    return nullptr;
+  Value dst = memrefRoot(red->getOperand(1));
+  auto conflict = [&](const Effects &w, const Effects &other) {
+    return llvm::any_of(w.writes, [&](Value root) {
+      return root != src && !isPrivate(root) && other.touches(root);
+    });
+  };
+  if (conflict(*eb, *ea) || conflict(*ea, *eb) || (!isPrivate(dst) && eb->touches(dst)))
+    return nullptr;
+  Block *block = red->getBlock();
+  for (Operation *user : src.getUsers()) {
+    if (user == red)
+      continue;
+    Operation *top = block->findAncestorOpInBlock(*user);
+    if (!top || llvm::is_contained(after, top))
+      return nullptr;
+    if (!llvm::is_contained(before, top))
+      continue;
+    auto sv = dyn_cast<memref::SubViewOp>(user);
+    if (!sv || sv.getSource() != src)
+      return nullptr;
+    SmallVector<OpFoldResult> offsets = sv.getMixedOffsets();
+    auto last = dyn_cast<Value>(offsets.back());
+    bool own = last && isThreadX(last) &&
+               llvm::all_of(ArrayRef(offsets).drop_back(),
+                            [](OpFoldResult o) { return isConstantIntValue(o, 0); }) &&
+               llvm::all_of(sv.getMixedSizes(), [](OpFoldResult o) { return isConstantIntValue(o, 1); });
+    if (!own)
+      return nullptr;
+  }
+  return barrier;
+}
+
+/// Rewrites `red` if it is a block-wide reduction of a shared buffer (see GpuOptPasses.td);
+/// `rowGroups`: the launch packs several rows per block (`ansor.rows_per_block` > 1), and the
+/// barrier before `red` goes where it only orders own-slot accesses (`ownSlotBarrier`).
+bool rewrite(linalg::ReduceOp red, int64_t threads, bool rowGroups) {
   if (red->getNumOperands() != 2)
     return false;
   Value src = red->getOperand(0), dst = red->getOperand(1);
@@ -66,6 +138,7 @@ bool rewrite(linalg::ReduceOp red, int64_t threads) {
       llvm::any_of(dt.getShape(), [](int64_t x) { return x != 1; }) ||
       (threads % 32 && !llvm::isPowerOf2_64(threads)))
     return false;
+  gpu::BarrierOp ownSlot = rowGroups ? ownSlotBarrier(red, src) : nullptr;
   Block &body = red.getRegion().front();
   OpBuilder b(red);
   Location loc = red.getLoc();
@@ -114,6 +187,8 @@ bool rewrite(linalg::ReduceOp red, int64_t threads) {
   }
   memref::StoreOp::create(b, loc, combine(v, init), dst, zeros);
   red.erase();
+  if (ownSlot)
+    ownSlot.erase();
   return true;
 }
 
@@ -124,8 +199,10 @@ struct GpuBlockReductionsToShuffles
       std::optional<std::array<int64_t, 3>> dims = blockDims(launch);
       if (!dims || (*dims)[1] != 1 || (*dims)[2] != 1)
         continue;
+      auto rows = launch->getAttrOfType<IntegerAttr>("ansor.rows_per_block");
+      bool rowGroups = rows && rows.getInt() > 1;
       for (linalg::ReduceOp red : collect<linalg::ReduceOp>(launch))
-        rewrite(red, (*dims)[0]);
+        rewrite(red, (*dims)[0], rowGroups);
     }
   }
 };

@@ -317,6 +317,16 @@ def GpuBlockReductionsToShuffles : Pass<"ansor-gpu-block-reductions-to-shuffles"
     Combines keep the body's operand order (input, accumulator) and attributes. Other
     reductions are left as they are (still correct).
 
+    In a launch packing rows per block (`ansor.rows_per_block` > 1: the row sketch's `rows`
+    knob, packed later by `ansor-gpu-pack-rows-into-blocks`), the barrier before the reduction
+    (the one after the threads' partial results) is dropped too where all it orders is each
+    thread's write of its own slot (`S[0, .., threadIdx.x]`, through a subview) before its own
+    read of it: the ops since the previous barrier touch `S` only that way, the ops up to the
+    next one (ops on thread-private buffers between the barrier and the reduction included) not
+    at all, and no other buffer, `D` included, written on one side is accessed on the other
+    (a row sum filling its output in global memory keeps it). With 32 threads a row the row
+    groups then never wait for each other. One-row-per-block launches keep every barrier.
+
     Before:
     ```mlir
     linalg.reduce ins(%S : memref<1x64xf32, 3>) outs(%D : memref<1xf32>) dimensions = [1]

@@ -124,3 +124,84 @@ func.func @no_shuffles(%D: memref<1xf32>, %G: memref<1x32xf32>) {
   }
   return
 }
+
+// -----
+
+// A launch packing rows per block (`ansor.rows_per_block` > 1): the barrier before the
+// reduction only ordered each thread's write of its own slot before its own read of it (ops on
+// private buffers between them aside), so it goes. 32 threads: no barrier left.
+// CHECK-LABEL: func.func @own_slot_barrier
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : memref<1x1xf32, strided<[32, 1], offset: ?>, 3>)
+// CHECK-NEXT: linalg.copy
+// CHECK-NEXT: %[[TID:.*]] = gpu.thread_id x
+// CHECK-NOT: gpu.barrier
+// CHECK: gpu.shuffle xor
+// CHECK-NOT: gpu.barrier
+// CHECK: gpu.terminator
+func.func @own_slot_barrier(%P: memref<1xf32>) {
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %f0 = arith.constant 0.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1)
+             workgroup(%S : memref<1x32xf32, 3>) {
+    %D = memref.alloca() : memref<1xf32>
+    %D2 = memref.alloca() : memref<1xf32>
+    %t = gpu.thread_id x
+    %slot = memref.subview %S[0, %t] [1, 1] [1, 1] : memref<1x32xf32, 3> to memref<1x1xf32, strided<[32, 1], offset: ?>, 3>
+    linalg.fill ins(%f0 : f32) outs(%slot : memref<1x1xf32, strided<[32, 1], offset: ?>, 3>)
+    gpu.barrier
+    linalg.copy ins(%D2 : memref<1xf32>) outs(%D : memref<1xf32>)
+    linalg.reduce ins(%S : memref<1x32xf32, 3>) outs(%D : memref<1xf32>) dimensions = [1]
+      (%in: f32, %acc: f32) {
+        %s = arith.addf %in, %acc : f32
+        linalg.yield %s : f32
+      }
+    gpu.terminator
+  } {ansor.rows_per_block = 2 : i64}
+  return
+}
+
+// -----
+
+// Packing rows too, but the destination is in global memory and every thread fills it before
+// the barrier (a row sum's output): a thread past the barrier could combine into it before a
+// slower one's fill, so the barrier stays; so does one before a reduction whose slots were
+// written at another thread's place.
+// CHECK-LABEL: func.func @barrier_kept
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : memref<1xf32>)
+// CHECK-NEXT: gpu.barrier
+// CHECK: gpu.shuffle xor
+// CHECK: memref.subview %{{.*}}[0, 5] [1, 1] [1, 1] : memref<1x32xf32, 3>
+// CHECK: gpu.barrier
+// CHECK: gpu.shuffle xor
+func.func @barrier_kept(%G: memref<1xf32>) {
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %f0 = arith.constant 0.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1)
+             workgroup(%S : memref<1x32xf32, 3>, %S2 : memref<1x32xf32, 3>) {
+    %t = gpu.thread_id x
+    %slot = memref.subview %S[0, %t] [1, 1] [1, 1] : memref<1x32xf32, 3> to memref<1x1xf32, strided<[32, 1], offset: ?>, 3>
+    linalg.fill ins(%f0 : f32) outs(%slot : memref<1x1xf32, strided<[32, 1], offset: ?>, 3>)
+    linalg.fill ins(%f0 : f32) outs(%G : memref<1xf32>)
+    gpu.barrier
+    linalg.reduce ins(%S : memref<1x32xf32, 3>) outs(%G : memref<1xf32>) dimensions = [1]
+      (%in: f32, %acc: f32) {
+        %s = arith.addf %in, %acc : f32
+        linalg.yield %s : f32
+      }
+    %other = memref.subview %S2[0, 5] [1, 1] [1, 1] : memref<1x32xf32, 3> to memref<1x1xf32, strided<[32, 1], offset: 5>, 3>
+    linalg.fill ins(%f0 : f32) outs(%other : memref<1x1xf32, strided<[32, 1], offset: 5>, 3>)
+    gpu.barrier
+    %D = memref.alloca() : memref<1xf32>
+    linalg.reduce ins(%S2 : memref<1x32xf32, 3>) outs(%D : memref<1xf32>) dimensions = [1]
+      (%in: f32, %acc: f32) {
+        %s = arith.addf %in, %acc : f32
+        linalg.yield %s : f32
+      }
+    gpu.terminator
+  } {ansor.rows_per_block = 2 : i64}
+  return
+}
