@@ -291,6 +291,23 @@ def test_rows_per_block_lower_to_ptx_without_a_gpu(cols: int) -> None:
                 assert shared == rows * one, (family, rows, shared, one)
 
 
+@pytest.mark.parametrize("family", ["softmax", "layernorm", "rmsnorm", "rowsum"])
+def test_a_warp_per_row_needs_no_barrier(family: str) -> None:
+    """32 threads a row, R > 1: each thread reads back only its own partial-result slot and the
+    row's value never goes through a buffer another thread fills, so no barrier is left
+    (`ansor-gpu-block-reductions-to-shuffles` drops them in a rows-per-block launch); 64
+    threads keep one per reduction (the warps' results meet in shared memory); R = 1 keeps them
+    all."""
+    from ansor.targets.cuda.lowering import emit_ptx
+
+    task = _task(family, 197)
+    sk = _sketch(task)
+    n = len(sk.gpu_stage.reductions)
+    assert emit_ptx(task, sk.script(_values(sk, 8, 32)), arch="sm_90").count("bar.sync") == 0
+    assert emit_ptx(task, sk.script(_values(sk, 4, 64)), arch="sm_90").count("bar.sync") == n
+    assert emit_ptx(task, sk.script(_values(sk, 1, 64)), arch="sm_90").count("bar.sync") == 2 * n
+
+
 def test_a_launch_that_cannot_be_packed_is_a_lowering_error() -> None:
     """The pass refuses, with its one-line reason, what the sketch's validation lets through
     only by mistake (here: R not dividing the rows, written into the script by hand)."""

@@ -120,6 +120,22 @@ gpu::BarrierOp ownSlotBarrier(linalg::ReduceOp red, Value src) {
   return barrier;
 }
 
+/// The `linalg.fill` of `dst` before `red` in its block with no access to `dst`'s buffer in
+/// between (barriers aside: each thread reads back its own fill), or null.
+linalg::FillOp initialFill(linalg::ReduceOp red, Value dst) {
+  Value root = memrefRoot(dst);
+  SmallVector<Operation *> between;
+  for (Operation *op = red->getPrevNode(); op; op = op->getPrevNode()) {
+    auto fill = dyn_cast<linalg::FillOp>(op);
+    if (fill && fill.getOutputs()[0] == dst) {
+      std::optional<Effects> e = effects(between, /*barriersOk=*/true);
+      return e && !e->touches(root) ? fill : nullptr;
+    }
+    between.push_back(op);
+  }
+  return nullptr;
+}
+
 /// Rewrites `red` if it is a block-wide reduction of a shared buffer (see GpuOptPasses.td);
 /// `rowGroups`: the launch packs several rows per block (`ansor.rows_per_block` > 1), and the
 /// barrier before `red` goes where it only orders own-slot accesses (`ownSlotBarrier`).
@@ -138,6 +154,14 @@ bool rewrite(linalg::ReduceOp red, int64_t threads, bool rowGroups) {
       llvm::any_of(dt.getShape(), [](int64_t x) { return x != 1; }) ||
       (threads % 32 && !llvm::isPowerOf2_64(threads)))
     return false;
+  // With row groups, a fill of `D` before `red` (a row sum's output in global memory, filled by
+  // every thread) is forwarded as `D`'s initial value and dropped: the final store overwrites
+  // all of `D`, and no thread then writes `D` before it (so the barrier below need not order
+  // a slow thread's fill after a fast one's result).
+  linalg::FillOp fill = rowGroups ? initialFill(red, dst) : nullptr;
+  Value fillValue = fill ? fill.getInputs()[0] : Value();
+  if (fill)
+    fill.erase();
   gpu::BarrierOp ownSlot = rowGroups ? ownSlotBarrier(red, src) : nullptr;
   Block &body = red.getRegion().front();
   OpBuilder b(red);
@@ -158,7 +182,7 @@ bool rewrite(linalg::ReduceOp red, int64_t threads, bool rowGroups) {
   // D's initial value, read before the barrier: a thread of another warp may store the result
   // into D (a row sum's output in global memory) as soon as it is past it.
   SmallVector<Value> zeros(dt.getRank(), c0);
-  Value init = memref::LoadOp::create(b, loc, dst, zeros);
+  Value init = fillValue ? fillValue : memref::LoadOp::create(b, loc, dst, zeros).getResult();
   int64_t width = std::min<int64_t>(threads, 32);
   Value w = arith::ConstantIntOp::create(b, loc, i32, width);
   for (int64_t off = width / 2; off >= 1; off /= 2) {

@@ -323,9 +323,13 @@ def GpuBlockReductionsToShuffles : Pass<"ansor-gpu-block-reductions-to-shuffles"
     thread's write of its own slot (`S[0, .., threadIdx.x]`, through a subview) before its own
     read of it: the ops since the previous barrier touch `S` only that way, the ops up to the
     next one (ops on thread-private buffers between the barrier and the reduction included) not
-    at all, and no other buffer, `D` included, written on one side is accessed on the other
-    (a row sum filling its output in global memory keeps it). With 32 threads a row the row
-    groups then never wait for each other. One-row-per-block launches keep every barrier.
+    at all, and no other buffer, `D` included, written on one side is accessed on the other.
+    Before that, a `linalg.fill` of `D` earlier in the block with no access to `D` in between
+    (a row sum's output in global memory, filled by every thread) is forwarded as `D`'s
+    initial value and erased: the final store overwrites all of `D`, and no thread then writes
+    `D` before its result (so no barrier has to order a slow thread's fill before a fast one's
+    result). With 32 threads a row the row groups then never wait for each other.
+    One-row-per-block launches keep every fill and barrier.
 
     Before:
     ```mlir

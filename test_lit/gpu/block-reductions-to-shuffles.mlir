@@ -164,12 +164,50 @@ func.func @own_slot_barrier(%P: memref<1xf32>) {
 
 // -----
 
-// Packing rows too, but the destination is in global memory and every thread fills it before
-// the barrier (a row sum's output): a thread past the barrier could combine into it before a
-// slower one's fill, so the barrier stays; so does one before a reduction whose slots were
-// written at another thread's place.
+// A row sum's output in global memory, filled by every thread before the barrier: the fill is
+// forwarded as the initial value and dropped (the final store overwrites it), so no thread
+// writes it before its result and the barrier goes too.
+// CHECK-LABEL: func.func @row_sum_fill_forwarded
+// CHECK-SAME: (%[[G:.*]]: memref<1xf32>)
+// CHECK: %[[F0:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NOT: linalg.fill ins(%{{.*}} : f32) outs(%[[G]]
+// CHECK-NOT: gpu.barrier
+// CHECK-NOT: memref.load %[[G]]
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK: %[[ALL:.*]] = arith.addf %{{.*}}, %[[F0]] : f32
+// CHECK-NEXT: memref.store %[[ALL]], %[[G]][%{{.*}}]
+func.func @row_sum_fill_forwarded(%G: memref<1xf32>) {
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %f0 = arith.constant 0.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1)
+             workgroup(%S : memref<1x32xf32, 3>) {
+    linalg.fill ins(%f0 : f32) outs(%G : memref<1xf32>)
+    %t = gpu.thread_id x
+    %slot = memref.subview %S[0, %t] [1, 1] [1, 1] : memref<1x32xf32, 3> to memref<1x1xf32, strided<[32, 1], offset: ?>, 3>
+    linalg.fill ins(%f0 : f32) outs(%slot : memref<1x1xf32, strided<[32, 1], offset: ?>, 3>)
+    gpu.barrier
+    linalg.reduce ins(%S : memref<1x32xf32, 3>) outs(%G : memref<1xf32>) dimensions = [1]
+      (%in: f32, %acc: f32) {
+        %s = arith.addf %in, %acc : f32
+        linalg.yield %s : f32
+      }
+    gpu.terminator
+  } {ansor.rows_per_block = 2 : i64}
+  return
+}
+
+// -----
+
+// Packing rows too, but the global destination is read after its fill, before the barrier (so
+// the fill stays): a thread past the barrier could combine into it before a slower one's fill,
+// so the barrier stays; so does one before a reduction whose slots were written at another
+// thread's place.
 // CHECK-LABEL: func.func @barrier_kept
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : memref<1xf32>)
+// CHECK-NEXT: arith.constant 0 : index
+// CHECK-NEXT: memref.load
 // CHECK-NEXT: gpu.barrier
 // CHECK: gpu.shuffle xor
 // CHECK: memref.subview %{{.*}}[0, 5] [1, 1] [1, 1] : memref<1x32xf32, 3>
@@ -186,6 +224,8 @@ func.func @barrier_kept(%G: memref<1xf32>) {
     %slot = memref.subview %S[0, %t] [1, 1] [1, 1] : memref<1x32xf32, 3> to memref<1x1xf32, strided<[32, 1], offset: ?>, 3>
     linalg.fill ins(%f0 : f32) outs(%slot : memref<1x1xf32, strided<[32, 1], offset: ?>, 3>)
     linalg.fill ins(%f0 : f32) outs(%G : memref<1xf32>)
+    %c0 = arith.constant 0 : index
+    %g = memref.load %G[%c0] : memref<1xf32>
     gpu.barrier
     linalg.reduce ins(%S : memref<1x32xf32, 3>) outs(%G : memref<1xf32>) dimensions = [1]
       (%in: f32, %acc: f32) {
