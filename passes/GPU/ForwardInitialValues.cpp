@@ -63,6 +63,39 @@ bool hasUnknownWrites(ArrayRef<Operation *> ops, size_t from, size_t to,
   return false;
 }
 
+/// The value every element of the tile holds when `ops[i]`, a transfer_read of a buffer at the
+/// top level, reads it, where the block's threads filled it with one value through other views
+/// (a fused fill mapped to the threads one way, the accumulators another): every live write to
+/// the buffer before it is a transfer_write of a splat constant of one value (at least one), and
+/// a barrier lies between the last of them and the read. This assumes what a fused fill is: the
+/// output's initial value covering the block's tile, so the block reads back only elements it
+/// filled. Null when not so.
+TypedAttr filledValue(ArrayRef<Operation *> ops, size_t i, const llvm::DenseSet<size_t> &gone) {
+  Value root = memrefRoot(ops[i]->getOperand(0));
+  TypedAttr value;
+  bool barrierSince = false;
+  for (size_t j = 0; j < i; ++j) {
+    if (gone.contains(j))
+      continue;
+    if (isa<gpu::BarrierOp>(ops[j])) {
+      barrierSince = true;
+      continue;
+    }
+    if (!(*effects({ops[j]}, /*barriersOk=*/true)).writes.contains(root))
+      continue;
+    auto w = dyn_cast<vector::TransferWriteOp>(ops[j]);
+    DenseElementsAttr attr;
+    if (!w || !matchPattern(w.getValueToStore(), m_Constant(&attr)) || !attr.isSplat())
+      return {};
+    auto v = attr.getSplatValue<TypedAttr>();
+    if (value && value != v)
+      return {};
+    value = v;
+    barrierSince = false;
+  }
+  return barrierSince ? value : TypedAttr();
+}
+
 /// Same destination view, indices and permutation map of two transfer_writes.
 bool sameWrite(Operation *a, Operation *b) {
   return sameAccess(a, b, 1, 1, a->getOperands().drop_front(2), b->getOperands().drop_front(2));
@@ -89,20 +122,37 @@ unsigned forward(gpu::LaunchOp launch) {
     }
     if (!isa<vector::TransferReadOp>(r))
       continue;
+    // a fill through other views (other threads' elements, after a barrier): its splat
+    auto fromFill = [&]() {
+      auto read = cast<vector::TransferReadOp>(r);
+      TypedAttr v = filledValue(ops, i, gone);
+      if (!v || v.getType() != read.getVectorType().getElementType())
+        return;
+      OpBuilder b(r);
+      Value splat = arith::ConstantOp::create(
+          b, r->getLoc(), DenseElementsAttr::get(read.getVectorType(), v));
+      r->getResult(0).replaceAllUsesWith(splat);
+      r->erase();
+      gone.insert(i);
+      ++n;
+    };
     auto lw = lastWrite.find(r->getOperand(0));
-    if (lw == lastWrite.end())
+    if (lw == lastWrite.end()) {
+      fromFill();
       continue;
+    }
     size_t k = lw->second;
     Operation *w = ops[k];
+    Value root = memrefRoot(r->getOperand(0));
     if (erased.contains(k) ||
         !sameAccess(w, r, 1, 0, w->getOperands().drop_front(2),
                     r->getOperands().drop_front(1).drop_back(1)) ||
-        w->getOperand(0).getType() != r->getResult(0).getType())
+        w->getOperand(0).getType() != r->getResult(0).getType() ||
+        (between(ops, k + 1, i, gone).touches(root) &&
+         !onlyWritesOf(ops, k + 1, i, gone, root, w->getOperand(0)))) {
+      fromFill();
       continue;
-    Value root = memrefRoot(r->getOperand(0));
-    if (between(ops, k + 1, i, gone).touches(root) &&
-        !onlyWritesOf(ops, k + 1, i, gone, root, w->getOperand(0)))
-      continue;
+    }
     r->getResult(0).replaceAllUsesWith(w->getOperand(0));
     r->erase();
     gone.insert(i);

@@ -168,3 +168,71 @@ func.func @ragged_rows_other_value(%C: memref<5x7xf32>, %r0: index, %r1: index, 
   }
   return
 }
+
+// -----
+
+// The fill mapped to the threads one way (a 16-wide row each) and the accumulators another (two
+// 4-wide chunks 8 apart): after the barrier, the read-backs through other views get the fill's
+// value, a splat of their own type. The fill's writes stay (other threads' elements).
+// CHECK-LABEL: func.func @filled_through_other_views
+// CHECK-SAME: (%[[C:[a-z0-9]+]]: memref<4x16xf32>
+// CHECK: gpu.launch
+// CHECK-NEXT: vector.transfer_write %{{.*}}, %[[C]]
+// CHECK-NEXT: gpu.barrier
+// CHECK-NOT: vector.transfer_read %[[C]]
+// CHECK: arith.addf %{{.*}}, %{{.*}} : vector<4xf32>
+func.func @filled_through_other_views(%C: memref<4x16xf32>, %r: index, %j: index) {
+  %c1 = arith.constant 1 : index
+  %pad = arith.constant 0.0 : f32
+  %zero16 = arith.constant dense<0.0> : vector<16xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    vector.transfer_write %zero16, %C[%tx, %c1] : vector<16xf32>, memref<4x16xf32>
+    gpu.barrier
+    %a = vector.transfer_read %C[%r, %j], %pad : memref<4x16xf32>, vector<4xf32>
+    %b = vector.transfer_read %C[%r, %tx], %pad : memref<4x16xf32>, vector<4xf32>
+    %s = arith.addf %a, %b : vector<4xf32>
+    vector.transfer_write %s, %C[%r, %j] : vector<4xf32>, memref<4x16xf32>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// Negative: no barrier between the fill (another thread's elements) and the read-back, or a
+// write of another value: the reads stay.
+// CHECK-LABEL: func.func @filled_no_barrier
+// CHECK: vector.transfer_read
+// CHECK-LABEL: func.func @filled_other_value
+// CHECK: gpu.barrier
+// CHECK-NEXT: vector.transfer_read
+func.func @filled_no_barrier(%C: memref<4x16xf32>, %r: index, %j: index) {
+  %c1 = arith.constant 1 : index
+  %pad = arith.constant 0.0 : f32
+  %zero16 = arith.constant dense<0.0> : vector<16xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    vector.transfer_write %zero16, %C[%tx, %c1] : vector<16xf32>, memref<4x16xf32>
+    %a = vector.transfer_read %C[%r, %j], %pad : memref<4x16xf32>, vector<4xf32>
+    vector.transfer_write %a, %C[%r, %j] : vector<4xf32>, memref<4x16xf32>
+    gpu.terminator
+  }
+  return
+}
+func.func @filled_other_value(%C: memref<4x16xf32>, %r: index, %j: index) {
+  %c1 = arith.constant 1 : index
+  %pad = arith.constant 0.0 : f32
+  %zero16 = arith.constant dense<0.0> : vector<16xf32>
+  %one4 = arith.constant dense<1.0> : vector<4xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    vector.transfer_write %zero16, %C[%tx, %c1] : vector<16xf32>, memref<4x16xf32>
+    vector.transfer_write %one4, %C[%tx, %j] : vector<4xf32>, memref<4x16xf32>
+    gpu.barrier
+    %a = vector.transfer_read %C[%r, %j], %pad : memref<4x16xf32>, vector<4xf32>
+    vector.transfer_write %a, %C[%r, %j] : vector<4xf32>, memref<4x16xf32>
+    gpu.terminator
+  }
+  return
+}
