@@ -14,7 +14,7 @@ A case id names everything its text depends on -- `workload|knob=value,...|sm=N`
 rebuilds each case from its id alone, never from the sampler (whose changes must not move the
 golden table). The annotations were drawn at generation time with `TcSketch.sample` (fixed seeds,
 every one valid by `validate_tc`) and picked to cover the modes above. Four split-K cases of 8-block
-clusters (the option came after the sweep) were added by hand, digests from the same generator.
+clusters, added by hand later, were removed again when clusters of 8 stopped being offered.
 
 A refactor of the generator must leave every digest as it is. When the kernel is meant to change,
 regenerate (with the same code that is to be committed) and review the diff of the table:
