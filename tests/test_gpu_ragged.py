@@ -137,6 +137,16 @@ def test_sampling_draws_ragged_and_exact_tiles() -> None:
     assert sk_task.name == "matmul-97x197x61"
 
 
+def test_large_primes_always_draw_ragged_tiles() -> None:
+    """509, 1021 and 257 have no divisor a block tile could be (their exact tiles are 1 or the
+    whole extent, which 72 learned trials of matmul-509x1021x257 kept drawing): always ragged."""
+    sk = _sketch(create_task(workloads.get("matmul-509x1021x257"), name="mm509", target="cuda"))
+    rng = random.Random(0)
+    samples = [sk.sample(rng).values() for _ in range(60)]
+    assert all(set(sk.gpu_stage.ragged_dims(v)) == {0, 1, 2} for v in samples)
+    assert not any(v["op1.d0.t1"] in (1, 509) or v["op1.d1.t1"] in (1, 1021) for v in samples)
+
+
 def test_mutation_and_ragged_prob_zero() -> None:
     from ansor.search.cost_model import RandomModel
     from ansor.search.evolution import EvolutionarySearch

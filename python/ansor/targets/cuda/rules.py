@@ -46,7 +46,8 @@ the op's iteration domain (and a fused consumer's) to a multiple of the block ti
 (`_GpuRenderer.pad_ragged`, `transform.structured.pad_tiling_interface`) and the levels below nest
 exactly; the lowering guards the edges (padded inputs: clamped loads + selects; the padded result:
 masked row stores; `ansor-gpu-guard-padded-reads`). Sampling draws a ragged block tile with
-probability `GPU_RAGGED_PROB`; `GpuSearchSpace` switches them off at `ragged_prob` = 0.
+probability `GPU_RAGGED_PROB` (always on an extent without a divisor in [16, 256], a prime: its
+exact tiles are 1 or the whole extent); `GpuSearchSpace` switches them off at `ragged_prob` = 0.
 
 At most three space loops are mapped to blocks/threads (x = the output's innermost); other space
 loops are iterated inside each thread. Annotation respects the device: threads per block in
@@ -627,10 +628,16 @@ def _ragged_factors(split: LoopSplit, extent: int) -> tuple[tuple[int, ...], ...
     return tuple(f for f in factorizations(split.extent, split.levels) if extent % math.prod(f[1:]))
 
 
+def _useful_divisor(extent: int) -> bool:
+    """Whether `extent` has a divisor a block tile could be: in [RAGGED_QUANTUM, 256]."""
+    return any(extent % d == 0 for d in range(RAGGED_QUANTUM, min(extent, 256) + 1))
+
+
 def sample_gpu(sketch: GpuSketch, rng: random.Random, *, max_tries: int = 4000, ragged: bool = True) -> Schedule:
     """A random valid annotation (rejection sampling over factorizations): a ragged-capable
-    loop takes, with probability `GPU_RAGGED_PROB` (never when not `ragged`), a factorization of
-    its padded extent whose block tile does not divide the extent, else one of the extent. The
+    loop takes, with probability `GPU_RAGGED_PROB` (never when not `ragged`; always when the extent
+    has no divisor in [`RAGGED_QUANTUM`, 256], a prime), a factorization of its padded extent whose
+    block tile does not divide the extent, else one of the extent. The
     pipeline depth is drawn uniformly among the depths that fit the drawn tiles."""
     stage = sketch.gpu_stage
     for _ in range(max_tries):
@@ -640,7 +647,9 @@ def sample_gpu(sketch: GpuSketch, rng: random.Random, *, max_tries: int = 4000, 
                 continue
             extent = stage.extents[s.dim]
             choices = factorizations(extent, s.levels)
-            if ragged and s.extent != extent and rng.random() < GPU_RAGGED_PROB:
+            # an extent without a divisor in [RAGGED_QUANTUM, 256] (a prime: 509, 1021, 257)
+            # has only degenerate exact tiles (1 or the whole extent): always ragged there
+            if ragged and s.extent != extent and (rng.random() < GPU_RAGGED_PROB or not _useful_divisor(extent)):
                 choices = _ragged_factors(s, extent) or choices
             if s.kind == "S" and s.op == stage.op and s.dim in stage.decompose_rows:
                 # a windowed op's output-row register tile is 1 (validate_gpu): sampled as such,
