@@ -215,7 +215,7 @@ def test_ragged_candidates_lower_to_ptx_without_a_gpu(name: str) -> None:
     assert any(s.extent != task_e for s, task_e in zip(sk.splits, sk.gpu_stage.extents, strict=True))
     for v in _ragged_samples(sk, 3, seed=11):
         ptx = emit_ptx(task, sk.script(v), arch="sm_90")
-        assert ".entry" in ptx and "%ctaid" in ptx and "setp" in ptx
+        assert ".entry" in ptx and ("%ctaid" in ptx or "%tid" in ptx) and "setp" in ptx  # (a draw may be one block)
         if name.startswith(("matmul", "mmgelu")):
             assert "fma.rn.f32" in ptx
 
