@@ -70,11 +70,16 @@ enum TailFeature : int {
   // The CUDA-core kernel's shared-memory buffers per cached tile (`ansor.pipeline_stages` of
   // the enclosing op; 0 where none: CPU programs, tensor-core kernels).
   PipelineStages,
+  // The rows of a row-wise kernel one block runs (`ansor.rows_per_block` of the enclosing
+  // launch, the row sketch's `rows` knob: `ansor-gpu-pack-rows-into-blocks` divides the grid by
+  // it after the loops the features see); 0 where none.
+  RowsPerBlock,
   kNumFeatures,
 };
 constexpr int kNumTc = PipelineStages - TcBase;
 constexpr int64_t kCacheLine = 64;
 constexpr llvm::StringLiteral kPipelineStagesAttr = "ansor.pipeline_stages";
+constexpr llvm::StringLiteral kRowsPerBlockAttr = "ansor.rows_per_block";
 
 const char *const kHeadNames[BufferBase] = {
     "float_mad", "float_addsub", "float_mul", "float_divmod", "float_cmp", "float_math",
@@ -96,7 +101,7 @@ const char *const kTcNames[kNumTc] = {
     "tc_wait", "tc_group", "tc_ws", "tc_persist", "tc_splitk", "tc_tw", "tc_kblocks",
     "tc_staged", "tc_smem_bytes", "tc_tma_bytes", "tc_tiles", "tc_blocks", "tc_blocks_per_sm",
     "tc_sm_fill", "tc_waves", "tc_wave_eff", "tc_tile_eff", "tc_intensity", "tc_flops_per_tile"};
-const char *const kLastNames[kNumFeatures - PipelineStages] = {"pipeline_stages"};
+const char *const kLastNames[kNumFeatures - PipelineStages] = {"pipeline_stages", "rows_per_block"};
 
 const std::vector<std::string> &names() {
   static const std::vector<std::string> all = [] {
@@ -1218,6 +1223,12 @@ void Extractor::featurize(Stmt &s, std::array<float, kNumFeatures> &row) {
   for (Operation *p = s.store; p; p = p->getParentOp())
     if (auto a = p->getAttrOfType<IntegerAttr>(kPipelineStagesAttr)) {
       row[PipelineStages] = float(a.getInt());
+      break;
+    }
+  // The rows per block of the row-wise kernel it runs in.
+  for (Operation *p = s.store; p; p = p->getParentOp())
+    if (auto a = p->getAttrOfType<IntegerAttr>(kRowsPerBlockAttr)) {
+      row[RowsPerBlock] = float(a.getInt());
       break;
     }
 }

@@ -239,9 +239,12 @@ def ExtractFeatures : Pass<"ansor-extract-features"> {
       those waves), `tc_tile_eff` (M x N / (tiles x bm x bn)), `tc_intensity` (MMA FLOPs per TMA
       byte of a k-block), `tc_flops_per_tile` (MMA FLOPs of one block). The card is an H100/H200
       SXM (132 SMs, 228 KB shared memory and 64K registers per SM).
-    * The last, `pipeline_stages`: the `ansor.pipeline_stages` of the statement's nearest
+    * Then `pipeline_stages`: the `ansor.pipeline_stages` of the statement's nearest
       annotated ancestor (the CUDA-core GPU sketch's launch: shared-memory buffers per cached
       tile, `ansor-gpu-pipeline-shared-copies`), 0 where there is none.
+    * The last, `rows_per_block`: the `ansor.rows_per_block` of the statement's nearest
+      annotated ancestor (the row sketch's launch: rows one block runs, packed after these loops
+      by `ansor-gpu-pack-rows-into-blocks`), 0 where there is none.
 
     Example: `scf.for %i = 0 to 4 { scf.for %j = 0 to 8 { transfer_write (fma of two
     vector<4xf32> reads) } }` gives `float_mad=128 loop_prod=32 num_loops=2 vec_prod=4 ...`.

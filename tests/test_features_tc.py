@@ -58,8 +58,9 @@ def mm16() -> SearchTask:
 
 
 def test_slots_follow_ansors_features() -> None:
-    # (then the CUDA-core sketch's `pipeline_stages`, the last column: tests/test_gpu_pipeline.py)
-    assert features.N_FEATURES == 134 + len(TC) + 1 and TC == list(range(134, features.N_FEATURES - 1))
+    # (then the CUDA-core sketch's `pipeline_stages` and the row sketch's `rows_per_block`, the
+    # last two columns: tests/test_gpu_pipeline.py, tests/test_gpu_rows_per_block.py)
+    assert features.N_FEATURES == 134 + len(TC) + 2 and TC == list(range(134, features.N_FEATURES - 2))
     assert NAMES[133] == "num_outer_loops"  # the CPU's columns are where they were
     for name in ("tc", "tc_bm", "tc_bn", "tc_bk", "tc_warpgroups", "tc_mma_per_kblock", "tc_stages",
                  "tc_ws", "tc_persist", "tc_splitk", "tc_tw", "tc_smem_bytes", "tc_tma_bytes",

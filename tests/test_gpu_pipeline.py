@@ -156,11 +156,12 @@ def test_the_script_annotates_the_launch() -> None:
 
 
 def test_the_cost_model_sees_the_pipeline_depth() -> None:
-    """The last feature column is the launch's `ansor.pipeline_stages` (log2(1 + stages)), the
-    same in every row of the kernel; 0 on a CPU program."""
+    """The next-to-last feature column is the launch's `ansor.pipeline_stages` (log2(1 + stages)),
+    the same in every row of the kernel; 0 on a CPU program."""
     from ansor.search import features
 
-    assert features.feature_names()[-1] == "pipeline_stages"
+    assert features.feature_names()[-2] == "pipeline_stages"
+    col = features.N_FEATURES - 2
     task = _task("matmul-256")
     sk = _sketch(task)
     v = {"op1.d0.t1": 64, "op1.d0.t2": 64, "op1.d0.t3": 4, "op1.d0.t4": 4,
@@ -169,12 +170,13 @@ def test_the_cost_model_sees_the_pipeline_depth() -> None:
     rows = features.featurize(task, [sk.script({**v, "op1.stages": s}) for s in PIPELINE_STAGES])
     for s, f in zip(PIPELINE_STAGES, rows, strict=True):
         assert f is not None and f.shape[0] > 0
-        np.testing.assert_allclose(f[:, -1], np.log2(1 + s))
-        np.testing.assert_array_equal(f[:, :-1], rows[0][:, :-1])  # nothing else differs
+        np.testing.assert_allclose(f[:, col], np.log2(1 + s))
+        others = np.delete(f, col, axis=1)
+        np.testing.assert_array_equal(others, np.delete(rows[0], col, axis=1))  # nothing else differs
     cpu = create_task(workloads.get("matmul-256"), name="matmul-256")
     (f,) = features.featurize(cpu, [generate_sketches(cpu)[0].script(
         generate_sketches(cpu)[0].sample(random.Random(0)).values())])
-    assert f is not None and not f[:, -1].any()
+    assert f is not None and not f[:, col].any() and not f[:, -1].any()
 
 
 def _loop_body(ptx: str) -> str:

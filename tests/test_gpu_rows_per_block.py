@@ -190,6 +190,26 @@ def _gpu_ir(task: SearchTask, script: str) -> str:
         return str(lower_to_gpu_ir(task, script))
 
 
+def test_the_cost_model_sees_the_rows_per_block() -> None:
+    """The last feature column is the launch's `ansor.rows_per_block` (log2(1 + R)) on every
+    statement inside the annotated launch: R is packed after the loops the other features see, so without it
+    schedules that differ only in R would score the same."""
+    from ansor.search import features
+
+    assert features.feature_names()[-1] == "rows_per_block"
+    task = _task("softmax", 197)
+    sk = _sketch(task)
+    rs = (1, 2, 4)
+    rows = features.featurize(task, [sk.script(_values(sk, r, threads=64)) for r in rs])
+    inside = rows[0][:, -1] > 0  # the statements in the annotated launch (not, e.g., its fill)
+    assert inside.sum() > rows[0].shape[0] // 2
+    for r, f in zip(rs, rows, strict=True):
+        assert f is not None and f.shape == rows[0].shape
+        np.testing.assert_allclose(f[inside, -1], np.log2(1 + r))
+        assert not f[~inside, -1].any()
+        np.testing.assert_array_equal(f[:, :-1], rows[0][:, :-1])  # nothing else differs
+
+
 def test_one_row_per_block_is_the_program_without_the_knob() -> None:
     """R = 1 lowers to exactly the GPU program of the sketch without the knob (today's)."""
     for family, cols in (("softmax", 197), ("rowsum", 128), ("lngelu", 1000)):

@@ -11,8 +11,10 @@ each `N_FEATURES` log2(1+x)-scaled values named by `feature_names()`; the defini
 `passes/Passes.td` (pass `ansor-extract-features`). Ansor's 134 come first; the `tc*` slots after
 them describe the tensor-core (wgmma + TMA) kernel of a function the tensor-core sketch's script
 annotated (`ansor.tc.*`: block tile, MMAs, stages, shared-memory and TMA bytes, split-K, waves),
-zero on every other program (CPU ones included); the last, `pipeline_stages`, is the CUDA-core
-GPU sketch's shared-memory buffers per cached tile (its launch's `ansor.pipeline_stages`). `featurize` runs in the calling process and
+zero on every other program (CPU ones included); then `pipeline_stages`, the CUDA-core
+GPU sketch's shared-memory buffers per cached tile (its launch's `ansor.pipeline_stages`), and
+last `rows_per_block`, the rows one block of the row sketch runs (its launch's
+`ansor.rows_per_block`, packed after the loops the features see). `featurize` runs in the calling process and
 aborts with it when MLIR hits an assertion on a bad script; `FeatureExtractor` runs it in worker
 processes (the measurement workers of `measure/measurer.py`), so a crash costs only the bad candidate.
 """
