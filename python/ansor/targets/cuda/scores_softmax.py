@@ -45,6 +45,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ansor.targets.cuda.kernel_text import KernelText
+
 #: The knobs of the scores + softmax kernel (names without the `tc.` prefix).
 KNOBS = ("bm", "bn", "stages")
 #: Block rows (64 per warpgroup), n-tile widths (the sequence's length rounded up to 8 is added
@@ -292,7 +294,7 @@ def scores_softmax_kernel(a: ScoresSoftmax, et: str, out: str, v: Mapping[str, i
     return _ScoresKernel(a, et, out, v).module(func_name)
 
 
-class _ScoresKernel:
+class _ScoresKernel(KernelText):
     """The lines of one annotation's kernel and the index constants they use (declared first)."""
 
     def __init__(self, a: ScoresSoftmax, et: str, out: str, v: Mapping[str, int]) -> None:
@@ -308,15 +310,7 @@ class _ScoresKernel:
         self.k_off = self.kt * self.q_block  # the K stages, after Q
         self.tile_off = self.k_off + self.depth * self.k_stage
         self.width = self.nt * self.bn + TILE_PAD  # f32 words of a tile row
-        self.lines: list[str] = []
-        self.consts: set[int] = set()
-
-    def emit(self, line: str) -> None:
-        self.lines.append(line)
-
-    def c(self, x: int) -> str:
-        self.consts.add(x)
-        return f"%c{x}"
+        KernelText.__init__(self)
 
     @property
     def vq(self) -> str:

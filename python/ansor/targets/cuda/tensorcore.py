@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from ansor.space.schedule import Schedule, rejection_sample
 from ansor.space.script import ANY, PARAM, ScriptBuilder, ssa
 from ansor.space.sketch import Knob, Sketch
+from ansor.targets.cuda.kernel_text import KernelText
 from ansor.targets.cuda.scores_softmax import KNOBS as ATTENTION_KNOBS
 from ansor.targets.cuda.scores_softmax import ScoresSoftmax
 
@@ -823,7 +824,7 @@ def kernel_text(p: TcProblem, v: Mapping[str, int], func_name: str, *, sm_count:
 _BODY = "      "
 
 
-class _Kernel:
+class _Kernel(KernelText):
     """The kernel of one annotation being emitted: its geometry, read off the problem and the
     knobs, and the lines of the gpu.launch body with the index constants they use (`c`; declared
     at the top of the body, in order of value). Each method emits one part of the body at the
@@ -867,17 +868,7 @@ class _Kernel:
             self.gy = cv.n * self.nhb * self.nwb
         self.tiles = self.gx * self.gy
         self.blocks = min(self.tiles, sm_count) if persist else self.tiles
-        self.lines: list[str] = []
-        self.consts: set[int] = set()
-
-    def emit(self, line: str) -> None:
-        """Appends `line` (indented by the caller) to the body."""
-        self.lines.append(line)
-
-    def c(self, x: int) -> str:
-        """The SSA name of the index constant `x` (declared with the others at the top of the body)."""
-        self.consts.add(x)
-        return f"%c{x}"
+        KernelText.__init__(self)
 
     # -- the block and its tiles ------------------------------------------------------------------
 
