@@ -195,3 +195,16 @@ def test_cross_thread_reductions_match_numpy_on_the_gpu(name: str) -> None:
     for script in scripts:
         (out,) = compile_task_cuda(task, script).run(ins)
         np.testing.assert_allclose(out, want, rtol=2e-4, atol=2e-5)
+
+
+def test_a_softmax_thread_loads_its_columns_once() -> None:
+    """`ansor-gpu-reuse-readonly-loads`: the max, the exp-and-sum and the output phases read the
+    thread's columns of the input across barriers; the input is never written, so each column is
+    loaded once (was once per phase) and its `exp(x - max)` computed once (was twice)."""
+    from ansor.targets.cuda.lowering import emit_ptx
+
+    task = create_task(workloads.get("softmax-2364x197"), name="sm", target="cuda")
+    sk = generate_sketches(task)[0]
+    ptx = emit_ptx(task, sk.script({"op5.rows": 2, "op5.threads": 128, "op5.unroll": 16}), arch="sm_90")
+    cols = -(-197 // 128)  # a thread's columns
+    assert ptx.count("ld.global") == cols and ptx.count("ex2.approx") == cols

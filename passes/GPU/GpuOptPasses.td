@@ -95,6 +95,35 @@ def GpuForwardInitialValues : Pass<"ansor-gpu-forward-initial-values"> {
   let dependentDialects = ["::mlir::vector::VectorDialect"];
 }
 
+def GpuReuseReadonlyLoads : Pass<"ansor-gpu-reuse-readonly-loads"> {
+  let summary = "One load per address of a buffer the kernel never writes, across barriers";
+  let description = [{
+    In every block of a `gpu.launch` body: a `vector.transfer_read`, `vector.load` or
+    `memref.load` identical to an earlier one of the same block (same op, operands, attributes
+    and result types) reads the same values when nothing in the launch writes the buffer it
+    reads (its root memref: no store, transfer_write, or op of unknown effects on it anywhere in
+    the launch); its uses take the earlier result and it is erased. CSE does not do this: the
+    barriers between a row kernel's phases (the max, the exp and sum, the output) may write
+    memory. Kernel arguments are separate device allocations (`ansor-gpu-check-host-allocs`), so
+    a buffer's root tells its writers apart. A softmax row's thread then loads its columns once
+    instead of once per phase, and the `exp(x - max)` of the sum and of the output become one
+    (the `cse` after it).
+
+    Before:
+    ```mlir
+    %a = memref.load %x[%i] : memref<197xf32>
+    gpu.barrier
+    %b = memref.load %x[%i] : memref<197xf32>
+    ```
+    After:
+    ```mlir
+    %a = memref.load %x[%i] : memref<197xf32>
+    gpu.barrier
+    (uses of %b use %a)
+    ```
+  }];
+}
+
 def GpuRemoveRedundantBarriers : Pass<"ansor-gpu-remove-redundant-barriers"> {
   let summary = "Drop gpu.barrier ops that order no conflicting buffer accesses";
   let description = [{

@@ -5,7 +5,7 @@
         loads (ansor-gpu-guard-padded-reads), rows packed into blocks (ansor-gpu-pack-rows-into-blocks),
         out-params (a result returned reshaped written in
         place: ansor-gpu-reshaped-results-in-place), auto-unroll, LICM-->
-        --ansor-gpu-{swizzle-blocks, hoist-accumulators, forward-initial-values,
+        --ansor-gpu-{swizzle-blocks, hoist-accumulators, forward-initial-values, reuse-readonly-loads,
           remove-redundant-barriers, prefetch-global-reads} (C++ passes: the kernel rewrites a
           fast SGEMM needs, on memrefs)-->
         --ansor-gpu-sink-constants, gpu-kernel-outlining, llvm.align on kernel buffers-->
@@ -243,6 +243,9 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
     run_passes(module, "ansor-gpu-hoist-accumulators", "lower")
     run_passes(module, "ansor-gpu-forward-initial-values", "lower")
     run_passes(module, "ansor-gpu-remove-redundant-barriers", "lower")
+    # one load per address of a read-only buffer (a row kernel's phases reread their columns
+    # across barriers), then cse merges what was computed twice from them
+    run_passes(module, "ansor-gpu-reuse-readonly-loads,cse", "lower")
     run_passes(module, "ansor-gpu-prefetch-global-reads", "lower")
     run_passes(module, "convert-linalg-to-loops", "lower")
     run_passes(module, "ansor-gpu-sink-constants", "lower")
