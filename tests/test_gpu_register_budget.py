@@ -257,3 +257,38 @@ def test_8x16_tiles_run_on_the_gpu(name: str) -> None:
         for which in (0, 1):
             (out,) = kernel.run([a, b], verify.poisoned(task.outputs, which))
             np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3, err_msg=str(v))
+
+
+@pytest.mark.parametrize("name", ["matmul-128", "matmul-97x197x61"])
+def test_the_sampler_drops_no_valid_factorization(name: str) -> None:
+    """`_dim_choices` (the per-loop factorizations the sampler draws from) only drops what no
+    valid annotation uses: every factorization of a mapped loop that appears in some valid
+    annotation (found by drawing the other loops from the unfiltered lists) is kept."""
+    from ansor.space.schedule import factorizations, sizes_from_factors
+    from ansor.targets.cuda.rules import _dim_choices, _ragged_factors, validate_gpu
+
+    sk = generate_sketches(create_task(workloads.get(name), name=name, target="cuda"))[0]
+    st = sk.gpu_stage
+    splits = [s for s in sk.splits if s.tile_knobs]
+    rng = random.Random(0)
+    used: dict[tuple, set] = {}
+    for _ in range(20000):
+        values, picks = {}, []
+        for s in splits:
+            e = st.extents[s.dim]
+            ragged = s.extent != e and rng.random() < 0.5
+            f = rng.choice((_ragged_factors(s, e) or factorizations(e, s.levels)) if ragged
+                           else factorizations(e, s.levels))
+            picks.append((s, e, ragged, f))
+            values.update(zip(s.tile_knobs, sizes_from_factors(f), strict=True))
+        values[st.unroll_knob] = 0
+        if st.pipelined:
+            values[st.stages_knob] = 1
+        if validate_gpu(st, sk.knobs, values) is None:
+            for s, e, ragged, f in picks:
+                used.setdefault((s, e, ragged), set()).add(f)
+    assert sum(len(fs) for fs in used.values()) > 20  # (about 1200-1700 valid draws of 20000)
+    for (s, e, ragged), fs in used.items():
+        axis = st.mapped.index(s.dim) if s.kind == "S" and s.dim in st.mapped else -1
+        kept = set(_dim_choices(s, e, ragged, axis))
+        assert fs <= kept, (s.dim, sorted(fs - kept)[:3])
