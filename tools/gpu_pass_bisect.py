@@ -26,7 +26,8 @@ from concurrent.futures import ProcessPoolExecutor
 #: Our passes a candidate stays well-formed without (each is an optimisation, not a lowering step),
 #: and `infer-access-alignment` (`lowering.infer_access_alignment`: the alignment we promise LLVM).
 SKIPPABLE = ("ansor-gpu-hoist-accumulators", "ansor-gpu-forward-initial-values",
-             "ansor-gpu-remove-redundant-barriers", "ansor-gpu-prefetch-global-reads", "ansor-auto-unroll",
+             "ansor-gpu-remove-redundant-barriers", "ansor-gpu-reuse-readonly-loads",
+             "ansor-gpu-prefetch-global-reads", "ansor-auto-unroll",
              "ansor-gpu-sink-constants", "ansor-gpu-swizzle-blocks", "ansor-gpu-pipeline-shared-copies",
              "loop-invariant-code-motion", "infer-access-alignment")
 
