@@ -72,12 +72,17 @@ def GpuForwardInitialValues : Pass<"ansor-gpu-forward-initial-values"> {
   let description = [{
     At the top level of every `gpu.launch` body: a `vector.transfer_read` of the view a previous
     top-level `vector.transfer_write` wrote (same indices and permutation map, same vector type),
-    with no access to that buffer in between (nested ops included; barriers do not matter, the
-    thread reads back its own write), is replaced by the written value. When the same tile is
-    written again later at the same indices and nothing in between reads or writes the buffer,
-    the initial write is erased too. This drops a round trip through global memory per
-    accumulator: the fused `linalg.fill` of the output is written, read back before the
-    reduction loop, and finally overwritten.
+    with no write to that buffer in between (nested ops included; barriers do not matter, the
+    thread reads back its own write) other than writes of the same splat constant (a ragged
+    tile's masked rows, whose clamped rows may coincide), is replaced by the written value. When
+    the same tile is written again later at the same indices and nothing in between reads the
+    buffer, the initial write is erased too. A read with no such write of its own view gets a
+    splat of the buffer's fill when every earlier write to the buffer is a splat of that one
+    value and a barrier follows the last of them (a fused fill mapped to the threads unlike the
+    accumulators, e.g. virtual-thread chunks; this assumes a block reads back only what its own
+    fill covered, which a fused fill of the block's output tile does). This drops a round trip
+    through global memory per accumulator: the fused `linalg.fill` of the output is written,
+    read back before the reduction loop, and finally overwritten.
 
     Before:
     ```mlir
