@@ -395,18 +395,7 @@ class _ScoresKernel(KernelText):
         emit(f"{K}%ks = arith.muli %s, {c(self.k_stage)} : index")
         emit(f"{K}%kbase = arith.addi %ks, {c(self.k_off)} : index")
         ta, tb = f"memref<{WG_ROWS}x{MMA_K}x{et}, 3>", f"memref<{MMA_K}x{bn}x{et}, 3>"
-        acc = "%acc"
-        steps = BK // MMA_K
-        for q in range(steps):  # one op per k16 step (see the module docstring)
-            emit(f"{K}%oa{q} = arith.addi %qa, {c(q * MMA_K * 2)} : index")
-            emit(f"{K}%ob{q} = arith.addi %kbase, {c(q * MMA_K * 2)} : index")
-            emit(f"{K}%sa{q} = memref.view %dyn[%oa{q}][] : memref<?xi8, 3> to {ta}")
-            emit(f"{K}%sb{q} = memref.view %dyn[%ob{q}][] : memref<?xi8, 3> to {tb}")
-            emit(f"{K}%da{q} = nvgpu.warpgroup.generate.descriptor %sa{q}, %tA : {ta}, !tmA -> !dA")
-            emit(f"{K}%db{q} = nvgpu.warpgroup.generate.descriptor %sb{q}, %tB : {tb}, !tmB -> !dB")
-            nxt = "%acc2" if q == steps - 1 else f"%acck{q}"
-            emit(f"{K}{nxt} = nvgpu.warpgroup.mma %da{q}, %db{q}, {acc} : !dA, !dB, !acc -> !acc")
-            acc = nxt
+        self.stepped_mmas(K, "%qa", "%kbase", BK // MMA_K, MMA_K * 2, ta, tb, "B")  # one op per k16 step
         emit(f"{K}nvvm.wgmma.wait.group.sync.aligned 0")
         if self.steps > self.depth:  # every warpgroup is done with the stage: refill it
             emit(f"{K}gpu.barrier")

@@ -1259,19 +1259,8 @@ class _Kernel(KernelText):
         c, emit, wn, kq = self.c, self.emit, self.wn, TF32_MMA_K
         # (the views are f32: memrefs of tf32 have no LLVM type; the descriptor types say tf32)
         ta, tb = f"memref<{TF32_WG_ROWS}x{kq}xf32, 3>", f"memref<{kq}x{wn}xf32, 3>"
-        acc = "%acc"
-        steps = self.bk // kq
-        for q in range(steps):
-            emit(f"{J}%oa{q} = arith.addi %offA, {c(q * kq * 4)} : index")
-            emit(f"{J}%ob{q} = arith.addi %offB, {c(q * kq * 4)} : index")
-            emit(f"{J}%sa{q} = memref.view %dyn[%oa{q}][] : memref<?xi8, 3> to {ta}")
-            emit(f"{J}%sb{q} = memref.view %dyn[%ob{q}][] : memref<?xi8, 3> to {tb}")
-            # (the descriptor takes its 128-byte swizzle from A's TMA map, its address from the view)
-            emit(f"{J}%da{q} = nvgpu.warpgroup.generate.descriptor %sa{q}, %tA : {ta}, !tmA -> !dA")
-            emit(f"{J}%db{q} = nvgpu.warpgroup.generate.descriptor %sb{q}, %tA : {tb}, !tmA -> !dB")
-            out = "%acc2" if q == steps - 1 else f"%acck{q}"
-            emit(f"{J}{out} = nvgpu.warpgroup.mma %da{q}, %db{q}, {acc} : !dA, !dB, !acc -> !acc")
-            acc = out
+        # (B, written K-major with A's 128-byte swizzle by the producer: its descriptor from A's map)
+        self.stepped_mmas(J, "%offA", "%offB", self.bk // kq, kq * 4, ta, tb, "A")
         emit(f"{J}nvvm.wgmma.wait.group.sync.aligned {self.wait}")
 
     def release_stage(self, J: str, j: str) -> None:
