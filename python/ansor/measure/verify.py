@@ -119,22 +119,16 @@ def check_output(out: np.ndarray, ref: np.ndarray, *, rtol: float | None = None,
             return (f"{name}: {int(bad.sum())} of {ref.size} elements differ (first at {_where(ref.shape, i)}: "
                     f"{out.flat[i]} vs reference {ref.flat[i]})")
         return None
-    o = out.astype(np.float64)  # exact for every float type (bfloat16 too)
-    r = ref.astype(np.float64)
-    fin_r, fin_o = np.isfinite(r), np.isfinite(o)
-    # Non-finite reference entries: the same value at the same place (NaN by NaN, inf by same-signed inf).
-    nonfin_bad = ~fin_r & ~((np.isnan(r) & np.isnan(o)) | (r == o))
+    o, r, nonfin_bad, stray, bad, err, tol, at, rt = _float_misses(out, ref, rtol, atol, reduction)
     if nonfin_bad.any():
         i = int(np.flatnonzero(nonfin_bad)[0])
         return (f"{name}: {int(nonfin_bad.sum())} of {ref.size} non-finite reference elements not reproduced "
                 f"(first at {_where(ref.shape, i)}: {out.flat[i]} vs reference {ref.flat[i]})")
-    stray = fin_r & ~fin_o
     if stray.any():
         i = int(np.flatnonzero(stray)[0])
         what = "NaN" if np.isnan(o.flat[i]) else "inf"
         return (f"{name}: {int(stray.sum())} of {ref.size} elements are NaN/inf where the reference is finite "
                 f"(first at {_where(ref.shape, i)}: {what}; unwritten or overflowed)")
-    bad, err, tol, at, rt = _tolerance_misses(o, r, fin_r, rtol, atol, reduction, ref.dtype)
     if bad.any():
         i = int(np.argmax(np.where(bad, err - tol, -np.inf)))
         return (f"{name}: {int(bad.sum())} of {ref.size} elements differ from the reference (worst at "
@@ -143,18 +137,23 @@ def check_output(out: np.ndarray, ref: np.ndarray, *, rtol: float | None = None,
     return None
 
 
-def _tolerance_misses(o: np.ndarray, r: np.ndarray, fin_r: np.ndarray, rtol: float | None, atol: float | None,
-                      reduction: int, dtype: np.dtype):
-    """The finite reference elements `o` misses by more than the tolerance (mask, |error|, tolerance,
-    atol, rtol)."""
-    rt = default_rtol(dtype) if rtol is None else rtol
+def _float_misses(out: np.ndarray, ref: np.ndarray, rtol: float | None, atol: float | None, reduction: int):
+    """The three kinds of miss of a float output, as masks: non-finite reference elements not
+    reproduced (NaN by NaN, inf by same-signed inf), NaN/inf where the reference is finite, and
+    finite reference elements missed by more than the tolerance; with the outputs as f64 (exact
+    for every float type, bfloat16 too), each element's error and tolerance, atol and rtol."""
+    o, r = out.astype(np.float64), ref.astype(np.float64)
+    fin_r, fin_o = np.isfinite(r), np.isfinite(o)
+    nonfin_bad = ~fin_r & ~((np.isnan(r) & np.isnan(o)) | (r == o))
+    stray = fin_r & ~fin_o
+    rt = default_rtol(ref.dtype) if rtol is None else rtol
     rf = r[fin_r]
     rms = float(np.sqrt(np.mean(rf * rf))) if rf.size else 0.0
     at = rt * math.sqrt(max(reduction, 1)) * rms if atol is None else atol
     with np.errstate(invalid="ignore"):  # inf - inf at matched non-finite entries, masked out
         err = np.where(fin_r, np.abs(o - r), 0.0)
     tol = at + rt * np.abs(np.where(fin_r, r, 0.0))
-    return err > tol, err, tol, at, rt
+    return o, r, nonfin_bad, stray, err > tol, err, tol, at, rt
 
 
 def wrong_elements(out: np.ndarray, ref: np.ndarray, *, rtol: float | None = None, atol: float | None = None,
@@ -165,11 +164,7 @@ def wrong_elements(out: np.ndarray, ref: np.ndarray, *, rtol: float | None = Non
         return int(ref.size)
     if ref.dtype.kind not in "fc" and not is_float(ref.dtype):
         return int((out != ref).sum())
-    o, r = out.astype(np.float64), ref.astype(np.float64)
-    fin_r, fin_o = np.isfinite(r), np.isfinite(o)
-    nonfin_bad = ~fin_r & ~((np.isnan(r) & np.isnan(o)) | (r == o))
-    stray = fin_r & ~fin_o
-    bad = _tolerance_misses(o, r, fin_r, rtol, atol, reduction, ref.dtype)[0]
+    _, _, nonfin_bad, stray, bad, *_ = _float_misses(out, ref, rtol, atol, reduction)
     return int((nonfin_bad | stray | bad).sum())
 
 
