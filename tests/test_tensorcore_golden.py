@@ -13,8 +13,9 @@ persistent kernels sized for several SM counts.
 A case id names everything its text depends on -- `workload|knob=value,...|sm=N` -- so the test
 rebuilds each case from its id alone, never from the sampler (whose changes must not move the
 golden table). The annotations were drawn at generation time with `TcSketch.sample` (fixed seeds,
-every one valid by `validate_tc`) and picked to cover the modes above. Four split-K cases of 8-block
-clusters, added by hand later, were removed again when clusters of 8 stopped being offered.
+every one valid by `validate_tc`) and picked to cover the modes above. Six split-K cases of 8-block
+clusters were added from a later draw when clusters of 8 were offered again (with the dynamic
+shared buffer moved clear of the mbarriers, which changed every digest).
 
 A refactor of the generator must leave every digest as it is. When the kernel is meant to change,
 regenerate (with the same code that is to be committed) and review the diff of the table:
@@ -268,7 +269,7 @@ def golden() -> dict[str, str]:
 def test_golden_sweep_is_broad(golden: dict[str, str]) -> None:
     from ansor.targets.cuda.tensorcore import OPTIONS, validate_tc
 
-    assert 200 <= len(golden) <= 400
+    assert 200 <= len(golden) <= 410
     cases = [parse_case(cid) for cid in golden]
     assert {name for name, _, _ in cases} == set(WORKLOADS)
     for name, values, _ in cases:

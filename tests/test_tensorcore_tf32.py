@@ -23,6 +23,8 @@ ANNOTATIONS = [
     dict(bm=128, wgm=2, ws=1),
     dict(bm=128, wgm=2, ws=1, persist=1, wait=1, stages=4),
     dict(bm=128, wgm=2, ws=1, splitk=2),
+    # (left a tenth of the outputs NaN while the dynamic shared buffer lay over the mbarriers)
+    dict(bm=128, bn=64, wgm=2, ws=1, stages=2, splitk=4),
     dict(bm=64, bn=256, ws=1, stages=3, wait=1, group=4),
 ]
 
@@ -215,18 +217,6 @@ def test_compile_with_tf32_replays_the_tf32_record(tmp_path, monkeypatch, mm: Se
     assert f.tuned and built[-1][0].tf32 and built[-1][1] == sk.script(v)
     g = ansor.compile(mm.ir, target="cuda", log=path)
     assert not built[-1][0].tf32 and built[-1][1] is None and not getattr(g, "tuned", True)
-
-
-def test_tf32_split_k_is_capped_at_two(mm: SearchTask) -> None:
-    """bm128 bn64 splitk4 left outputs unwritten on an H200 (caught by verification): a TF32
-    kernel is not offered more than 2 split-K blocks; f16 keeps its 4."""
-    sk = generate_sketches(mm)[0]
-    why = sk.validate(_values(bm=128, bn=64, wgm=2, ws=1, splitk=4))
-    assert why is not None and "at most 2" in why
-    assert sk.validate(_values(bm=128, bn=64, wgm=2, ws=1, splitk=2)) is None
-    f16 = create_task(workloads.get("matmul-512x384x256-f16"), name="f16", target="cuda")
-    tc = next(s for s in generate_sketches(f16) if isinstance(s, TcSketch))
-    assert "at most 2" not in (tc.validate({**{f"tc.{k}": v for k, v in DEFAULT.items()}, "tc.splitk": 4}) or "")
 
 
 #: Two matmuls with a ReLU between: a model of two tasks.

@@ -1,10 +1,16 @@
 """The text of a templated GPU kernel being emitted (`tensorcore.py`, `scores_softmax.py`).
 
     KernelText.emit(line) --> lines of the gpu.launch body; KernelText.c(x) --> "%cx", the index
-    constant x, recorded in `consts` so the kernel declares each one once at the top of its body
+    constant x, recorded in `consts` so the kernel declares each one once at the top of its body;
+    KernelText.dynamic_shared(I, size) --> %dyn, the kernel's dynamic shared buffer, clear of the
+    static mbarriers (launch it with size + DYNAMIC_SHARED_SLACK bytes)
 """
 
 from __future__ import annotations
+
+#: Bytes a kernel's dynamic shared buffer (`KernelText.dynamic_shared`) may start past the address
+#: `gpu.dynamic_shared_memory` gives it: a kernel launches with its buffer's size plus these.
+DYNAMIC_SHARED_SLACK = 1024
 
 
 class KernelText:
@@ -22,6 +28,29 @@ class KernelText:
         """The SSA name of the index constant `x` (declared with the others at the top of the body)."""
         self.consts.add(x)
         return f"%c{x}"
+
+    def dynamic_shared(self, I: str, size: int) -> None:
+        """%dyn: `size` bytes of dynamic shared memory at the first 1024-byte boundary past the
+        address `gpu.dynamic_shared_memory` returns (1024-aligned, as the 128-byte swizzle of TMA
+        boxes and wgmma descriptors need).
+
+        MLIR 22 lowers `gpu.dynamic_shared_memory` to an internal zero-length global that NVPTX
+        prints as a 1-byte *static* variable (`.shared .align 16 .b8 __dynamic_shmem__0;`, not an
+        extern array), and ptxas lays the static mbarriers of `nvgpu.mbarrier.create` right behind
+        it (0x400 and 0x408 on sm_90). Used from that address, the buffer's bytes 8.. were the
+        mbarriers: row 0 of stage 0's A box and of the staged f32 tile. On an H200 that left NaN in
+        tile row 0 of split-K 8 and TF32 split-K 4 results (`tools/splitk_probe.py`,
+        results/tensor-core/README.md); starting past the static variables, no run was wrong.
+        The static variables must stay under DYNAMIC_SHARED_SLACK bytes (a few mbarriers)."""
+        emit, c = self.emit, self.c
+        emit(f"{I}%dyn0 = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>")
+        emit(f"{I}%dynw = memref.memory_space_cast %dyn0 : memref<?xi8, #gpu.address_space<workgroup>> "
+             "to memref<?xi8, 3>")
+        emit(f"{I}%dyna = memref.extract_aligned_pointer_as_index %dynw : memref<?xi8, 3> -> index")
+        emit(f"{I}%dyno = arith.ori %dyna, {c(DYNAMIC_SHARED_SLACK - 1)} : index")
+        emit(f"{I}%dynb = arith.addi %dyno, {c(1)} : index")
+        emit(f"{I}%dynsh = arith.subi %dynb, %dyna : index")
+        emit(f"{I}%dyn = memref.view %dynw[%dynsh][{c(size)}] : memref<?xi8, 3> to memref<?xi8, 3>")
 
     def stepped_mmas(self, J: str, a: str, b: str, steps: int, step_bytes: int, ta: str, tb: str,
                      b_map: str) -> None:

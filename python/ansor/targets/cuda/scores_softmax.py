@@ -45,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ansor.targets.cuda.kernel_text import KernelText
+from ansor.targets.cuda.kernel_text import DYNAMIC_SHARED_SLACK, KernelText
 
 #: The knobs of the scores + softmax kernel (names without the `tc.` prefix).
 KNOBS = ("bm", "bn", "stages")
@@ -313,6 +313,11 @@ class _ScoresKernel(KernelText):
         KernelText.__init__(self)
 
     @property
+    def dyn_bytes(self) -> int:
+        """The dynamic shared buffer: Q's k-blocks, the K stages, the f32 row tile."""
+        return self.tile_off + self.bm * self.width * 4
+
+    @property
     def vq(self) -> str:
         return f"memref<1x{self.bm}x1x{BK}x{self.et}, 3>"
 
@@ -344,9 +349,7 @@ class _ScoresKernel(KernelText):
         emit(f"{I}%tid = gpu.thread_id x")
         emit(f"{I}%wg = arith.divui %tid, {c(128)} : index")
         emit(f"{I}%i0 = arith.muli %bx, {c(self.bm)} : index")
-        emit(f"{I}%dyn0 = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>")
-        emit(f"{I}%dyn = memref.memory_space_cast %dyn0 : memref<?xi8, #gpu.address_space<workgroup>> "
-             "to memref<?xi8, 3>")
+        self.dynamic_shared(I, self.dyn_bytes)
         emit(f"{I}%bar = nvgpu.mbarrier.create -> !bar")
         emit(f"{I}%qbar = nvgpu.mbarrier.create -> !qbar")
         emit(f"{I}%is0 = arith.cmpi eq, %tid, {c(0)} : index")
@@ -485,7 +488,7 @@ class _ScoresKernel(KernelText):
         x = f"memref<{a.batch}x{a.seq}x{a.heads}x{a.dim}x{et}>"
         args = {a.q_arg: f"%A: {x}", a.k_arg: f"%B: {x}"}
         sig = ", ".join([args[0], args[1], f"%C: {self.c_type}"])
-        smem = self.tile_off + self.bm * self.width * 4
+        smem = self.dyn_bytes + DYNAMIC_SHARED_SLACK
         return f"""!bar = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = {self.depth}>
 !qbar = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 1>
 !tmA = !nvgpu.tensormap.descriptor<tensor = {self.vq}, {tm}>

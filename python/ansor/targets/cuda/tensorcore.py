@@ -74,7 +74,7 @@ from dataclasses import dataclass
 from ansor.space.schedule import Schedule, rejection_sample
 from ansor.space.script import ANY, PARAM, ScriptBuilder, ssa
 from ansor.space.sketch import Knob, Sketch
-from ansor.targets.cuda.kernel_text import KernelText
+from ansor.targets.cuda.kernel_text import DYNAMIC_SHARED_SLACK, KernelText
 from ansor.targets.cuda.scores_softmax import KNOBS as ATTENTION_KNOBS
 from ansor.targets.cuda.scores_softmax import ScoresSoftmax
 
@@ -89,8 +89,10 @@ TF32_MMA_K = 8
 #: Rows of a TF32 kernel's warpgroup tile: upstream `nvgpu.warpgroup.mma` (MLIR 22) steps its A
 #: descriptor by K*K elements per 64 rows (`iterateDescriptorA`), right for 64 f16 columns only.
 TF32_WG_ROWS = 64
-#: Shared memory a block may opt in to on sm_90 (bytes).
-MAX_DYNAMIC_SHARED = 227 * 1024
+#: Shared memory a kernel's buffer may use (bytes): of the 227 KB a block may opt in to on sm_90,
+#: less the slack its buffer starts within (`KernelText.dynamic_shared`) and 256 bytes for the
+#: static mbarriers.
+MAX_DYNAMIC_SHARED = 227 * 1024 - DYNAMIC_SHARED_SLACK - 256
 #: f32 accumulators per thread (wgmma keeps them in registers; 255 registers per thread at most).
 MAX_ACC_PER_THREAD = 128
 #: Registers of one block (sm_90) and a thread's registers besides its accumulators (addresses,
@@ -110,10 +112,9 @@ OPTIONS: dict[str, tuple[int, ...]] = {
     "group": (1, 4, 8, 16),
     "ws": (0, 1),
     "persist": (0, 1),
-    # 8 (the largest portable cluster) is not offered: on an H200 (c822ca7) clusters of 8 left
-    # outputs of the decode GEMM unwritten (530 of 65536 in the decode-8 GPU test; 4 of 4 bn 64
-    # and 1 of 4 bn 128 probe annotations wrong), like TF32's splitk 4 below; not found yet
-    "splitk": (1, 2, 3, 4),
+    # (up to 8, the largest portable cluster; clusters of 8 and TF32's of 4 once left NaN in tile
+    # row 0: the dynamic shared buffer lay over the mbarriers, `KernelText.dynamic_shared`)
+    "splitk": (1, 2, 3, 4, 8),
 }
 #: The untuned tensor-core program (the shape the probe measured first).
 DEFAULT = {"bm": 128, "bn": 128, "wgm": 1, "stages": 3, "wait": 0, "group": 1, "ws": 0, "persist": 0, "splitk": 1}
@@ -571,11 +572,6 @@ def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
         return "a TF32 kernel needs the producer warpgroup (it writes B K-major for the tf32 wgmma)"
     if p.tf32 and bm != TF32_WG_ROWS * wgm:
         return f"a TF32 warpgroup tile is {TF32_WG_ROWS} rows (MLIR 22 steps a taller tf32 A descriptor wrongly)"
-    if p.tf32 and splitk > 2:
-        # an H200 tuning run of matmul-4096 (TF32) logged bm128 bn64 splitk4 leaving 111570
-        # outputs unwritten (NaN; rejected by verification, results/tensor-core/README.md);
-        # splitk 2 passed its GPU tests. Not offered until that is found.
-        return "a TF32 kernel splits K across at most 2 blocks (4 left outputs unwritten on an H200)"
     if splitk > 1:
         if p.batch:
             return "a batch matmul runs its batches along z: no split-K cluster"
@@ -896,8 +892,7 @@ class _Kernel(KernelText):
         every producer thread once B is K-major), initialised by thread 0, which also prefetches
         the TMA descriptors; a block-wide barrier."""
         c, emit = self.c, self.emit
-        emit(f"{I}%dyn0 = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>")
-        emit(f"{I}%dyn = memref.memory_space_cast %dyn0 : memref<?xi8, #gpu.address_space<workgroup>> to memref<?xi8, 3>")
+        self.dynamic_shared(I, self.dyn_bytes)
         emit(f"{I}%bar = nvgpu.mbarrier.create -> !bar")
         if self.ws:
             emit(f"{I}%empty = nvgpu.mbarrier.create -> !bar")
@@ -1401,6 +1396,11 @@ class _Kernel(KernelText):
         emit(f"{I}}}")
 
     @property
+    def dyn_bytes(self) -> int:
+        """The dynamic shared buffer: the pipeline stages, or the staged f32 tile laid over them."""
+        return max(self.depth * self.stage, staged_tile_bytes(self.bm, self.bn) if self.staged else 0)
+
+    @property
     def tile_type(self) -> str:
         """The staged f32 tile: bm rows of bn columns, padded by `STAGE_PAD`."""
         return f"memref<{self.bm}x{self.bn + STAGE_PAD}xf32, 3>"
@@ -1593,7 +1593,7 @@ class _Kernel(KernelText):
         cdecl = [f"{I}%c{x} = arith.constant {x} : index" for x in sorted(self.consts)]
         tm = "swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none"
         a2, b2, collapse, a_box, a_mem = self.tma_operands()
-        smem = max(depth * self.stage, staged_tile_bytes(bm, self.bn) if self.staged else 0)
+        smem = self.dyn_bytes + DYNAMIC_SHARED_SLACK
         # the wgmma's view of A and B in shared memory (TF32: tf32, one k8 step: `tf32_mmas`), and
         # the TMA map of B's chunks (TF32: 256-byte rows, unswizzled, for the producer to transpose)
         da, db, tm_b, b_box = (f"{wm}x{BK}x{et}", f"{BK}x{wn}x{et}", tm, "%h64, %h64")
