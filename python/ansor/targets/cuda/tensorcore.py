@@ -32,11 +32,12 @@ warp specialization (`ws`: 0 = thread 0 of the first consumer issues the TMA loa
 block-wide barrier per k-block; 1 = an extra producer warpgroup streams the k-blocks and the
 consumers release each stage through an `empty` mbarrier, no block-wide barrier in the loop) and
 persistence (`persist`: min(tiles, SMs) blocks loop over their tiles, the producer running ahead)
-and split-K clusters (`splitk` 1, 2, 3 or 4 -- not 8, the largest portable cluster, which left outputs
-unwritten on an H200; TF32 at most 2:
-a cluster of that many blocks along z shares one tile, each summing an equal share of the k-blocks; after a cluster barrier every thread of the cluster sums the
-partial tiles of all its blocks through distributed shared memory (`mapa`, `ld.shared::cluster`)
-and stores its share of the tile: more blocks for small grids, and no second kernel).
+and split-K clusters (`splitk` 1, 2, 3, 4 or 8, the largest portable cluster): a cluster of that
+many blocks along z shares one tile, each summing an equal share of the k-blocks; after a cluster
+barrier every thread of the cluster sums the partial tiles of all its blocks through distributed
+shared memory (`mapa`, `ld.shared::cluster`) and stores its share of the tile: more blocks for
+small grids, and no second kernel. The stages and the staged tile live in the dynamic shared
+buffer of `KernelText.dynamic_shared`, clear of the static mbarriers.
 
 A convolution (`linalg.conv_2d_nhwc_hwcf`, f16/bf16, C a multiple of 64) runs as an implicit GEMM
 (a stride s reads X as [N*H/s, s, W/s, s, C], a tap picking coarse shift and phase): a block's rows are a th x tw patch of output pixels (`tw` knob, th = bm // tw capped
