@@ -289,9 +289,12 @@ def _split_extents(op: OpLoops, mapped: tuple[int, ...], *, unfilled: bool = Fal
 
 
 def _mapped_dims(op: OpLoops) -> tuple[int, ...]:
-    """Up to three space dims with extent > 1, output order innermost first (x, y, z)."""
-    out = [d for d in reversed(op.output_dims) if op.kinds[d] == "S" and op.extents[d] > 1]
-    return tuple(out[:MAX_MAPPED])
+    """Up to three space dims with extent > 1, output order innermost first (x, y, z); where
+    every space dim has extent 1 (a 1x1 result), the innermost one: a launch of one block and
+    one thread (nothing mapped left no forall for the launch, and MLIR aborted)."""
+    space = [d for d in reversed(op.output_dims) if op.kinds[d] == "S"]
+    out = [d for d in space if op.extents[d] > 1]
+    return tuple(out[:MAX_MAPPED]) if out else tuple(space[:1])
 
 
 def _elem_bytes(task: SearchTask) -> int:
@@ -353,7 +356,11 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         decompose_op=DECOMPOSE[op.name][1] if op.name in DECOMPOSE else "",
         # a windowed op MLIR 22 has no 1-D form for (depthwise NCHW): its register tile stays
         # scalar where the vectorizer declines (MobileNet-V2 channels-first)
-        vectorize_optional=op.name not in DECOMPOSE and op.name.startswith(("linalg.conv", "linalg.depthwise", "linalg.pooling")),
+        # (also a generic read through windows, `a + j + p`: the transposed convolution's phases,
+        # which MLIR 22's vectorizer refuses; it failed the whole script)
+        vectorize_optional=op.name not in DECOMPOSE and (
+            op.name.startswith(("linalg.conv", "linalg.depthwise", "linalg.pooling"))
+            or (op.name == "linalg.generic" and not all(op.plain_inputs))),
         operand_types=_operand_types(task, op.index),
         # ragged tiles pad the op; the padded result is an accumulator the fill initialises
         split_extents=_split_extents(op, mapped, unfilled=not inits, fused=fc is not None),

@@ -72,7 +72,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ansor.space.schedule import Schedule, rejection_sample
+from ansor.space.schedule import SamplingError, Schedule, rejection_sample
 from ansor.space.script import ANY, PARAM, ScriptBuilder, ssa
 from ansor.space.sketch import Knob, Sketch
 from ansor.targets.cuda.kernel_text import DYNAMIC_SHARED_SLACK, KernelText
@@ -556,6 +556,20 @@ def _epilogue(problem: TcProblem, gen, acc_value) -> tuple[TcProblem | None, str
         "wgmma GEMM + fused epilogue"
 
 
+def _may_be_valid(p: TcProblem, knob: str, value: int) -> bool:
+    """Whether `validate_tc` can accept knob = value with some choice of the other knobs (its
+    checks of one knob alone)."""
+    if knob == "bm":
+        return value <= _ceil(p.m, 64) * 64
+    if knob == "bn":
+        return value <= _ceil(p.n, 64) * 64
+    if knob == "stages":
+        return value <= max(2, p.kt)
+    if knob == "splitk":
+        return value == 1 or (not p.batch and p.kt % value == 0)
+    return True
+
+
 def validate_tc(p: TcProblem, v: Mapping[str, int]) -> str | None:
     """Why the annotation `v` cannot run (None when it can)."""
     if p.attention:
@@ -748,7 +762,23 @@ class TcSketch(Sketch):
         return {**{self.problem.knob(k): x for k, x in self.problem.later_knobs.items()}, **values}
 
     def sample(self, rng: random.Random, *, max_tries: int = 4000) -> Schedule:
-        return rejection_sample(self, rng, max_tries=max_tries)
+        """Rejection sampling over the values each knob can take in some valid annotation (a
+        small GEMM leaves one bm, bn and stage count: matmul 1x8x8 had 1 valid draw in ~5400 of
+        all the options, and 4000 tries failed now and then); uniform over the valid ones."""
+        p = self.problem
+        if p.attention:
+            return rejection_sample(self, rng, max_tries=max_tries)
+        narrowed = {}
+        for k in self.knobs:
+            short = k.name.removeprefix(p.knob(""))
+            opts = tuple(o for o in k.options if _may_be_valid(p, short, int(o)))
+            narrowed[k.name] = opts or k.options
+        for _ in range(max_tries):
+            values = {name: rng.choice(opts) for name, opts in narrowed.items()}
+            if self.validate(values) is None:
+                return Schedule.of(self.name, values)
+        raise SamplingError(f"sketch {self.name} (the {p.m}x{p.n}x{p.k} GEMM): no valid annotation found in "
+                            f"{max_tries} tries")
 
     def __hash__(self) -> int:
         return hash((self.name, self.rules, self.problem))
