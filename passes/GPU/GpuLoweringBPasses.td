@@ -77,4 +77,36 @@ def GpuMarkNoalias : Pass<"ansor-gpu-mark-noalias"> {
   let dependentDialects = ["LLVM::LLVMDialect"];
 }
 
+def GpuPromoteSingleIterationLoops : Pass<"ansor-gpu-promote-single-iteration-loops"> {
+  let summary = "Inline the body of every scf.for that runs exactly once (what canonicalize did, alone)";
+  let description = [{
+    `convert-vector-to-scf{full-unroll=true}` (MLIR 22) lowers each transfer of a strided unit
+    vector (`vector<1x1x1xf32>`: a register-tile element of an NHWC convolution) into
+    single-iteration `scf.for` loops; `convert-scf-to-cf` is superlinear in them. The CUDA
+    lowering used to run `canonicalize` there, but MLIR 22's canonicalizer also runs its
+    RegionBranchOpInterface patterns (`RemoveDuplicateSuccessorInputUses`,
+    `MakeRegionBranchOpSuccessorInputsDead`, ...) on every loop, and on a kernel whose `R0` loop
+    carries 128 accumulators around ~650 nested loops they took 5.7-7.6 s of CPU (65% of the
+    profile in `RemoveDuplicateSuccessorInputUses`) for 6.7K ops: most of some convolution
+    candidates' build. This pass does only the folding that was wanted: every `scf.for` with a
+    constant trip count of 1 (innermost first) is replaced by its body
+    (`scf::ForOp::promoteIfSingleIteration`); a loop of trip count 0 is left to later passes.
+
+    Before:
+    ```mlir
+    %r = scf.for %i = %c0 to %c1 step %c1 iter_args(%a = %v) -> (vector<1xf32>) {
+      %x = memref.load %m[%i] : memref<4xf32>
+      %y = vector.insert %x, %a [0] : f32 into vector<1xf32>
+      scf.yield %y : vector<1xf32>
+    }
+    ```
+    After:
+    ```mlir
+    %x = memref.load %m[%c0] : memref<4xf32>
+    %r = vector.insert %x, %v [0] : f32 into vector<1xf32>
+    ```
+  }];
+  let dependentDialects = ["scf::SCFDialect"];
+}
+
 #endif // ANSOR_GPU_LOWERING_B_PASSES_TD

@@ -64,10 +64,14 @@ def _nvvm_pipeline(arch: str, fmt: str, *, nvgpu_first: bool = False) -> str:
     # single-iteration loops even with full-unroll, and `convert-scf-to-cf` is superlinear in
     # them: 8320 such loops took 87 s there, then 146K lines of LLVM dialect ~7 minutes in
     # NVPTX (a c3d candidate: 533 s -> 74 s to PTX on a loaded 2-core VM). Folding them first
-    # leaves scalar loads. Pinned by tests/test_gpu.py.
+    # leaves scalar loads. Pinned by tests/test_gpu.py. Only that folding
+    # (`ansor-gpu-promote-single-iteration-loops`), not a whole `canonicalize`: MLIR 22's
+    # canonicalizer also runs its region-branch patterns on every loop, superlinear in a loop's
+    # iter_args: 6-8 s of CPU on convolution candidates with 128 accumulators carried around an
+    # R0 loop (results/build-time/).
     return (
         EXPAND_FPOWI + "convert-linalg-to-loops," + outline +
-        "convert-vector-to-scf{full-unroll=true},canonicalize,convert-scf-to-cf,convert-nvvm-to-llvm,convert-func-to-llvm,"
+        "convert-vector-to-scf{full-unroll=true},ansor-gpu-promote-single-iteration-loops,convert-scf-to-cf,convert-nvvm-to-llvm,convert-func-to-llvm,"
         f"expand-strided-metadata,nvvm-attach-target{{chip={arch} O=3{features}}},lower-affine,convert-arith-to-llvm,"
         "convert-index-to-llvm,canonicalize,cse,"
         "gpu.module(convert-vector-to-llvm,convert-gpu-to-nvvm,convert-ub-to-llvm,canonicalize,cse,reconcile-unrealized-casts),"
