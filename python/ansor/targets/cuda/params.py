@@ -36,6 +36,19 @@ MAX_REGISTERS_PER_BLOCK = 65536
 OTHER_REGISTERS = 40
 
 
+#: Reduction nests one thread of a multi-level tiled stage may keep as loops (`rules.loop_nests`).
+#: The schedule unrolls the thread's `S1` and `S3` loops, which sit outside the reduction loops
+#: (`R0 S1 S2 S3 R1 R2 S4`): one copy of the `R1 R2` nest per vector of accumulators. When the
+#: copies cannot all be unrolled (their work per `R0` step over the unroll knob, or over
+#: `config.CUDA_MAX_UNROLLED_WORK` in all), they stay sibling loop nests of one kernel, and LLVM's
+#: loop passes (ScalarEvolution, LCSSA checks) are superlinear in them: on this repository's
+#: 2-core VM, 56-128 nests took 5-32 s of CPU in the NVPTX backend (the slowest builds of
+#: c2d-1x56x56x64x64x3x1x1 and c2d-1x56x56x64x128x3x2x1), 32 nests 3-6 s, 16 or fewer under
+#: 3 s (results/build-time/). Each such nest also reloads its operands from shared memory
+#: (no register reuse across accumulators), so they are slow kernels too.
+MAX_LOOP_NESTS = 32
+
+
 #: Ansor's `max_vthread_extent` (product over the mapped loops here).
 MAX_VTHREAD = 8
 

@@ -88,6 +88,7 @@ from ansor.targets.cuda.params import (
     GPU_UNROLL_OPTIONS,
     MAX_BLOCK_DIMS,
     MAX_INNERMOST,
+    MAX_LOOP_NESTS,
     MAX_MAPPED,
     MAX_REGISTERS_PER_BLOCK,
     MAX_REGISTERS_PER_THREAD,
@@ -561,6 +562,27 @@ def thread_registers(stage: GpuStage, values: Mapping[str, int]) -> int:
     return (acc + operands + copies) * max(1, stage.elem_bytes // 4) + OTHER_REGISTERS
 
 
+def loop_nests(stage: GpuStage, values: Mapping[str, int]) -> int:
+    """Copies of the reduction nest one thread keeps as loops (0: all unrolled; see
+    `MAX_LOOP_NESTS`). The schedule unrolls `S1` and `S3` (outside `R1 R2`): one nest per virtual
+    thread and per register-tile vector, each of work K = the `R0` tile's reduction steps; the
+    lowering's auto-unroll unrolls them all when K <= the unroll knob and the copies' scalar work
+    (nests x K x vector width) fits `config.CUDA_MAX_UNROLLED_WORK`, else they stay loops."""
+    from ansor import config
+
+    nests, width = 1, 1
+    for d in stage.mapped:
+        if stage.kinds[d] != "S":
+            continue
+        t1, t2, t3, t4 = _sizes(stage, values, d)
+        nests *= (t1 // t2) * (t3 // t4)
+        width *= t4
+    work = math.prod(int(values[stage.knob(d, 1)]) for d in stage.reduce)
+    cap = config.CUDA_MAX_UNROLLED_WORK
+    unrolled = work <= int(values[stage.unroll_knob]) and (cap <= 0 or nests * work * width <= cap)
+    return 0 if unrolled else nests
+
+
 def _tile_extent(stage: GpuStage, values: Mapping[str, int], d: int) -> int:
     """Extent of loop d inside one block at one R0 step."""
     if stage.kinds[d] == "R":
@@ -617,6 +639,9 @@ def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, 
         if regs * threads > MAX_REGISTERS_PER_BLOCK:
             return (f"{threads} threads x ~{regs} registers ({thread_tile * vthreads} accumulators) "
                     f"> {MAX_REGISTERS_PER_BLOCK} per block")
+        nests = loop_nests(stage, values)
+        if nests > MAX_LOOP_NESTS:
+            return f"{nests} reduction loop nests per thread (not unrolled) > {MAX_LOOP_NESTS}"
     elif thread_tile * vthreads > MAX_THREAD_TILE:
         return f"{thread_tile * vthreads} elements per thread > {MAX_THREAD_TILE}"
     if vthreads > MAX_VTHREAD:
