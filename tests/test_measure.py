@@ -108,7 +108,9 @@ def test_cache_flush_times_cold_calls() -> None:
     """`RunOptions(cache_flush=True)` (TVM's enable_cpu_cache_flush): every repeat is one call
     after the caches were evicted. A memory-bound add over 6 MB (past L2, inside a 32 MB L3)
     reads its inputs from memory then, several times slower than from a cache warmed by the
-    previous call (about 3-4x on the development VM; asserted: 1.5x)."""
+    previous call (about 3-4x on the development VM; asserted: 1.5x). Other processes on the
+    machine evict the warm caches too (a CI clone next to two busy build jobs measured warm and
+    cold alike, 0.50 vs 0.53 ms): up to three attempts."""
     import statistics
 
     from ansor import create_task
@@ -116,16 +118,21 @@ def test_cache_flush_times_cold_calls() -> None:
 
     assert flush_bytes() >= 64 << 20
     task = create_task(ADD_6MB)
-    medians = {}
-    for flush in (False, True):
-        m = LocalMeasurer(RunOptions(threads=1, repeat=7, min_repeat_ms=20, cache_flush=flush))
-        try:
-            res = m.baseline(task)
-        finally:
-            m.close()
-        assert res.error is None and len(res.costs) == 7
-        medians[flush] = statistics.median(res.costs)
-    assert medians[True] > 1.5 * medians[False], medians
+    attempts = []
+    for _ in range(3):
+        medians = {}
+        for flush in (False, True):
+            m = LocalMeasurer(RunOptions(threads=1, repeat=7, min_repeat_ms=20, cache_flush=flush))
+            try:
+                res = m.baseline(task)
+            finally:
+                m.close()
+            assert res.error is None and len(res.costs) == 7
+            medians[flush] = statistics.median(res.costs)
+        attempts.append(medians)
+        if medians[True] > 1.5 * medians[False]:
+            return
+    raise AssertionError(f"cold calls were not 1.5x slower than warm ones in 3 attempts: {attempts}")
 
 
 def test_cache_flush_modes_are_checked_and_recorded() -> None:
