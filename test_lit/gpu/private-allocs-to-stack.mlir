@@ -35,3 +35,35 @@ func.func @private(%v: f32) {
   }
   return
 }
+
+// -----
+
+// A thread-private i1 buffer (a ragged reduction's mask) is stored as i8: MLIR 22's
+// memref-to-LLVM lowering asserts on a memref.load of i1. Writes widen, reads narrow.
+// CHECK-LABEL: func.func @mask
+// CHECK: gpu.launch
+// CHECK: %[[M:.*]] = memref.alloca() : memref<1xi8>
+// CHECK: %[[W:.*]] = arith.extui %{{.*}} : i1 to i8
+// CHECK: memref.store %[[W]], %[[M]][%c0] : memref<1xi8>
+// CHECK: %[[L:.*]] = memref.load %[[M]][%c0] : memref<1xi8>
+// CHECK: %[[B:.*]] = arith.trunci %[[L]] : i8 to i1
+// CHECK: arith.select %[[B]]
+// CHECK-NOT: memref<1xi1>
+func.func @mask(%v: f32, %t: index, %out: memref<1xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c97 = arith.constant 97 : index
+  %z = arith.constant 0.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %m = memref.alloc() : memref<1xi1>
+    %in = arith.cmpi ult, %t, %c97 : index
+    memref.store %in, %m[%c0] : memref<1xi1>
+    %b = memref.load %m[%c0] : memref<1xi1>
+    %s = arith.select %b, %v, %z : f32
+    memref.store %s, %out[%c0] : memref<1xf32>
+    memref.dealloc %m : memref<1xi1>
+    gpu.terminator
+  }
+  return
+}
