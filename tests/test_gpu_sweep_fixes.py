@@ -42,6 +42,24 @@ def _as_cpu_loops(script: str) -> str:
     return "\n".join(lines[:cut] + lines[end:]).replace("memory_space = 3, ", "").replace(", emit_dealloc", "")
 
 
+def _run_as_cpu_loops(task, script: str, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> list[np.ndarray]:
+    """`script`'s program as CPU loops (`_as_cpu_loops`), JIT-compiled and run into `outputs`."""
+    from ansor.core import native as _native
+    from ansor.core.mlir import apply_script, parse_payload, run_passes
+    from ansor.targets.cpu.lowering import _lower_and_jit
+    from mlir import ir
+
+    _native.register_everything()
+    with ir.Context(), ir.Location.unknown():
+        module = parse_payload(task)
+        run_passes(module, "ansor-gpu-own-fill-destinations", "lower")
+        apply_script(module, _as_cpu_loops(script))
+        run_passes(module, "canonicalize,cse,buffer-results-to-out-params{hoist-static-allocs "
+                           "modify-public-functions},canonicalize,cse", "lower")
+        run_passes(module, "convert-vector-to-scf{full-unroll=true target-rank=0}", "lower")
+        return _lower_and_jit(module, task, 1).run(inputs, outputs)
+
+
 @pytest.mark.parametrize("name", ["matmul-1x1x1", "gmm-1x1x1x1", "c2d-1x1x1x1x1x1x1x0"])
 def test_unit_extent_ops_build(name: str) -> None:
     """Every space loop of extent 1 (a 1x1 result): nothing was mapped to threads, the launch had
@@ -55,22 +73,9 @@ def test_unit_extent_ops_build(name: str) -> None:
 
 
 def test_unit_extent_matmul_runs_as_cpu_loops() -> None:
-    from ansor.core import native as _native
-    from ansor.core.mlir import apply_script, parse_payload, run_passes
-    from ansor.targets.cpu.lowering import _lower_and_jit
-    from mlir import ir
-
     task = _task("matmul-1x1x1")
     a, b = np.array([[1.5]], np.float32), np.array([[-2.0]], np.float32)
-    _native.register_everything()
-    with ir.Context(), ir.Location.unknown():
-        module = parse_payload(task)
-        run_passes(module, "ansor-gpu-own-fill-destinations", "lower")
-        apply_script(module, _as_cpu_loops(default_script(task)))
-        run_passes(module, "canonicalize,cse,buffer-results-to-out-params{hoist-static-allocs "
-                           "modify-public-functions},canonicalize,cse", "lower")
-        run_passes(module, "convert-vector-to-scf{full-unroll=true target-rank=0}", "lower")
-        (out,) = _lower_and_jit(module, task, 1).run([a, b], [np.full((1, 1), np.nan, np.float32)])
+    (out,) = _run_as_cpu_loops(task, default_script(task), [a, b], [np.full((1, 1), np.nan, np.float32)])
     np.testing.assert_allclose(out, a @ b)
 
 
@@ -85,6 +90,21 @@ def test_transposed_convolution_builds(name: str) -> None:
     assert sk.gpu_stage.vectorize_optional
     for script in [default_script(task), sk.script(sk.sample(random.Random(0)).values())]:
         assert ".entry" in emit_ptx(task, script)
+
+
+def test_transposed_convolution_scripts_compute_it() -> None:
+    """The t2d scripts that build now (scalar register tile) also compute the transposed
+    convolution: the untuned one and three samples, run as CPU loops (the script up to the
+    mapping to blocks and threads) into poisoned outputs, against the reference."""
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+
+    task = _task("t2d-1x5x5x7x3x4x2x1")
+    sk = generate_sketches(task)[0]
+    inputs, refs, _ = reference_outputs(task)
+    for script in [default_script(task)] + [sk.script(sk.sample(random.Random(s)).values()) for s in range(3)]:
+        outs = _run_as_cpu_loops(task, script, inputs, poisoned(task.outputs))
+        assert check_task_outputs(task, outs, refs) is None
 
 
 def test_bool_private_buffers_are_widened() -> None:
