@@ -23,6 +23,7 @@ from ansor.frontend import workloads
 from ansor.targets import generate_sketches
 from ansor.targets.cuda.reduction import (RowSketch, default_values, exact_thread_options, ragged_thread_options,
                                           thread_options)
+from test_gpu_ragged import _as_cpu_loops
 
 #: Rows: an odd number of them (every row its own block; `softmax3d`: 2 x 3 rows).
 ROWS = 7
@@ -260,15 +261,6 @@ def test_row_materialized_in_shared_memory() -> None:
 
 # ----------------------------------------------------------------------------------------------
 # The scripts as CPU loops, PTX
-
-
-def _as_cpu_loops(script: str) -> str:
-    """A GPU sketch's script without the mapping to blocks and threads (and what follows it):
-    its `scf.forall`s over blocks and threads stay loops, its shared-memory buffers plain ones."""
-    lines = script.splitlines()
-    cut = next(i for i, line in enumerate(lines) if "map_forall_to_blocks" in line)
-    end = next(i for i, line in enumerate(lines) if line.strip() == "transform.yield")
-    return "\n".join(lines[:cut] + lines[end:]).replace("memory_space = 3, ", "").replace(", emit_dealloc", "")
 
 
 def _run_as_cpu_loops(task: SearchTask, script: str, inputs: list[np.ndarray], padded_cols: int) -> np.ndarray:

@@ -23,6 +23,7 @@ from ansor.core.task import SearchTask, create_task
 from ansor.frontend import workloads
 from ansor.targets import generate_sketches
 from ansor.targets.cuda.reduction import ROW_OPTIONS, RowSketch, default_values, render
+from test_gpu_ragged import _as_cpu_loops
 
 #: Rows of the small tasks (every R of the knob divides them).
 ROWS = 16
@@ -353,10 +354,7 @@ def _run_as_cpu_loops(task: SearchTask, script: str, inputs: list[np.ndarray]) -
     from ansor.targets.cpu.lowering import _lower_and_jit
     from mlir import ir
 
-    lines = script.splitlines()
-    cut = next(i for i, line in enumerate(lines) if "map_forall_to_blocks" in line)
-    end = next(i for i, line in enumerate(lines) if line.strip() == "transform.yield")
-    cpu = "\n".join(lines[:cut] + lines[end:]).replace("memory_space = 3, ", "").replace(", emit_dealloc", "")
+    cpu = _as_cpu_loops(script)
     _native.register_everything()
     with ir.Context(), ir.Location.unknown():
         module = parse_payload(task)

@@ -12,6 +12,7 @@ from ansor.frontend import workloads
 from ansor.targets import generate_sketches
 from ansor.targets.cuda.lowering import emit_ptx
 from ansor.targets.cuda.rules import default_script
+from test_gpu_ragged import _as_cpu_loops
 
 _COLSUM = """
 func.func @colsum(%x: tensor<97x197xf32>) -> tensor<197xf32> {
@@ -34,16 +35,9 @@ def _task(name: str, src: str | None = None):
     return create_task(src or workloads.get(name), name=name.replace("-", "_"), target="cuda")
 
 
-def _as_cpu_loops(script: str) -> str:
-    """The script up to the mapping to blocks and threads (`tests/test_gpu_ragged.py`)."""
-    lines = script.splitlines()
-    cut = next(i for i, line in enumerate(lines) if "map_forall_to_blocks" in line)
-    end = next(i for i, line in enumerate(lines) if line.strip() == "transform.yield")
-    return "\n".join(lines[:cut] + lines[end:]).replace("memory_space = 3, ", "").replace(", emit_dealloc", "")
-
-
 def _run_as_cpu_loops(task, script: str, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> list[np.ndarray]:
-    """`script`'s program as CPU loops (`_as_cpu_loops`), JIT-compiled and run into `outputs`."""
+    """`script`'s program as CPU loops (`test_gpu_ragged._as_cpu_loops`), JIT-compiled and run
+    into `outputs`."""
     from ansor.core import native as _native
     from ansor.core.mlir import apply_script, parse_payload, run_passes
     from ansor.targets.cpu.lowering import _lower_and_jit

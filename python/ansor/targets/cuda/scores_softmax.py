@@ -314,8 +314,9 @@ class _ScoresKernel(KernelText):
 
     @property
     def dyn_bytes(self) -> int:
-        """The dynamic shared buffer: Q's k-blocks, the K stages, the f32 row tile."""
-        return self.tile_off + self.bm * self.width * 4
+        """The dynamic shared buffer: Q's k-blocks, the K stages, the f32 row tile (what
+        validation counts: `shared_bytes`)."""
+        return shared_bytes(self.a, self.bm, self.bn, self.depth)
 
     @property
     def vq(self) -> str:
