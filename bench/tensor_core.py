@@ -84,12 +84,8 @@ def sweep(task, log: Path, opts, opts_fix: str = "tc.group=8") -> None:
     (isolated worker, verification with poisoned outputs, time-outs) and appended to `log`."""
     import itertools
 
-    from ansor.measure.measurer import LocalMeasurer, MeasureInput
-    from ansor.space.schedule import Schedule
     from ansor.targets import generate_sketches
     from ansor.targets.cuda.tensorcore import TcSketch
-    from ansor.measure.provenance import provenance
-    from ansor.tuning.records import Record, RecordWriter, record_key
 
     sk = next((s for s in generate_sketches(task) if isinstance(s, TcSketch)), None)
     if sk is None:
@@ -99,8 +95,18 @@ def sweep(task, log: Path, opts, opts_fix: str = "tc.group=8") -> None:
               for combo in itertools.product(*[k.options for k in sk.knobs])]
     fixed = _parse_fix(opts_fix)
     values = [v for v in values if sk.validate(v) is None and all(v.get(k) in vs for k, vs in fixed.items())]
+    print(f"{task.name}: sweeping {len(values)} tensor-core annotations", flush=True)
+    measure_into_log(task, log, opts, sk, values)
+
+
+def measure_into_log(task, log: Path, opts, sk, values: list[dict]) -> None:
+    """Measure the annotations `values` of sketch `sk` with the tuner's measurer (isolated worker,
+    verification with poisoned outputs, time-outs) and append them to `log` as records."""
+    from ansor.measure.measurer import LocalMeasurer, MeasureInput
+    from ansor.space.schedule import Schedule
+    from ansor.tuning.records import Record, RecordWriter, record_key
+
     inputs = [MeasureInput(task, Schedule.of(sk.name, v), sk.script(v)) for v in values]
-    print(f"{task.name}: sweeping {len(inputs)} tensor-core annotations", flush=True)
     m = LocalMeasurer(opts)
     try:
         results = m.measure(inputs)
@@ -131,6 +137,10 @@ def main() -> None:
                     help="--sweep only the annotations with these knob values (e.g. tc.group=8,tc.bm=128|256)")
     ap.add_argument("--tf32", action="store_true",
                     help="TF32 tasks (f32 matmuls on tensor cores) against cuBLAS with allow_tf32 = True")
+    ap.add_argument("--measure", action="append", default=[], metavar="SKETCH=KNOBS_JSON",
+                    help="measure this annotation (e.g. s0='{\"op1.stages\": 2, ...}', every knob of "
+                         "the sketch) and log it before tuning; with --trials 0 the table then times the "
+                         "log's best record, i.e. one given program kernel against kernel. Repeatable")
     ap.add_argument("--sweep", action="store_true",
                     help="measure every valid tensor-core annotation once (verified, in the tuner's worker) "
                          "and log them, before tuning")
@@ -175,6 +185,19 @@ def main() -> None:
 
         if args.sweep:
             sweep(task, log, opts, args.fix)
+        if args.measure:
+            by_name = {sk.name: sk for sk in generate_sketches(task)}
+            for item in args.measure:
+                name, _, text = item.partition("=")
+                if name not in by_name:
+                    sys.exit(f"--measure {item[:60]}: {task.name} has no sketch {name!r} "
+                             f"(its sketches: {', '.join(by_name)})")
+                sk = by_name[name]
+                knobs = sk.complete(json.loads(text))
+                bad = sk.validate(knobs)
+                if bad is not None:
+                    sys.exit(f"--measure {item[:60]}: not a valid annotation of {task.name}'s {name}: {bad}")
+                measure_into_log(task, log, opts, sk, [knobs])
         done = count()
         while not args.report_only and done < args.trials and time.perf_counter() - t_start < args.budget_s:
             goal = min(args.trials, done + args.batch_size)
