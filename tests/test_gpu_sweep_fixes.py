@@ -148,3 +148,106 @@ def test_tensor_core_sampling_on_a_tiny_gemm() -> None:
         v = sk.sample(random.Random(seed)).values()
         assert sk.validate(v) is None
     assert ".entry" in emit_ptx(task, sk.script(sk.sample(random.Random(1)).values()))
+
+
+_TRANSPOSE = """
+func.func @tr(%x: tensor<97x197xf32>) -> tensor<197x97xf32> {
+  %e = tensor.empty() : tensor<197x97xf32>
+  %r = linalg.transpose ins(%x : tensor<97x197xf32>) outs(%e : tensor<197x97xf32>) permutation = [1, 0]
+  return %r : tensor<197x97xf32>
+}
+"""
+
+_EW_F16_GELU = """
+func.func @ewh(%x: tensor<7x1023xf16>, %b: tensor<1023xf16>) -> tensor<7x1023xf16> {
+  %e = tensor.empty() : tensor<7x1023xf16>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>,
+                                        affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x, %b : tensor<7x1023xf16>, tensor<1023xf16>) outs(%e : tensor<7x1023xf16>) {
+  ^bb0(%a: f16, %c: f16, %o: f16):
+    %s = arith.addf %a, %c : f16
+    %w = arith.extf %s : f16 to f32
+    %k = arith.constant 0.70710678 : f32
+    %h = arith.constant 0.5 : f32
+    %one = arith.constant 1.0 : f32
+    %t = arith.mulf %w, %k : f32
+    %er = math.erf %t : f32
+    %p = arith.addf %er, %one : f32
+    %q = arith.mulf %w, %p : f32
+    %y = arith.mulf %q, %h : f32
+    %yh = arith.truncf %y : f32 to f16
+    linalg.yield %yh : f16
+  } -> tensor<7x1023xf16>
+  return %r : tensor<7x1023xf16>
+}
+"""
+
+#: The sweep's transpose-97x197 s0 seed 2: a ragged 16-row tile of 197, one element per thread.
+_TRANSPOSE_RAGGED = {"op0.d0.t1": 16, "op0.d0.t2": 8, "op0.d0.t3": 8, "op0.d0.t4": 1, "op0.d1.t1": 97,
+                     "op0.d1.t2": 97, "op0.d1.t3": 1, "op0.d1.t4": 1, "op0.unroll": 1024}
+#: The sweep's ew-f16-gelu-7x1023 s0 seed 2: 256 of 1023 columns a block (ragged), 32 a thread.
+_EW_F16_RAGGED = {"op0.d0.t1": 7, "op0.d0.t2": 7, "op0.d0.t3": 1, "op0.d0.t4": 1, "op0.d1.t1": 256,
+                  "op0.d1.t2": 256, "op0.d1.t3": 32, "op0.d1.t4": 1, "op0.unroll": 1024}
+
+
+def _run_guarded_as_cpu_loops(task, script: str, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Like `_run_as_cpu_loops`, with the padded buffers of a ragged script replaced by guarded
+    reads and masked writes first (`ansor-gpu-guard-padded-reads`), as the GPU lowering does."""
+    from ansor.core import native as _native
+    from ansor.core.mlir import apply_script, parse_payload, run_passes
+    from ansor.targets.cpu.lowering import _lower_and_jit
+    from mlir import ir
+
+    _native.register_everything()
+    with ir.Context(), ir.Location.unknown():
+        module = parse_payload(task)
+        run_passes(module, "ansor-gpu-own-fill-destinations", "lower")
+        apply_script(module, _as_cpu_loops(script))
+        run_passes(module, "canonicalize,cse,buffer-results-to-out-params{hoist-static-allocs "
+                           "modify-public-functions},canonicalize,cse", "lower")
+        run_passes(module, "ansor-gpu-guard-padded-reads", "lower")
+        assert "memref.copy" not in str(module)  # no padded buffer left
+        run_passes(module, "convert-vector-to-scf{full-unroll=true target-rank=0}", "lower")
+        return _lower_and_jit(module, task, 1).run(inputs, outputs)
+
+
+def test_ragged_transpose_of_single_elements() -> None:
+    """A ragged transpose whose register tile is one element: the tile stays a `linalg.copy`,
+    which the guard of the padded input lowers to loops, and those loops load the copy's output
+    (an unused value). The result side counted that load as a read of the result buffer's fill
+    outside the kernel and refused ("padded result buffer filled outside the kernel that reads
+    it"); unused loads are dropped now, and linalg ops writing the padded result inside the
+    kernel are lowered to loops by the result side too (test_lit/gpu/guard-padded-results.mlir)."""
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+
+    task = _task("transpose-97x197", _TRANSPOSE)
+    sk = generate_sketches(task)[0]
+    assert sk.gpu_stage.ragged_dims(_TRANSPOSE_RAGGED)
+    script = sk.script(_TRANSPOSE_RAGGED)
+    assert ".entry" in emit_ptx(task, script)
+    inputs, refs, _ = reference_outputs(task)
+    outs = _run_guarded_as_cpu_loops(task, script, inputs, poisoned(task.outputs))
+    assert check_task_outputs(task, outs, refs) is None
+    np.testing.assert_array_equal(outs[0], inputs[0].T)
+
+
+def test_ragged_thread_binding_pads_with_its_operand_types() -> None:
+    """The thread-binding stage (element-wise ops) carried no operand types, so a ragged tile
+    padded an f16 op with `0.0 : f64` and `pad_tiling_interface` refused the script ("expects a
+    padding value of type 'f16'"); it pads each operand with a zero of its own type now. The
+    fixed program builds and, as CPU loops, computes the op."""
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+
+    task = _task("ew-f16-gelu-7x1023", _EW_F16_GELU)
+    sk = generate_sketches(task)[0]
+    assert sk.gpu_stage.operand_types == ("f16", "f16", "f16")
+    assert sk.gpu_stage.ragged_dims(_EW_F16_RAGGED)
+    script = sk.script(_EW_F16_RAGGED)
+    assert "padding_values = [0.0 : f16, 0.0 : f16, 0.0 : f16]" in script
+    assert ".entry" in emit_ptx(task, script)
+    inputs, refs, _ = reference_outputs(task)
+    outs = _run_guarded_as_cpu_loops(task, script, inputs, poisoned(task.outputs))
+    assert check_task_outputs(task, outs, refs) is None

@@ -390,8 +390,8 @@ def GpuGuardPaddedReads : Pass<"ansor-gpu-guard-padded-reads", "::mlir::ModuleOp
     indices clamped into it, and selects the padding value where an in-bounds test on the padded
     dims fails (`arith.select`, no branch: unrolled tiles stay one block); a
     vector read is split into 1-D pieces along its last dim, or into elements where that dim is
-    padded or strided; a linalg op that only reads the buffer (a whole tile's copy to shared
-    memory) is lowered to loops first. Any other use fails the pass with the message the Python
+    padded or strided; a linalg op or a `memref.copy` that only reads the buffer (a whole tile's
+    copy to shared memory, a one-element tile's copy) is lowered to loops first. Any other use fails the pass with the message the Python
     rewrite raised.
 
     A result computed into a padded buffer (ragged GPU tiles: the tiled op padded to a multiple
@@ -405,7 +405,10 @@ def GpuGuardPaddedReads : Pass<"ansor-gpu-guard-padded-reads", "::mlir::ModuleOp
     it for the view and accessed at the row's end, so every lane is masked. The buffer, the
     copy and its view are removed, and so are a copy into the interior from an uninitialised
     buffer (a padded `tensor.empty`) and a fill outside the kernels where nothing reads the
-    buffer (the kernels write every element copied out); any other use fails the pass.
+    buffer (the kernels write every element copied out); any other use fails the pass. A linalg
+    op or `memref.copy` accessing the buffer inside the kernels (a one-element tile left as a
+    copy) is lowered to loops first, and a load whose value nothing uses (a lowered copy's load
+    of its output) is dropped, not counted as a read of the fill.
 
     ```mlir
     // before

@@ -189,6 +189,25 @@ struct ViewWalk {
     return false;
   }
 
+  /// Lowers `ops` (linalg ops, or `memref.copy`s of a tile, which become `linalg.copy` first:
+  /// the CPU-loop form of a script has no `ansor-gpu-copies-to-linalg`) to loops of loads and
+  /// stores; false (an error naming `what`) when one cannot be.
+  bool lowerToLoops(ArrayRef<Operation *> ops, StringRef what) {
+    for (Operation *o : ops) {
+      IRRewriter rw(o->getContext());
+      rw.setInsertionPoint(o);
+      Operation *l = o;
+      if (auto copy = dyn_cast<memref::CopyOp>(o))
+        l = linalg::CopyOp::create(rw, o->getLoc(), copy.getSource(), copy.getTarget());
+      if (failed(linalg::linalgOpToLoops(rw, cast<linalg::LinalgOp>(l))))
+        return fail(o, "cannot lower '" + o->getName().getStringRef().str() + "' " + what.str() + " to loops");
+      if (l != o)
+        rw.eraseOp(l);
+      rw.eraseOp(o);
+    }
+    return true;
+  }
+
   /// Erases the `views` left unused, the `init` ops, then `alloc`; false (`msg`) if still used.
   bool removeBuffer(ArrayRef<Operation *> views, ArrayRef<Operation *> init, memref::AllocOp alloc,
                     StringRef msg) {
@@ -488,25 +507,20 @@ struct Guard : ViewWalk {
     return true;
   }
 
-  /// Linalg ops that only read the buffer (a copy to shared memory left whole: one thread's
-  /// share of it is the whole tile) become loops of loads and stores first; false on error.
+  /// Linalg ops and copies that only read the buffer (a copy to shared memory left whole: one
+  /// thread's share of it is the whole tile) become loops of loads and stores first; false on error.
   bool readersToLoops() {
-    SmallVector<linalg::LinalgOp> readers;
-    SmallVector<Operation *> views;
+    SmallVector<Operation *> readers, views;
     walkUses(pb.init, views, [&](OpOperand &use, Value) {
-      if (auto l = dyn_cast<linalg::LinalgOp>(use.getOwner());
-          l && l.isDpsInput(&use) && !llvm::is_contained(readers, l))
-        readers.push_back(l);
+      Operation *o = use.getOwner();
+      auto l = dyn_cast<linalg::LinalgOp>(o);
+      bool reads = (l && l.isDpsInput(&use)) || (isa<memref::CopyOp>(o) && use.getOperandNumber() == 0 &&
+                                                 o->getOperand(0) != o->getOperand(1));
+      if (reads && !llvm::is_contained(readers, o))
+        readers.push_back(o);
       return true;
     });
-    for (linalg::LinalgOp l : readers) {
-      IRRewriter rw(l->getContext());
-      rw.setInsertionPoint(l);
-      if (failed(linalg::linalgOpToLoops(rw, l)))
-        return fail(l, "cannot lower '" + l->getName().getStringRef().str() + "' reading a padded buffer to loops");
-      rw.eraseOp(l);
-    }
-    return true;
+    return lowerToLoops(readers, "reading a padded buffer");
   }
 
   /// Guards every read of the buffer and removes it; false on error (see `err`).
@@ -783,15 +797,36 @@ struct ResultGuard : ViewWalk {
     return true;
   }
 
+  /// Linalg ops and copies inside the kernels that access the buffer (a one-element tile's copy
+  /// left as `linalg.copy`) become loops of loads and stores first; false on error. The
+  /// host-side fill (in the alloc's block) is not one of them.
+  bool accessorsToLoops() {
+    SmallVector<Operation *> ops, views;
+    walkUses(rb.init, views, [&](OpOperand &use, Value) {
+      Operation *o = use.getOwner();
+      bool kernel = o->getBlock() != rb.alloc->getBlock();
+      if (kernel && (isa<linalg::LinalgOp>(o) || (isa<memref::CopyOp>(o) && o->getOperand(0) != o->getOperand(1))) &&
+          !llvm::is_contained(ops, o))
+        ops.push_back(o);
+      return true;
+    });
+    return lowerToLoops(ops, "accessing a padded result buffer");
+  }
+
   /// Moves every access of the buffer to dest and removes it; false on error (see `err`).
   bool run() {
+    if (!accessorsToLoops())
+      return false;
     SmallVector<Operation *> accesses, views, gone, fills;
     bool reads = false;
     bool ok = walkUses(rb.init, views, [&](OpOperand &use, Value v) {
       Operation *o = use.getOwner();
       unsigned n = use.getOperandNumber();
-      if ((isa<vector::TransferReadOp, memref::LoadOp>(o) && n == 0) ||
-          (isa<vector::TransferWriteOp, memref::StoreOp>(o) && n == 1)) {
+      if (isa<vector::TransferReadOp, memref::LoadOp>(o) && n == 0 && o->getResult(0).use_empty()) {
+        // a read nothing uses (a lowered copy's load of its output): not a read of the fill
+        gone.push_back(o);
+      } else if ((isa<vector::TransferReadOp, memref::LoadOp>(o) && n == 0) ||
+                 (isa<vector::TransferWriteOp, memref::StoreOp>(o) && n == 1)) {
         reads = reads || isa<vector::TransferReadOp, memref::LoadOp>(o);
         accesses.push_back(o);
       } else if (v == rb.alloc.getResult() && isFillOf(o, v) && o->getBlock() == rb.alloc->getBlock()) {

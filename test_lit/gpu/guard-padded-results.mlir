@@ -106,3 +106,77 @@ func.func @filled_and_read(%out: memref<5x6xf32>, %i: index) -> vector<4xf32> {
 }
 
 // ERR: error: padded result buffer filled outside the kernel that reads it
+
+// -----
+
+// A one-element tile left as `linalg.copy` (a ragged transpose's 1x1 register tile) copying a
+// padded input into a padded result inside the kernel. The input side lowers the copy to loops,
+// whose load of the result (the copy's unused out value) is not a read: the result's fill
+// outside the kernel goes, and the store becomes a masked one-lane transfer into %out.
+func.func @copy_tile(%x: memref<3x5xf32>, %out: memref<5x3xf32>, %i: index, %j: index) {
+  %c1 = arith.constant 1 : index
+  %z = arith.constant 0.0 : f32
+  %garbage = memref.alloc() : memref<5x3xf32>
+  %pin = memref.alloc() : memref<3x8xf32>
+  linalg.fill ins(%z : f32) outs(%pin : memref<3x8xf32>)
+  %pin_in = memref.subview %pin[0, 0] [3, 5] [1, 1] : memref<3x8xf32> to memref<3x5xf32, strided<[8, 1]>>
+  memref.copy %x, %pin_in : memref<3x5xf32> to memref<3x5xf32, strided<[8, 1]>>
+  %buf = memref.alloc() : memref<8x3xf32>
+  linalg.fill ins(%z : f32) outs(%buf : memref<8x3xf32>)
+  %in = memref.subview %buf[0, 0] [5, 3] [1, 1] : memref<8x3xf32> to memref<5x3xf32, strided<[3, 1]>>
+  memref.copy %garbage, %in : memref<5x3xf32> to memref<5x3xf32, strided<[3, 1]>>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %s = memref.subview %pin[%i, %j] [1, 1] [1, 1] : memref<3x8xf32> to memref<1x1xf32, strided<[8, 1], offset: ?>>
+    %d = memref.subview %buf[%j, %i] [1, 1] [1, 1] : memref<8x3xf32> to memref<1x1xf32, strided<[3, 1], offset: ?>>
+    linalg.copy ins(%s : memref<1x1xf32, strided<[8, 1], offset: ?>>) outs(%d : memref<1x1xf32, strided<[3, 1], offset: ?>>)
+    gpu.terminator
+  }
+  memref.copy %in, %out : memref<5x3xf32, strided<[3, 1]>> to memref<5x3xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @copy_tile(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: memref<3x5xf32>, %[[OUT:[a-z0-9]+]]: memref<5x3xf32>
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: linalg.fill
+// CHECK-NOT: memref.copy
+// CHECK: gpu.launch
+// CHECK-NOT: linalg.copy
+// CHECK: memref.load %[[X]]
+// CHECK: arith.select
+// CHECK: memref.subview %[[OUT]]
+// CHECK: vector.transfer_write %{{.*}} : vector<1xf32>, memref<3xf32, strided<[1], offset: ?>>
+// CHECK-NOT: memref.load
+// CHECK: gpu.terminator
+// CHECK-NOT: memref.copy
+
+// -----
+
+// The same copy with only the result padded: the kernel's linalg.copy is lowered to loops by
+// the result side too.
+func.func @copy_tile_result_only(%x: memref<5x3xf32>, %out: memref<5x3xf32>, %i: index, %j: index) {
+  %c1 = arith.constant 1 : index
+  %z = arith.constant 0.0 : f32
+  %buf = memref.alloc() : memref<8x3xf32>
+  linalg.fill ins(%z : f32) outs(%buf : memref<8x3xf32>)
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %s = memref.subview %x[%i, %j] [1, 1] [1, 1] : memref<5x3xf32> to memref<1x1xf32, strided<[3, 1], offset: ?>>
+    %d = memref.subview %buf[%i, %j] [1, 1] [1, 1] : memref<8x3xf32> to memref<1x1xf32, strided<[3, 1], offset: ?>>
+    linalg.copy ins(%s : memref<1x1xf32, strided<[3, 1], offset: ?>>) outs(%d : memref<1x1xf32, strided<[3, 1], offset: ?>>)
+    gpu.terminator
+  }
+  %in = memref.subview %buf[0, 0] [5, 3] [1, 1] : memref<8x3xf32> to memref<5x3xf32, strided<[3, 1]>>
+  memref.copy %in, %out : memref<5x3xf32, strided<[3, 1]>> to memref<5x3xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @copy_tile_result_only(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: memref<5x3xf32>, %[[OUT:[a-z0-9]+]]: memref<5x3xf32>
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: linalg.fill
+// CHECK: gpu.launch
+// CHECK-NOT: linalg.copy
+// CHECK: memref.load
+// CHECK: vector.transfer_write %{{.*}} : vector<1xf32>, memref<3xf32, strided<[1], offset: ?>>
+// CHECK: gpu.terminator
+// CHECK-NOT: memref.copy

@@ -398,6 +398,8 @@ def _thread_binding_stage(task: SearchTask, ops: list[OpLoops], padded: bool) ->
         output_dims=e.output_dims, promoted=(), elem_bytes=_elem_bytes(task),
         # a gather or strided read: the vectorizer may decline; the thread's loop is then scalar
         vectorize_optional=not e.is_elementwise(),
+        # a ragged tile pads every operand with a zero of its own type (f16, i32: not f32/f64)
+        operand_types=_operand_types(task, e.index),
         split_extents=_split_extents(e, mapped),
     )
     return stage, f"gpu_thread_binding(op{e.index})"
@@ -1045,12 +1047,13 @@ class _GpuRenderer(ScriptBuilder):
         return "\n".join(head + self.lines + ["  }", "}"]) + "\n"
 
     def zeros(self) -> str:
-        """Padding values of the op's operands: a zero of each one's element type."""
+        """Padding values of the op's operands: a zero of each one's element type (`pad_tiling_interface`
+        refuses a value of another type, so the stage must carry them: `_operand_types`)."""
         st = self.st
         n_ops = len(st.input_dims) + 1
-        default = "f32" if st.elem_bytes == 4 else "f64"
-        types = st.operand_types if len(st.operand_types) == n_ops else (default,) * n_ops
-        return ", ".join(f"0.0 : {t}" if t.startswith(("f", "bf")) else f"0 : {t}" for t in types)
+        if len(st.operand_types) != n_ops:
+            raise AssertionError(f"stage of {st.op_name} has {len(st.operand_types)} operand types for {n_ops} operands")
+        return ", ".join(f"0.0 : {t}" if t.startswith(("f", "bf")) else f"0 : {t}" for t in st.operand_types)
 
     def pad_ragged(self, op: str, ragged: tuple[int, ...]) -> tuple[str, str | None]:
         """Pad `op`'s iteration domain to a multiple of its block tile on the `ragged` dims (tiles
