@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -74,6 +75,11 @@ enum TailFeature : int {
   // launch, the row sketch's `rows` knob: `ansor-gpu-pack-rows-into-blocks` divides the grid by
   // it after the loops the features see); 0 where none.
   RowsPerBlock,
+  // The GPU launch the statement runs in (its nearest enclosing gpu.launch): blocks in the grid
+  // and threads per block, products of its constant sizes; 0 where there is none. Every other
+  // feature of a kernel statement is per thread, so without these two a 64x64 block tile of 256
+  // threads and a 32x64 one of 128 looked alike but for the per-thread work.
+  LaunchBlocks, LaunchThreads,
   kNumFeatures,
 };
 constexpr int kNumTc = PipelineStages - TcBase;
@@ -101,7 +107,8 @@ const char *const kTcNames[kNumTc] = {
     "tc_wait", "tc_group", "tc_ws", "tc_persist", "tc_splitk", "tc_tw", "tc_kblocks",
     "tc_staged", "tc_smem_bytes", "tc_tma_bytes", "tc_tiles", "tc_blocks", "tc_blocks_per_sm",
     "tc_sm_fill", "tc_waves", "tc_wave_eff", "tc_tile_eff", "tc_intensity", "tc_flops_per_tile"};
-const char *const kLastNames[kNumFeatures - PipelineStages] = {"pipeline_stages", "rows_per_block"};
+const char *const kLastNames[kNumFeatures - PipelineStages] = {"pipeline_stages", "rows_per_block",
+                                                                "launch_blocks", "launch_threads"};
 
 const std::vector<std::string> &names() {
   static const std::vector<std::string> all = [] {
@@ -1231,6 +1238,23 @@ void Extractor::featurize(Stmt &s, std::array<float, kNumFeatures> &row) {
       row[RowsPerBlock] = float(a.getInt());
       break;
     }
+  // The grid and block of the launch it runs in.
+  if (auto launch = s.store->getParentOfType<gpu::LaunchOp>()) {
+    auto product = [](std::initializer_list<Value> sizes) {
+      double p = 1;
+      for (Value v : sizes) {
+        std::optional<int64_t> c = getConstantIntValue(v);
+        if (!c)
+          return 0.0;
+        p *= double(*c);
+      }
+      return p;
+    };
+    row[LaunchBlocks] = float(product(
+        {launch.getGridSizeX(), launch.getGridSizeY(), launch.getGridSizeZ()}));
+    row[LaunchThreads] = float(product(
+        {launch.getBlockSizeX(), launch.getBlockSizeY(), launch.getBlockSizeZ()}));
+  }
 }
 
 /// True when an insert_slice's source is a copy of existing data, not the result of another

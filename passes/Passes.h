@@ -32,7 +32,7 @@ void registerAnsorPassesOnce();
 uint64_t bodyVectorRows(scf::ForOp loop);
 
 /// Length of a program-feature row of `ansor-extract-features` (a compile-time constant).
-constexpr int64_t kNumProgramFeatures = 167;
+constexpr int64_t kNumProgramFeatures = 169;
 /// Number of features per statement row (== kNumProgramFeatures).
 int64_t numFeatures();
 /// Name of feature `i` (static storage), or nullptr when out of range.

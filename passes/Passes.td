@@ -242,9 +242,13 @@ def ExtractFeatures : Pass<"ansor-extract-features"> {
     * Then `pipeline_stages`: the `ansor.pipeline_stages` of the statement's nearest
       annotated ancestor (the CUDA-core GPU sketch's launch: shared-memory buffers per cached
       tile, `ansor-gpu-pipeline-shared-copies`), 0 where there is none.
-    * The last, `rows_per_block`: the `ansor.rows_per_block` of the statement's nearest
+    * Then `rows_per_block`: the `ansor.rows_per_block` of the statement's nearest
       annotated ancestor (the row sketch's launch: rows one block runs, packed after these loops
       by `ansor-gpu-pack-rows-into-blocks`), 0 where there is none.
+    * The last two, `launch_blocks` and `launch_threads`: the blocks of the grid and the
+      threads per block of the statement's nearest enclosing `gpu.launch` (products of its
+      constant sizes; 0 where there is none, or a size is not constant). The other features of
+      a kernel statement are per thread; these say how many threads run them.
 
     Example: `scf.for %i = 0 to 4 { scf.for %j = 0 to 8 { transfer_write (fma of two
     vector<4xf32> reads) } }` gives `float_mad=128 loop_prod=32 num_loops=2 vec_prod=4 ...`.

@@ -50,14 +50,15 @@ def _scripts(task: SearchTask, n: int, seed: int = 0) -> list[str | None]:
 
 def test_names() -> None:
     names = features.feature_names()
-    assert len(names) == features.N_FEATURES == 167
+    assert len(names) == features.N_FEATURES == 169
     assert len(set(names)) == len(names)
     assert names[0] == "float_mad" and "B4.stride" in names and names[133] == "num_outer_loops"
     # the tensor-core kernel's slots come after Ansor's 134 (tests/test_features_tc.py)
-    assert names[134] == "tc" and all(n.startswith("tc_") for n in names[135:-2])
-    # then the CUDA-core kernel's pipeline depth (tests/test_gpu_pipeline.py) and the row
-    # sketch's rows per block (tests/test_gpu_rows_per_block.py)
-    assert names[-2:] == ["pipeline_stages", "rows_per_block"]
+    assert names[134] == "tc" and all(n.startswith("tc_") for n in names[135:-4])
+    # then the CUDA-core kernel's pipeline depth (tests/test_gpu_pipeline.py), the row
+    # sketch's rows per block (tests/test_gpu_rows_per_block.py) and the launch's blocks and
+    # threads per block (tests/test_search_exploration.py)
+    assert names[-4:] == ["pipeline_stages", "rows_per_block", "launch_blocks", "launch_threads"]
 
 
 def test_hand_checkable_forall(matmul8: SearchTask) -> None:

@@ -58,9 +58,10 @@ def mm16() -> SearchTask:
 
 
 def test_slots_follow_ansors_features() -> None:
-    # (then the CUDA-core sketch's `pipeline_stages` and the row sketch's `rows_per_block`, the
-    # last two columns: tests/test_gpu_pipeline.py, tests/test_gpu_rows_per_block.py)
-    assert features.N_FEATURES == 134 + len(TC) + 2 and TC == list(range(134, features.N_FEATURES - 2))
+    # (then the CUDA-core sketch's `pipeline_stages`, the row sketch's `rows_per_block` and the
+    # launch's `launch_blocks`, `launch_threads`, the last four columns: tests/test_gpu_pipeline.py,
+    # tests/test_gpu_rows_per_block.py, tests/test_search_exploration.py)
+    assert features.N_FEATURES == 134 + len(TC) + 4 and TC == list(range(134, features.N_FEATURES - 4))
     assert NAMES[133] == "num_outer_loops"  # the CPU's columns are where they were
     for name in ("tc", "tc_bm", "tc_bn", "tc_bk", "tc_warpgroups", "tc_mma_per_kblock", "tc_stages",
                  "tc_ws", "tc_persist", "tc_splitk", "tc_tw", "tc_smem_bytes", "tc_tma_bytes",

@@ -5,7 +5,7 @@
         --features_fn--> features --CostModel.predict--> scores
         --select parents (proportional to score), mutate / crossover, keep the best--> x generations
         --> top transferred (<= transfer_ratio n)  +  top by predicted score, unmeasured
-            +  eps n random unmeasured  = next batch
+            +  eps n random unmeasured (rounded at random)  = next batch
 
 A schedule is a sketch name and knob values, so the genetic operators act on knob values:
 
@@ -129,7 +129,8 @@ class EvolutionarySearch(SearchPolicy):
     Hyper-parameters (defaults of TVM v0.19 `SketchPolicy.DEFAULT_PARAMS`):
     `population=2048` (evolutionary_search_population), `generations=4`
     (evolutionary_search_num_iters), `mutation_prob=0.85` (evolutionary_search_mutation_prob),
-    `eps_greedy=0.05` (share of each batch taken from random samples, rounded down),
+    `eps_greedy=0.05` (share of each batch taken from random samples: `eps_greedy * n` rounded
+    up or down at random, so small batches get it on average; TVM rounds down),
     `use_measured_ratio=0.2` (sample_init_use_measured_ratio: at most this share of the initial
     population are the fastest measured schedules). `crossover=False` disables crossover
     (TVM v0.19 has none; the paper does). `features_fn` maps schedules to per-statement feature
@@ -174,6 +175,7 @@ class EvolutionarySearch(SearchPolicy):
         self.features_fn = features_fn
         self.rng = random.Random(seed)
         self.np_rng = np.random.default_rng(seed)
+        self._eps_rng = random.Random(f"eps-greedy:{seed}")  # rounds the random share of a batch
         self.measured: set[str] = set(measured or ())  # keys measured or already proposed
         self.best_measured: dict[Schedule, float] = {}  # successful schedules -> seconds
         self.population = population
@@ -217,7 +219,7 @@ class EvolutionarySearch(SearchPolicy):
             both = pop + children  # distinct ids: children are new to the pool
             both.sort(key=pool.scores.__getitem__, reverse=True)  # stable: ties keep pool order
             pop = both[: self.population]
-        n_random = int(self.eps_greedy * n)
+        n_random = self._n_random(n)
         out: list[Schedule] = []
         n_foreign = min(len(foreign), int(self.transfer_ratio * n + 0.5))
         for i in sorted(foreign, key=pool.scores.__getitem__, reverse=True):
@@ -316,6 +318,17 @@ class EvolutionarySearch(SearchPolicy):
             except SamplingError:
                 continue
         return list(out)
+
+    def _n_random(self, n: int) -> int:
+        """Random candidates in a batch of `n`: `eps_greedy * n` rounded up or down at random
+        (up with probability its fraction), so every batch takes `eps_greedy` of it on average.
+        Rounding down, as TVM does, gave none at all in batches under 1 / eps_greedy (20 at
+        0.05): the GPU search's batches of 16 never measured a random candidate
+        (`results/gpu-prime/search-study.md`). The draw comes from its own generator (seeded
+        by `seed`), so the other streams stay those of the seed."""
+        want = self.eps_greedy * n
+        whole = math.floor(want)
+        return min(n, whole + (self._eps_rng.random() < want - whole))
 
     def _random_unmeasured(self, n: int) -> list[Schedule]:
         out: list[Schedule] = []
