@@ -188,15 +188,15 @@ def main() -> None:
         if args.measure:
             by_name = {sk.name: sk for sk in generate_sketches(task)}
             for item in args.measure:
-                name, _, text = item.partition("=")
-                if name not in by_name:
-                    sys.exit(f"--measure {item[:60]}: {task.name} has no sketch {name!r} "
+                sk_name, _, text = item.partition("=")
+                if sk_name not in by_name:
+                    sys.exit(f"--measure {item[:60]}: {task.name} has no sketch {sk_name!r} "
                              f"(its sketches: {', '.join(by_name)})")
-                sk = by_name[name]
+                sk = by_name[sk_name]
                 knobs = sk.complete(json.loads(text))
                 bad = sk.validate(knobs)
                 if bad is not None:
-                    sys.exit(f"--measure {item[:60]}: not a valid annotation of {task.name}'s {name}: {bad}")
+                    sys.exit(f"--measure {item[:60]}: not a valid annotation of {task.name}'s {sk_name}: {bad}")
                 measure_into_log(task, log, opts, sk, [knobs])
         done = count()
         while not args.report_only and done < args.trials and time.perf_counter() - t_start < args.budget_s:
