@@ -191,7 +191,8 @@ _EW_F16_RAGGED = {"op0.d0.t1": 7, "op0.d0.t2": 7, "op0.d0.t3": 1, "op0.d0.t4": 1
                   "op0.d1.t2": 256, "op0.d1.t3": 32, "op0.d1.t4": 1, "op0.unroll": 1024}
 
 
-def _run_guarded_as_cpu_loops(task, script: str, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> list[np.ndarray]:
+def _run_guarded_as_cpu_loops(task, script: str, inputs: list[np.ndarray], outputs: list[np.ndarray], *,
+                              no_copies: bool = True, to_scf: bool = True) -> list[np.ndarray]:
     """Like `_run_as_cpu_loops`, with the padded buffers of a ragged script replaced by guarded
     reads and masked writes first (`ansor-gpu-guard-padded-reads`), as the GPU lowering does."""
     from ansor.core import native as _native
@@ -207,8 +208,9 @@ def _run_guarded_as_cpu_loops(task, script: str, inputs: list[np.ndarray], outpu
         run_passes(module, "canonicalize,cse,buffer-results-to-out-params{hoist-static-allocs "
                            "modify-public-functions},canonicalize,cse", "lower")
         run_passes(module, "ansor-gpu-guard-padded-reads", "lower")
-        assert "memref.copy" not in str(module)  # no padded buffer left
-        run_passes(module, "convert-vector-to-scf{full-unroll=true target-rank=0}", "lower")
+        assert not no_copies or "memref.copy" not in str(module)  # no padded buffer left
+        if to_scf:  # (row scripts as test_gpu_ragged_rows runs them: the CPU lowering takes their vectors)
+            run_passes(module, "convert-vector-to-scf{full-unroll=true target-rank=0}", "lower")
         return _lower_and_jit(module, task, 1).run(inputs, outputs)
 
 
@@ -251,3 +253,100 @@ def test_ragged_thread_binding_pads_with_its_operand_types() -> None:
     inputs, refs, _ = reference_outputs(task)
     outs = _run_guarded_as_cpu_loops(task, script, inputs, poisoned(task.outputs))
     assert check_task_outputs(task, outs, refs) is None
+
+
+def _scalar_reduction(shape: tuple[int, ...], combine: str = "arith.addf", init: str = "0.0",
+                      elem: str = "f32") -> str:
+    """A reduction of a whole `shape` tensor of `elem` to one f32 (`combine` of the f32 value)."""
+    dims = ", ".join(f"d{i}" for i in range(len(shape)))
+    t = "x".join(map(str, shape))
+    ext = "    %w = arith.extf %a : f16 to f32\n" if elem == "f16" else ""
+    a = "%w" if elem == "f16" else "%a"
+    return f"""
+func.func @red(%x: tensor<{t}x{elem}>) -> tensor<f32> {{
+  %z = arith.constant {init} : f32
+  %e = tensor.empty() : tensor<f32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %r = linalg.generic {{indexing_maps = [affine_map<({dims}) -> ({dims})>, affine_map<({dims}) -> ()>],
+                       iterator_types = [{", ".join(['"reduction"'] * len(shape))}]}}
+      ins(%x : tensor<{t}x{elem}>) outs(%f : tensor<f32>) {{
+  ^bb0(%a: {elem}, %o: f32):
+{ext}    %s = {combine} {a}, %o : f32
+    linalg.yield %s : f32
+  }} -> tensor<f32>
+  return %r : tensor<f32>
+}}
+"""
+
+
+@pytest.mark.parametrize("name,src", [
+    ("max-all-1000", _scalar_reduction((1000,), "arith.maximumf", "0xFF800000")),
+    ("sum-all-97x197", _scalar_reduction((97, 197))),
+    ("sum-all-4096-f16", _scalar_reduction((4096,), elem="f16")),
+    ("min-all-3", _scalar_reduction((3,), "arith.minimumf", "0x7F800000")),
+])
+def test_reductions_to_a_scalar(name: str, src: str) -> None:
+    """A reduction of a whole tensor to one value had no GPU rule ("no row loop to map to
+    blocks"). `ansor-gpu-collapse-reduction-loops` now gives it a unit row loop (its loops merged
+    into one column loop, its fill and result one row long), so the cross-thread reduction rule
+    schedules it as a single row: one block, its threads splitting the columns (ragged `T` where
+    no warp multiple divides them). The untuned program and three samples build to PTX and, as
+    CPU loops into poisoned outputs, compute the reduction."""
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+
+    task = _task(name, src)
+    sketches = generate_sketches(task)
+    assert sketches[0].name == "r0"  # the cross-thread reduction sketch
+    sk = sketches[0]
+    scripts = [default_script(task)] + [sk.script(sk.sample(random.Random(s)).values()) for s in range(3)]
+    assert ".entry" in emit_ptx(task, scripts[0]) and ".entry" in emit_ptx(task, scripts[-1])
+    inputs, refs, _ = reference_outputs(task)
+    for script in scripts:
+        outs = _run_guarded_as_cpu_loops(task, script, inputs, poisoned(task.outputs), no_copies=False, to_scf=False)
+        assert check_task_outputs(task, outs, refs) is None, script
+
+
+_MATMUL_ROWSUM = """
+func.func @mmrs(%a: tensor<33x17xf32>, %b: tensor<17x65xf32>) -> tensor<33xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<33x65xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<33x65xf32>) -> tensor<33x65xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<33x17xf32>, tensor<17x65xf32>) outs(%f : tensor<33x65xf32>) -> tensor<33x65xf32>
+  %e1 = tensor.empty() : tensor<33xf32>
+  %f1 = linalg.fill ins(%z : f32) outs(%e1 : tensor<33xf32>) -> tensor<33xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                       iterator_types = ["parallel", "reduction"]}
+      ins(%m : tensor<33x65xf32>) outs(%f1 : tensor<33xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %s = arith.addf %x, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<33xf32>
+  return %r : tensor<33xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("name", ["mlp-3x97x2", "matmul-rowsum-33x65x17"])
+def test_several_anchors_run_as_one_kernel_per_task(name: str) -> None:
+    """A function with two ops with data reuse (two matmuls; a matmul and a row sum of its
+    result) has no single-task GPU program, and says so, pointing at the partitioned path:
+    `extract_tasks` splits it into one task per anchor (the model path of `ansor tune FILE` and
+    `ansor.compile`), and each task's untuned GPU program builds and, as CPU loops, computes
+    its part."""
+    from ansor.core.mlir import LoweringError
+    from ansor.frontend.partition import extract_tasks
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+
+    src = _MATMUL_ROWSUM if name.startswith("matmul-rowsum") else workloads.get(name)
+    with pytest.raises(LoweringError, match="partitions into 2 tasks, one GPU kernel each"):
+        default_script(_task(name, src))
+    net = extract_tasks(src, target="cuda")
+    assert len(net.calls) == 2 and len(net.tasks) == 2
+    for task in net.tasks:
+        script = default_script(task)
+        assert ".entry" in emit_ptx(task, script)
+        inputs, refs, _ = reference_outputs(task)
+        outs = _run_guarded_as_cpu_loops(task, script, inputs, poisoned(task.outputs), no_copies=False, to_scf=False)
+        assert check_task_outputs(task, outs, refs) is None

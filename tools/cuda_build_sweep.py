@@ -6,7 +6,10 @@ the CUDA task, generates its sketches and builds, each in its own process with a
 MLIR assertion aborts the process): the untuned program (`default_script`) and `--samples` seeded
 random annotations of every sketch (`sk.sample(random.Random(seed))`), through
 `lowering.build_task_cuda` (what a tuner's builder runs: the kernels to PTX and the host side),
-plus the cost model's features of the script (`featurize`, CPU-side). Each case is classified:
+plus the cost model's features of the script (`featurize`, CPU-side). A workload whose function
+partitions into several tasks (`extract_tasks`: one per anchor op and its fused ops, as `ansor
+tune FILE` and `ansor.compile` run it, one GPU kernel each), or into one task that extraction
+rewrote, gets one more case, `[net]`: every task's untuned program built the same way. Each case is classified:
 
     ok        built (and featurized)
     refused   a clean refusal: one of our errors (LoweringError, TaskError, SamplingError, ...)
@@ -280,7 +283,28 @@ def _plan(name: str, tf32: bool) -> dict:
     from ansor.targets import generate_sketches
 
     task = _task(name, tf32)
-    return {"sketches": [s.name for s in generate_sketches(task)]}
+    try:
+        from ansor.frontend.partition import extract_tasks
+
+        net = extract_tasks(_source(name), target="cuda", tf32=tf32)
+        # several tasks, or one that extraction rewrote (what `ansor tune FILE` tunes then)
+        calls = 2 if len(net.calls) > 1 or net.tasks[0].hash != task.hash else 1
+    except Exception:  # noqa: BLE001 - the single task's cases still run
+        calls = 1
+    return {"sketches": [s.name for s in generate_sketches(task)], "calls": calls}
+
+
+def _build_net(name: str, tf32: bool) -> dict:
+    """Every task of the partitioned function, its untuned program built (what `ansor.compile`
+    builds for a model before tuning)."""
+    from ansor.frontend.partition import extract_tasks
+    from ansor.targets.cuda.lowering import build_task_cuda
+    from ansor.targets.cuda.rules import default_script
+
+    net = extract_tasks(_source(name), target="cuda", tf32=tf32)
+    t0 = time.perf_counter()
+    size = sum(len(build_task_cuda(t, default_script(t), arch="sm_90")) for t in net.tasks)
+    return {"bytes": size, "build_s": round(time.perf_counter() - t0, 2), "tasks": len(net.tasks)}
 
 
 def _build(name: str, tf32: bool, sketch: str | None, seed: int | None) -> dict:
@@ -321,6 +345,8 @@ def _one(spec: str) -> int:
     try:
         if case["kind"] == "plan":
             out = _plan(case["name"], case["tf32"])
+        elif case["kind"] == "net":
+            out = _build_net(case["name"], case["tf32"])
         else:
             out = _build(case["name"], case["tf32"], case.get("sketch"), case.get("seed"))
         res = {"status": "ok", **out}
@@ -375,7 +401,8 @@ def _run_case(case: dict, timeout: float) -> tuple[dict, str, str, float]:
                            timeout=timeout, env=env, cwd=ROOT)
         cls, detail = classify(case, p.returncode, p.stdout, p.stderr, False)
         if cls == "ok" and case["kind"] == "plan":
-            case["sketches"] = json.loads(re.search(r"^RESULT (.*)$", p.stdout, re.M).group(1))["sketches"]
+            plan = json.loads(re.search(r"^RESULT (.*)$", p.stdout, re.M).group(1))
+            case["sketches"], case["calls"] = plan["sketches"], plan.get("calls", 1)
     except subprocess.TimeoutExpired:
         cls, detail = classify(case, None, "", "", True)
     return case, cls, detail, time.perf_counter() - t0
@@ -383,8 +410,8 @@ def _run_case(case: dict, timeout: float) -> tuple[dict, str, str, float]:
 
 def _case_label(case: dict) -> str:
     lab = _label(case["name"], case["tf32"])
-    if case["kind"] == "plan":
-        return f"{lab} [plan]"
+    if case["kind"] in ("plan", "net"):
+        return f"{lab} [{case['kind']}]"
     return f"{lab} [{'default' if case.get('sketch') is None else case['sketch'] + '.seed' + str(case['seed'])}]"
 
 
@@ -430,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             base = {"kind": "build", "name": case["name"], "tf32": case["tf32"]}
             builds.append(pool.submit(_run_case, dict(base, sketch=None, seed=None), args.timeout))
+            if case.get("calls", 1) > 1:  # several tasks: the partitioned program too
+                builds.append(pool.submit(_run_case, dict(base, kind="net"), args.timeout))
             for sk in case["sketches"]:
                 if sk == "skip":  # the default program, built above
                     continue

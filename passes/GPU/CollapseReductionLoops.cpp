@@ -2,7 +2,8 @@
 //
 // linalg.generic with k >= 2 consecutive reduction loops --> the same op over one merged
 // reduction loop (inputs through tensor.collapse_shape); kept unit dims of its results become
-// unit parallel loops.
+// unit parallel loops. A reduction to a scalar (no parallel loop, rank-0 results) gets a unit
+// parallel loop first: its results are computed as tensor<1xT> and collapsed back.
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/GPU/GpuReductionPasses.h"
@@ -30,6 +31,11 @@ LogicalResult collapseReductionLoops(linalg::GenericOp op, IRRewriter &rewriter)
     if (it == utils::IteratorType::reduction)
       red.push_back(d);
   unsigned first = red.front(), k = red.size(), n = iters.size();
+  // a reduction to a scalar: every loop reduces and every result is rank 0
+  bool scalar = op.getNumParallelLoops() == 0 &&
+                llvm::all_of(op.getDpsInitsMutable(), [&](OpOperand &out) {
+                  return op.getMatchingIndexingMap(&out).getNumResults() == 0;
+                });
   if (red.back() - first + 1 != k)
     return refuse("the reduction loops are not consecutive");
   if (!op.hasPureTensorSemantics())
@@ -42,6 +48,7 @@ LogicalResult collapseReductionLoops(linalg::GenericOp op, IRRewriter &rewriter)
   for (OpOperand &out : op.getDpsInitsMutable())
     for (AffineExpr e : op.getMatchingIndexingMap(&out).getResults())
       units += isa<AffineConstantExpr>(e);
+  units += scalar; // the scalar's unit row loop
   unsigned newN = n - k + 1 + units, mergedDim = first + units;
   auto newDim = [&](unsigned d) {
     if (d < first)
@@ -82,13 +89,37 @@ LogicalResult collapseReductionLoops(linalg::GenericOp op, IRRewriter &rewriter)
     if (seen != 0 && seen != k)
       return refuse("an input reads some of them only");
     Value v = in->get();
-    if (seen != 0)
+    if (seen != 0 && k >= 2)
       v = tensor::CollapseShapeOp::create(rewriter, loc, v, groups);
     inputs.push_back(v);
     maps.push_back(AffineMap::get(newN, 0, results, ctx));
   }
   unsigned unit = first;
+  SmallVector<Value> outputs;
+  SmallVector<Type> resultTypes;
   for (OpOperand &out : op.getDpsInitsMutable()) {
+    Value v = out.get();
+    if (scalar) { // tensor<T> -> tensor<1xT>, indexed by the unit row loop
+      auto t = cast<RankedTensorType>(v.getType());
+      auto t1 = RankedTensorType::get({1}, t.getElementType());
+      auto fill = v.getDefiningOp<linalg::FillOp>();
+      if (fill && v.hasOneUse()) { // its fill, rebuilt on the row (keeping `ansor.op`)
+        OpBuilder::InsertionGuard g(rewriter);
+        rewriter.setInsertionPoint(fill);
+        Value dest = tensor::ExpandShapeOp::create(rewriter, fill.getLoc(), t1, fill.getOutputs()[0],
+                                                   ArrayRef<ReassociationIndices>{});
+        auto fresh = linalg::FillOp::create(rewriter, fill.getLoc(), fill.getInputs()[0], dest);
+        fresh->setDiscardableAttrs(fill->getDiscardableAttrDictionary());
+        outputs.push_back(fresh.getResult(0));
+      } else {
+        outputs.push_back(tensor::ExpandShapeOp::create(rewriter, loc, t1, v, ArrayRef<ReassociationIndices>{}));
+      }
+      resultTypes.push_back(t1);
+      maps.push_back(AffineMap::get(newN, 0, {getAffineDimExpr(unit, ctx)}, ctx));
+      continue;
+    }
+    outputs.push_back(v);
+    resultTypes.push_back(v.getType());
     SmallVector<AffineExpr> results;
     for (AffineExpr e : op.getMatchingIndexingMap(&out).getResults()) {
       if (auto c = dyn_cast<AffineConstantExpr>(e)) {
@@ -105,8 +136,7 @@ LogicalResult collapseReductionLoops(linalg::GenericOp op, IRRewriter &rewriter)
   }
   SmallVector<utils::IteratorType> newIters(newN, utils::IteratorType::parallel);
   newIters[mergedDim] = utils::IteratorType::reduction;
-  auto fresh = linalg::GenericOp::create(rewriter, loc, op.getResultTypes(), inputs,
-                                         op.getOutputs(), maps, newIters);
+  auto fresh = linalg::GenericOp::create(rewriter, loc, resultTypes, inputs, outputs, maps, newIters);
   fresh->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   rewriter.inlineRegionBefore(op.getRegion(), fresh.getRegion(), fresh.getRegion().end());
   // linalg.index: a merged loop's index from the merged one (row-major: the last loop fastest)
@@ -130,7 +160,20 @@ LogicalResult collapseReductionLoops(linalg::GenericOp op, IRRewriter &rewriter)
     }
     rewriter.replaceOp(idx, v);
   }
-  rewriter.replaceOp(op, fresh->getResults());
+  SmallVector<Value> results(fresh->getResults());
+  if (scalar) {
+    rewriter.setInsertionPointAfter(fresh);
+    for (Value &r : results)
+      r = tensor::CollapseShapeOp::create(rewriter, loc, r, ArrayRef<ReassociationIndices>{});
+  }
+  SmallVector<linalg::FillOp> oldFills;
+  for (Value v : op.getOutputs())
+    if (auto fill = v.getDefiningOp<linalg::FillOp>(); fill && scalar)
+      oldFills.push_back(fill);
+  rewriter.replaceOp(op, results);
+  for (linalg::FillOp fill : oldFills) // rebuilt on the row above
+    if (fill->use_empty())
+      rewriter.eraseOp(fill);
   return success();
 }
 
@@ -139,7 +182,11 @@ struct GpuCollapseReductionLoops
   void runOnOperation() override {
     SmallVector<linalg::GenericOp> ops;
     getOperation()->walk([&](linalg::GenericOp op) {
-      if (op.getNumReductionLoops() >= 2)
+      bool scalar = op.getNumParallelLoops() == 0 && op.getNumLoops() > 0 &&
+                    llvm::all_of(op.getDpsInitsMutable(), [&](OpOperand &out) {
+                      return op.getMatchingIndexingMap(&out).getNumResults() == 0;
+                    });
+      if (op.getNumReductionLoops() >= 2 || scalar)
         ops.push_back(op);
     });
     IRRewriter rewriter(&getContext());

@@ -18,7 +18,11 @@ def GpuCollapseReductionLoops : Pass<"ansor-gpu-collapse-reduction-loops"> {
     loop of their product's extent, at the first one's position; each constant-0 result of its
     output maps (a kept unit dim: `(n, c, h, w) -> (n, c, 0, 0)`) becomes a new unit parallel
     loop, placed before the merged loop (`tile_reduction_using_forall` aborts on a result map
-    with a constant). Each input indexed by the reduction loops is read through a
+    with a constant). A reduction to a scalar (every loop a reduction, every result rank 0: a
+    whole tensor's sum or max), even over a single loop, gets a unit parallel loop first (the
+    cross-thread reduction rule's one row): its inits are read as `tensor<1xT>` through a
+    `tensor.expand_shape` and its results collapsed back to `tensor<T>`. Each input indexed by
+    the reduction loops (two or more) is read through a
     `tensor.collapse_shape` merging the dims they index; `linalg.index` of a merged loop becomes
     a division/remainder of the merged index. The op keeps its discardable attributes
     (`ansor.op`), operands' values and result types.

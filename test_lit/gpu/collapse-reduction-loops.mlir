@@ -119,3 +119,51 @@ func.func @split_input(%x: tensor<6x4x2xf32>, %f: tensor<4xf32>) -> tensor<4xf32
   } -> tensor<4xf32>
   return %s : tensor<4xf32>
 }
+
+// -----
+
+// A reduction to a scalar over one loop: a unit row loop first; the fill is rebuilt on the row
+// (keeping ansor.op) and the result collapsed back to rank 0.
+func.func @scalar_max(%x: tensor<1000xf32>) -> tensor<f32> {
+  %z = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<f32>
+  %f = linalg.fill {ansor.op = 0 : i64} ins(%z : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> ()>],
+                       iterator_types = ["reduction"]}
+      ins(%x : tensor<1000xf32>) outs(%f : tensor<f32>) attrs = {ansor.op = 1 : i64} {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.maximumf %a, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %r : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @scalar_max(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<1000xf32>
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<f32>
+// CHECK: %[[E1:.*]] = tensor.expand_shape %[[E]] [] output_shape [1] : tensor<f32> into tensor<1xf32>
+// CHECK: %[[F:.*]] = linalg.fill {ansor.op = 0 : i64} ins(%{{.*}} : f32) outs(%[[E1]] : tensor<1xf32>) -> tensor<1xf32>
+// CHECK: %[[R:.*]] = linalg.generic {indexing_maps = [#[[IN:map[0-9]*]], #[[OUT:map[0-9]*]]], iterator_types = ["parallel", "reduction"]} ins(%[[X]] : tensor<1000xf32>) outs(%[[F]] : tensor<1xf32>) attrs = {ansor.op = 1 : i64}
+// CHECK: %[[C:.*]] = tensor.collapse_shape %[[R]] [] : tensor<1xf32> into tensor<f32>
+// CHECK: return %[[C]]
+
+// -----
+
+// A sum of a whole 2-D tensor: its two loops merged (the input collapsed) and a unit row loop.
+func.func @scalar_sum(%x: tensor<97x197xf32>, %init: tensor<f32>) -> tensor<f32> {
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> ()>],
+                       iterator_types = ["reduction", "reduction"]}
+      ins(%x : tensor<97x197xf32>) outs(%init : tensor<f32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %a, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %r : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @scalar_sum(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<97x197xf32>, %[[I:[a-z0-9]+]]: tensor<f32>
+// CHECK: %[[XC:.*]] = tensor.collapse_shape %[[X]] {{\[}}[0, 1]] : tensor<97x197xf32> into tensor<19109xf32>
+// CHECK: %[[I1:.*]] = tensor.expand_shape %[[I]] [] output_shape [1] : tensor<f32> into tensor<1xf32>
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[XC]] : tensor<19109xf32>) outs(%[[I1]] : tensor<1xf32>)
+// CHECK: tensor.collapse_shape %[[R]] [] : tensor<1xf32> into tensor<f32>

@@ -14,7 +14,8 @@ product first (`merged_reduction.py`; the script's first step, `ansor-gpu-collap
 reads its input through a `tensor.collapse_shape`). The sketch:
 
 1. tiles `E` by one row to blocks (up to three row dims of extent > 1 -> block x, y, z; a single
-   row: its last row dim, one block) and fuses every other op of the task into the block,
+   row: its last row dim, one block; a reduction to a scalar: the unit row loop the merge gives
+   it, one block) and fuses every other op of the task into the block,
    consumers first (a single row's values, which fusion leaves outside the one-iteration block
    loop, are moved into the launch by `ansor-gpu-row-values-into-launch`: the launch is marked
    `ansor.row_values`);

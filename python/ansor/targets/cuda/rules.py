@@ -457,6 +457,22 @@ def generate_gpu_sketches(task: SearchTask) -> list[Sketch]:
     return [*tensor_core, GpuSketch("s0", (rule,), stage, splits, _knobs(stage, splits)), skip]
 
 
+def _partition_hint(task: SearchTask) -> str:
+    """Where `task`'s function splits into several tasks (`ansor-partition`: one per anchor op
+    and its fused element-wise ops), the way to run it on the GPU today: as a model, one kernel
+    per task; "" otherwise."""
+    from ansor.frontend.partition import extract_tasks
+
+    try:
+        net = extract_tasks(task.ir, target="cuda")
+    except Exception:  # noqa: BLE001 - only a hint: a function extraction refuses gets none
+        return ""
+    if len(net.calls) < 2:
+        return ""
+    return (f" (it partitions into {len(net.calls)} tasks, one GPU kernel each: tune it as a model, "
+            "`ansor tune FILE --target cuda` without --one-task, or `ansor.compile(src, target=\"cuda\")`)")
+
+
 def default_script(task: SearchTask) -> str:
     """The untuned GPU program: a fixed, simple valid annotation of the GPU sketch (one output
     element per thread when possible, 8-deep shared-memory tiles)."""
@@ -469,7 +485,7 @@ def default_script(task: SearchTask) -> str:
             return render(row, RowSketch("r0", row_why, row).knobs, default_values(row), "default", "default")
         from ansor.core.mlir import LoweringError
 
-        raise LoweringError("apply", f"no GPU schedule for {task.name}: {why}; {row_why}")
+        raise LoweringError("apply", f"no GPU schedule for {task.name}: {why}; {row_why}{_partition_hint(task)}")
     splits = _splits(stage)
     knobs = _knobs(stage, splits)
     values: dict[str, int] = {stage.unroll_knob: 0}
