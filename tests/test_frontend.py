@@ -346,7 +346,9 @@ def test_networks_build_deterministically() -> None:
     from ansor.frontend.models import NETWORKS
 
     expected = {"mlp": (4, 10), "small-cnn": (1, 10), "resnet18": (1, 1000), "mobilenet-v2": (1, 1000),
-                "bert-layer": (1, 128, 768), "vit-block": (1, 197, 192)}
+                "bert-layer": (1, 128, 768), "vit-block": (1, 197, 192), "squeezenet1.1": (1, 1000),
+                "shufflenet-v2-x0.5": (1, 1000), "efficientnet-b0": (1, 1000), "regnet-x-400mf": (1, 1000),
+                "vit-tiny": (1, 1000), "gpt2-block": (1, 64, 384), "audio-conv1d": (1, 35)}
     assert set(expected) <= set(NETWORKS)
     for name, (factory, shapes) in NETWORKS.items():
         xs = [torch.randn(*s, generator=torch.Generator().manual_seed(0)) for s in shapes]
@@ -354,6 +356,19 @@ def test_networks_build_deterministically() -> None:
             a, b = factory()(*xs), factory()(*xs)
         assert tuple(a.shape) == expected[name], name
         assert torch.equal(a, b) and torch.isfinite(a).all(), name
+
+
+@needs_torch_mlir
+def test_written_out_torchvision_models_have_torchvision_parameter_counts() -> None:
+    """torchvision cannot be installed next to the CPU torch wheel: its small ImageNet models are
+    written out in `models.py`; the parameter counts are torchvision's (its model docs)."""
+    pytest.importorskip("torch")
+    from ansor.frontend.models import NETWORKS
+
+    expected = {"squeezenet1.1": 1_235_496, "shufflenet-v2-x0.5": 1_366_792, "efficientnet-b0": 5_288_548,
+                "regnet-x-400mf": 5_495_976}
+    for name, count in expected.items():
+        assert sum(p.numel() for p in NETWORKS[name][0]().parameters()) == count, name
 
 
 @needs_torch_mlir

@@ -40,7 +40,7 @@ def _seeded_eval(model: nn.Module) -> nn.Module:
 
     g = torch.Generator().manual_seed(SEED + 1)
     for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
+        if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
             with torch.no_grad():
                 m.running_mean.copy_(0.1 * torch.randn(m.num_features, generator=g))
                 m.running_var.copy_(0.5 + torch.rand(m.num_features, generator=g))
@@ -219,6 +219,265 @@ def vit_block(dim: int = 192, heads: int = 3, mlp: int = 768) -> nn.Module:
     return Block().eval()
 
 
+# ----------------------------------------------------------------------------------------------
+# The acceptance set (results/networks-acceptance): torchvision's small ImageNet models written out
+# (torchvision's definitions, layer for layer, at width/depth settings named in each docstring),
+# a whole ViT-Tiny, a GPT-2 block and a 1-D convolutional audio net.
+
+
+def _conv_bn(ci: int, co: int, k: int, s: int = 1, groups: int = 1, act: Any = None) -> list[nn.Module]:
+    """Conv2d (no bias, padding k // 2) + BatchNorm2d (+ the activation module `act`)."""
+    nn = _nn()
+    mods = [nn.Conv2d(ci, co, k, s, k // 2, groups=groups, bias=False), nn.BatchNorm2d(co)]
+    return mods + [act] if act is not None else mods
+
+
+def squeezenet1_1(num_classes: int = 1000) -> nn.Module:
+    """SqueezeNet 1.1 (torchvision): Fire modules (1x1 squeeze, 1x1 + 3x3 expand, concatenated), ceil-mode max pools."""
+    import torch
+
+    nn = _nn()
+    torch.manual_seed(SEED)
+
+    class Fire(nn.Module):
+        def __init__(self, cin: int, squeeze: int, e1: int, e3: int) -> None:
+            super().__init__()
+            self.squeeze = nn.Sequential(nn.Conv2d(cin, squeeze, 1), nn.ReLU())
+            self.e1 = nn.Sequential(nn.Conv2d(squeeze, e1, 1), nn.ReLU())
+            self.e3 = nn.Sequential(nn.Conv2d(squeeze, e3, 3, padding=1), nn.ReLU())
+
+        def forward(self, x):
+            x = self.squeeze(x)
+            return torch.cat([self.e1(x), self.e3(x)], 1)
+
+    def pool() -> nn.Module:
+        return nn.MaxPool2d(3, 2, ceil_mode=True)
+
+    return nn.Sequential(
+        nn.Conv2d(3, 64, 3, 2), nn.ReLU(), pool(), Fire(64, 16, 64, 64), Fire(128, 16, 64, 64), pool(),
+        Fire(128, 32, 128, 128), Fire(256, 32, 128, 128), pool(), Fire(256, 48, 192, 192),
+        Fire(384, 48, 192, 192), Fire(384, 64, 256, 256), Fire(512, 64, 256, 256),
+        nn.Conv2d(512, num_classes, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+    ).eval()
+
+
+def shufflenet_v2_x0_5(num_classes: int = 1000) -> nn.Module:
+    """ShuffleNet-V2 x0.5 (torchvision): channel split (chunk), depthwise 3x3, concat + channel shuffle."""
+    import torch
+
+    nn = _nn()
+    torch.manual_seed(SEED)
+
+    def shuffle(x, groups: int):
+        b, c, h, w = x.shape
+        return x.view(b, groups, c // groups, h, w).transpose(1, 2).contiguous().view(b, c, h, w)
+
+    class Unit(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int) -> None:
+            super().__init__()
+            self.stride, bf = stride, cout // 2
+            if stride > 1:
+                self.branch1 = nn.Sequential(*_conv_bn(cin, cin, 3, stride, cin), *_conv_bn(cin, bf, 1, act=nn.ReLU()))
+            self.branch2 = nn.Sequential(*_conv_bn(cin if stride > 1 else bf, bf, 1, act=nn.ReLU()),
+                                         *_conv_bn(bf, bf, 3, stride, bf), *_conv_bn(bf, bf, 1, act=nn.ReLU()))
+
+        def forward(self, x):
+            if self.stride == 1:
+                x1, x2 = x.chunk(2, dim=1)
+                out = torch.cat((x1, self.branch2(x2)), 1)
+            else:
+                out = torch.cat((self.branch1(x), self.branch2(x)), 1)
+            return shuffle(out, 2)
+
+    class ShuffleNetV2(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Sequential(*_conv_bn(3, 24, 3, 2, act=nn.ReLU()), nn.MaxPool2d(3, 2, 1))
+            units: list[nn.Module] = []
+            cin = 24
+            for cout, repeats in ((48, 4), (96, 8), (192, 4)):
+                units += [Unit(cin, cout, 2)] + [Unit(cout, cout, 1) for _ in range(repeats - 1)]
+                cin = cout
+            self.units = nn.Sequential(*units)
+            self.conv5 = nn.Sequential(*_conv_bn(cin, 1024, 1, act=nn.ReLU()))
+            self.fc = nn.Linear(1024, num_classes)
+
+        def forward(self, x):
+            return self.fc(self.conv5(self.units(self.stem(x))).mean([2, 3]))
+
+    return _seeded_eval(ShuffleNetV2())
+
+
+def efficientnet_b0(num_classes: int = 1000) -> nn.Module:
+    """EfficientNet-B0 (torchvision): MBConv blocks with SiLU, squeeze-excitation (sigmoid gate), 3x3/5x5 depthwise."""
+    import torch
+
+    nn = _nn()
+    torch.manual_seed(SEED)
+
+    class MBConv(nn.Module):
+        def __init__(self, cin: int, cout: int, k: int, stride: int, expand: int) -> None:
+            super().__init__()
+            hidden, squeeze = cin * expand, max(1, cin // 4)
+            mods: list[nn.Module] = _conv_bn(cin, hidden, 1, act=nn.SiLU()) if expand != 1 else []
+            self.expand_dw = nn.Sequential(*mods, *_conv_bn(hidden, hidden, k, stride, hidden, act=nn.SiLU()))
+            self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(hidden, squeeze, 1), nn.SiLU(),
+                                    nn.Conv2d(squeeze, hidden, 1), nn.Sigmoid())
+            self.project = nn.Sequential(*_conv_bn(hidden, cout, 1))
+            self.residual = stride == 1 and cin == cout
+
+        def forward(self, x):
+            h = self.expand_dw(x)
+            y = self.project(h * self.se(h))
+            return x + y if self.residual else y
+
+    layers: list[nn.Module] = [*_conv_bn(3, 32, 3, 2, act=nn.SiLU())]
+    cin = 32
+    # (expansion, kernel, first stride, output channels, repeats): torchvision's B0 settings.
+    for t, k, s, c, n in ((1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3),
+                          (6, 5, 1, 112, 3), (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)):
+        for i in range(n):
+            layers.append(MBConv(cin, c, k, s if i == 0 else 1, t))
+            cin = c
+    layers += [*_conv_bn(cin, 1280, 1, act=nn.SiLU()), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+               nn.Linear(1280, num_classes)]
+    return _seeded_eval(nn.Sequential(*layers))
+
+
+def regnet_x_400mf(num_classes: int = 1000) -> nn.Module:
+    """RegNetX-400MF (torchvision): residual bottlenecks with grouped 3x3 convolutions (group width 16)."""
+    import torch
+
+    nn = _nn()
+    torch.manual_seed(SEED)
+
+    class Block(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int) -> None:
+            super().__init__()
+            self.proj = (nn.Sequential(*_conv_bn(cin, cout, 1, stride)) if stride != 1 or cin != cout
+                         else nn.Identity())
+            self.f = nn.Sequential(*_conv_bn(cin, cout, 1, act=nn.ReLU()),
+                                   *_conv_bn(cout, cout, 3, stride, cout // 16, act=nn.ReLU()),
+                                   *_conv_bn(cout, cout, 1))
+            self.relu = nn.ReLU()
+
+        def forward(self, x):
+            return self.relu(self.proj(x) + self.f(x))
+
+    layers: list[nn.Module] = [*_conv_bn(3, 32, 3, 2, act=nn.ReLU())]
+    cin = 32
+    for width, depth in ((32, 1), (64, 2), (160, 7), (400, 12)):
+        for i in range(depth):
+            layers.append(Block(cin, width, 2 if i == 0 else 1))
+            cin = width
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, num_classes)]
+    return _seeded_eval(nn.Sequential(*layers))
+
+
+def vit_tiny(depth: int = 2, dim: int = 192, heads: int = 3, mlp: int = 768, patch: int = 16,
+             num_classes: int = 1000) -> nn.Module:
+    """ViT-Tiny/16 cut to 2 blocks: patch embedding (16x16 stride-16 conv), class token, 197 tokens, explicit softmax attention."""
+    import torch
+
+    nn = _nn()
+    torch.manual_seed(SEED)
+    head_dim = dim // heads
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+
+        def forward(self, x):
+            b, n, _ = x.shape
+            q, k, v = self.qkv(x).reshape(b, n, 3, heads, head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+            att = ((q * head_dim ** -0.5) @ k.transpose(-2, -1)).softmax(dim=-1)
+            return self.proj((att @ v).transpose(1, 2).reshape(b, n, dim))
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.n1, self.n2 = nn.LayerNorm(dim, eps=1e-6), nn.LayerNorm(dim, eps=1e-6)
+            self.attn = Attention()
+            self.mlp = nn.Sequential(nn.Linear(dim, mlp), nn.GELU(), nn.Linear(mlp, dim))
+
+        def forward(self, x):
+            x = x + self.attn(self.n1(x))
+            return x + self.mlp(self.n2(x))
+
+    class ViT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Conv2d(3, dim, patch, patch)
+            self.cls = nn.Parameter(0.02 * torch.randn(1, 1, dim))
+            self.pos = nn.Parameter(0.02 * torch.randn(1, (224 // patch) ** 2 + 1, dim))
+            self.blocks = nn.Sequential(*[Block() for _ in range(depth)])
+            self.norm = nn.LayerNorm(dim, eps=1e-6)
+            self.head = nn.Linear(dim, num_classes)
+
+        def forward(self, x):
+            x = self.embed(x).flatten(2).transpose(1, 2)
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+            return self.head(self.norm(self.blocks(x))[:, 0])
+
+    return ViT().eval()
+
+
+def gpt2_block(dim: int = 384, heads: int = 6, ctx: int = 64) -> nn.Module:
+    """A GPT-2 decoder block (nanoGPT's): pre-LN, causal attention through a tril mask (masked_fill -inf), tanh GELU MLP."""
+    import torch
+
+    nn = _nn()
+    torch.manual_seed(SEED)
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.c_attn, self.c_proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+            self.c_fc, self.mlp_proj = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+            self.gelu = nn.GELU(approximate="tanh")
+            self.register_buffer("bias", torch.tril(torch.ones(ctx, ctx)).view(1, 1, ctx, ctx))
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.c_attn(self.ln1(x)).split(dim, dim=2)
+            q, k, v = (z.view(b, t, heads, c // heads).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf")).softmax(dim=-1)
+            x = x + self.c_proj((att @ v).transpose(1, 2).contiguous().view(b, t, c))
+            return x + self.mlp_proj(self.gelu(self.c_fc(self.ln2(x))))
+
+    return Block().eval()
+
+
+def audio_conv1d(num_classes: int = 35) -> nn.Module:
+    """M5-style raw-audio net (Dai et al. 2017): strided wide Conv1d, BatchNorm1d, max pools, a dilated residual block, mean."""
+    import torch
+
+    nn = _nn()
+    torch.manual_seed(SEED)
+
+    def stage(ci: int, co: int, k: int, s: int = 1) -> list[nn.Module]:
+        return [nn.Conv1d(ci, co, k, s, bias=False), nn.BatchNorm1d(co), nn.ReLU()]
+
+    class M5(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.front = nn.Sequential(*stage(1, 32, 80, 16), nn.MaxPool1d(4), *stage(32, 32, 3), nn.MaxPool1d(4),
+                                       *stage(32, 64, 3), nn.MaxPool1d(4))
+            self.res = nn.Sequential(nn.Conv1d(64, 64, 3, padding=2, dilation=2), nn.BatchNorm1d(64), nn.ReLU(),
+                                     nn.Conv1d(64, 64, 3, padding=4, dilation=4))
+            self.fc = nn.Linear(64, num_classes)
+
+        def forward(self, x):
+            x = self.front(x)
+            x = torch.relu(x + self.res(x))
+            return torch.log_softmax(self.fc(x.mean(-1)), dim=-1)
+
+    return _seeded_eval(M5())
+
+
 #: name -> (factory, input shapes). Every input is float32.
 NETWORKS: dict[str, tuple[Callable[[], nn.Module], list[tuple[int, ...]]]] = {
     "mlp": (mlp, [(4, 64)]),
@@ -227,6 +486,13 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], list[tuple[int, ...]]]] = {
     "mobilenet-v2": (mobilenet_v2, [(1, 3, 224, 224)]),
     "bert-layer": (bert_layer, [(1, 128, 768)]),
     "vit-block": (vit_block, [(1, 197, 192)]),
+    "squeezenet1.1": (squeezenet1_1, [(1, 3, 96, 96)]),
+    "shufflenet-v2-x0.5": (shufflenet_v2_x0_5, [(1, 3, 96, 96)]),
+    "efficientnet-b0": (efficientnet_b0, [(1, 3, 96, 96)]),
+    "regnet-x-400mf": (regnet_x_400mf, [(1, 3, 96, 96)]),
+    "vit-tiny": (vit_tiny, [(1, 3, 224, 224)]),
+    "gpt2-block": (gpt2_block, [(1, 64, 384)]),
+    "audio-conv1d": (audio_conv1d, [(1, 1, 8000)]),
 }
 
 

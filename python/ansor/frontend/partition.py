@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from mlir import ir, passmanager
 
+from ansor.frontend.bias import fold_bias_inits
 from ansor.frontend.precision import fold_operand_extensions
 from ansor.core import native as _native
 from ansor.core.task import (
@@ -127,6 +128,7 @@ def extract_tasks(source: str | Path | ir.Module, *, func: str | None = None, ta
             if o.name == "func.func" and o != fop and "sym_visibility" not in o.attributes and o.regions[0].blocks:
                 o.erase()
         try:
+            fold_bias_inits(module)  # conv(init = broadcast bias) -> conv(init = 0) + bias epilogue
             arrays: dict[str, np.ndarray] = {}  # weight constants made here, by resource name
             if layout == "nhwc" and any(op in text for op in _CHANNELS_FIRST):
                 from ansor.frontend.torch_import import fold_weight_transposes
