@@ -330,18 +330,14 @@ func.func @mmrs(%a: tensor<33x17xf32>, %b: tensor<17x65xf32>) -> tensor<33xf32> 
 @pytest.mark.parametrize("name", ["mlp-3x97x2", "matmul-rowsum-33x65x17"])
 def test_several_anchors_run_as_one_kernel_per_task(name: str) -> None:
     """A function with two ops with data reuse (two matmuls; a matmul and a row sum of its
-    result) has no single-task GPU program, and says so, pointing at the partitioned path:
-    `extract_tasks` splits it into one task per anchor (the model path of `ansor tune FILE` and
-    `ansor.compile`), and each task's untuned GPU program builds and, as CPU loops, computes
-    its part."""
-    from ansor.core.mlir import LoweringError
+    result) tuned as a model: `extract_tasks` splits it into one task per anchor (the model path
+    of `ansor tune FILE` and `ansor.compile`), and each task's untuned GPU program builds and, as
+    CPU loops, computes its part. (As one task: `test_gpu_multi_kernel.py`.)"""
     from ansor.frontend.partition import extract_tasks
     from ansor.measure.measurer import reference_outputs
     from ansor.measure.verify import check_task_outputs, poisoned
 
     src = _MATMUL_ROWSUM if name.startswith("matmul-rowsum") else workloads.get(name)
-    with pytest.raises(LoweringError, match="partitions into 2 tasks, one GPU kernel each"):
-        default_script(_task(name, src))
     net = extract_tasks(src, target="cuda")
     assert len(net.calls) == 2 and len(net.tasks) == 2
     for task in net.tasks:
@@ -350,3 +346,25 @@ def test_several_anchors_run_as_one_kernel_per_task(name: str) -> None:
         inputs, refs, _ = reference_outputs(task)
         outs = _run_guarded_as_cpu_loops(task, script, inputs, poisoned(task.outputs), no_copies=False, to_scf=False)
         assert check_task_outputs(task, outs, refs) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,src", [
+    ("max-all-1000", _scalar_reduction((1000,), "arith.maximumf", "0xFF800000")),
+    ("sum-all-97x197", _scalar_reduction((97, 197))),
+])
+def test_reductions_to_a_scalar_on_the_gpu(name: str, src: str) -> None:
+    """The one-block scalar reductions, the untuned program and three samples, against the
+    reference into poisoned outputs."""
+    from ansor.measure import verify
+    from ansor.measure.measurer import reference_outputs
+    from ansor.targets.cuda.lowering import compile_task_cuda
+
+    task = _task(name, src)
+    sk = generate_sketches(task)[0]
+    inputs, refs, _ = reference_outputs(task)
+    for script in [default_script(task)] + [sk.script(sk.sample(random.Random(s)).values()) for s in range(3)]:
+        kernel = compile_task_cuda(task, script)
+        for which in (0, 1):
+            outs = kernel.run(inputs, verify.poisoned(task.outputs, which))
+            assert verify.check_task_outputs(task, outs, refs) is None

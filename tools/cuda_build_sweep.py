@@ -150,6 +150,25 @@ func.func @mmrs(%a: tensor<33x17xf32>, %b: tensor<17x65xf32>) -> tensor<33xf32> 
   return %r : tensor<33xf32>
 }
 """,
+    # a matmul whose whole result is summed to one value (an anchor + a reduction to a scalar)
+    "matmul-sumall-33x65x17": """
+func.func @mmsa(%a: tensor<33x17xf32>, %b: tensor<17x65xf32>) -> tensor<f32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<33x65xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<33x65xf32>) -> tensor<33x65xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<33x17xf32>, tensor<17x65xf32>) outs(%f : tensor<33x65xf32>) -> tensor<33x65xf32>
+  %e1 = tensor.empty() : tensor<f32>
+  %f1 = linalg.fill ins(%z : f32) outs(%e1 : tensor<f32>) -> tensor<f32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> ()>],
+                       iterator_types = ["reduction", "reduction"]}
+      ins(%m : tensor<33x65xf32>) outs(%f1 : tensor<f32>) {
+  ^bb0(%x: f32, %o: f32):
+    %s = arith.addf %x, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %r : tensor<f32>
+}
+""",
     # a bf16 row sum accumulating in f32
     "rowsum-bf16-5x1000": """
 func.func @rsb(%x: tensor<5x1000xbf16>) -> tensor<5xf32> {
@@ -248,7 +267,7 @@ _MORE: list[tuple[str, bool]] = [
     ("mlp-3x97x2", False),
     # custom
     ("transpose-97x197", False), ("matmul-f16acc-64x72x40", False), ("bias-relu-3x97x13", False),
-    ("matmul-rowsum-33x65x17", False), ("rowsum-bf16-5x1000", False), ("max-all-1000", False),
+    ("matmul-rowsum-33x65x17", False), ("matmul-sumall-33x65x17", False), ("rowsum-bf16-5x1000", False), ("max-all-1000", False),
     ("matvec-1023x257", False),
 ]
 

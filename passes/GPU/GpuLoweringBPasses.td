@@ -47,7 +47,10 @@ def GpuSinkConstants : Pass<"ansor-gpu-sink-constants"> {
     offset is a runtime value (no unrolling, no alignment or address folding by LLVM). For every
     op nested in a launch (post-order), every operand defined by an `arith.constant` or
     `ub.poison` outside that launch is replaced by a clone placed at the start of the launch
-    body; one clone per (op name, `value` attribute, type) and launch.
+    body; one clone per (op name, `value` attribute, type) and launch. A `memref.get_global` of
+    a `constant` global (a task's weight tensor) is cloned the same way (keyed by the global's
+    name): `gpu-kernel-outlining` then copies the global into the GPU module, so the kernel
+    reads a device global, not the host global's address passed as an argument.
 
     Before:
     ```mlir

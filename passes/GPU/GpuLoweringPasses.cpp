@@ -20,6 +20,7 @@ namespace mlir::ansor {
 #define GEN_PASS_DEF_GPUCOPIESTOLINALG
 #define GEN_PASS_DEF_GPUALIGNWORKGROUPBUFFERS
 #define GEN_PASS_DEF_GPUCHECKHOSTALLOCS
+#define GEN_PASS_DEF_GPUDEVICEINTERMEDIATES
 #define GEN_PASS_DEF_GPURESHAPEDRESULTSINPLACE
 #define GEN_PASS_DEF_GPUROWVALUESINTOLAUNCH
 #include "passes/GPU/GpuLoweringPasses.h.inc"
@@ -143,6 +144,68 @@ struct GpuCheckHostAllocs : public ansor::impl::GpuCheckHostAllocsBase<GpuCheckH
             return signalPassFailure();
           }
         }
+    }
+  }
+};
+
+/// Whether every use of `v` (through view ops) is inside a `gpu.launch` or a `memref.dealloc`
+/// (collected into `deallocs`).
+bool onlyKernelUses(Value v, SmallVector<memref::DeallocOp> &deallocs) {
+  for (OpOperand &use : v.getUses()) {
+    Operation *u = use.getOwner();
+    if (u->getParentOfType<gpu::LaunchOp>())
+      continue;
+    if (auto d = dyn_cast<memref::DeallocOp>(u)) {
+      deallocs.push_back(d);
+      continue;
+    }
+    if (isa<memref::SubViewOp, memref::ExpandShapeOp, memref::CollapseShapeOp, memref::CastOp>(u) &&
+        onlyKernelUses(u->getResult(0), deallocs))
+      continue;
+    return false;
+  }
+  return true;
+}
+
+struct GpuDeviceIntermediates
+    : public ansor::impl::GpuDeviceIntermediatesBase<GpuDeviceIntermediates> {
+  void runOnOperation() override {
+    for (func::FuncOp f : topLevelFuncs(getOperation())) {
+      if (f.isExternal() || collectOps<gpu::LaunchOp>(f).empty())
+        continue;
+      SmallVector<memref::AllocOp> allocs;
+      for (Operation &op : f.getBody().front())
+        if (auto a = dyn_cast<memref::AllocOp>(op);
+            a && !isWorkgroup(a.getType()) && a.getType().hasStaticShape() && a.getType().getLayout().isIdentity())
+          allocs.push_back(a);
+      for (memref::AllocOp a : allocs) {
+        SmallVector<memref::DeallocOp> deallocs;
+        if (!onlyKernelUses(a.getResult(), deallocs))
+          continue;
+        OpBuilder b(a);
+        Location loc = a.getLoc();
+        auto tokenT = gpu::AsyncTokenType::get(&getContext());
+        Value t0 = gpu::WaitOp::create(b, loc, tokenT, ValueRange{}).getAsyncToken();
+        auto dev = gpu::AllocOp::create(b, loc, a.getType(), tokenT, ValueRange{t0}, ValueRange{}, ValueRange{},
+                                        /*hostShared=*/false);
+        gpu::WaitOp::create(b, loc, Type(), ValueRange{dev.getAsyncToken()});
+        a.getResult().replaceAllUsesWith(dev.getMemref());
+        a.erase();
+        auto free = [&](Operation *before) {
+          OpBuilder fb(before);
+          Value w = gpu::WaitOp::create(fb, loc, tokenT, ValueRange{}).getAsyncToken();
+          auto d = gpu::DeallocOp::create(fb, loc, tokenT, ValueRange{w}, dev.getMemref());
+          gpu::WaitOp::create(fb, loc, Type(), ValueRange{d.getAsyncToken()});
+        };
+        if (deallocs.empty()) {
+          free(f.getBody().front().getTerminator());
+        } else {
+          for (memref::DeallocOp d : deallocs) {
+            free(d);
+            d.erase();
+          }
+        }
+      }
     }
   }
 };

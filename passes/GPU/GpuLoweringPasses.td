@@ -62,6 +62,42 @@ def GpuCheckHostAllocs : Pass<"ansor-gpu-check-host-allocs"> {
   }];
 }
 
+def GpuDeviceIntermediates : Pass<"ansor-gpu-device-intermediates"> {
+  let summary = "Buffers only GPU kernels use, allocated in device memory";
+  let description = [{
+    A task of several kernels (`targets/cuda/multi_kernel.py`: one `gpu.launch` per fusion
+    group) passes its intermediates from one launch to the next through buffers that
+    bufferization allocates on the host (`memref.alloc`), which the kernels cannot read. In
+    every top-level `func.func` with a `gpu.launch`, a static `memref.alloc` in the function's
+    body outside the workgroup address space whose every use -- directly or through view ops
+    (`memref.subview`, `expand_shape`, `collapse_shape`, `cast`) -- is inside a `gpu.launch`
+    or is a `memref.dealloc` becomes a device allocation, freed where it was deallocated or
+    else before the function returns:
+
+    ```mlir
+    // before
+    %buf = memref.alloc() : memref<33x65xf32>
+    gpu.launch ... { ... memref.store %v, %buf[...] ... }
+    gpu.launch ... { ... memref.load %buf[...] ... }
+    return
+    // after
+    %t0 = gpu.wait async
+    %buf, %t1 = gpu.alloc async [%t0] () : memref<33x65xf32>
+    gpu.wait [%t1]
+    gpu.launch ... { ... }
+    gpu.launch ... { ... }
+    %t2 = gpu.wait async
+    %t3 = gpu.dealloc async [%t2] %buf : memref<33x65xf32>
+    gpu.wait [%t3]
+    return
+    ```
+
+    (`gpu-to-llvm` lowers the synchronous forms to the runtime's `mgpuMemAlloc` / `mgpuMemFree`
+    on a stream.) Other allocations are left for `ansor-gpu-check-host-allocs` to refuse.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 def GpuReshapedResultsInPlace : Pass<"ansor-gpu-reshaped-results-in-place"> {
   let summary = "Write a result that is returned reshaped straight into its out-param";
   let description = [{

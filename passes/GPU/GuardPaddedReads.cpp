@@ -815,6 +815,12 @@ struct ResultGuard : ViewWalk {
 
   /// Moves every access of the buffer to dest and removes it; false on error (see `err`).
   bool run() {
+    // a destination allocated after the kernel (an intermediate of a task of several kernels,
+    // targets/cuda/multi_kernel.py): allocated before the padded buffer, so the kernel's
+    // accesses of it are dominated by it
+    if (auto a = rb.dest.getDefiningOp<memref::AllocOp>();
+        a && a->getNumOperands() == 0 && a->getBlock() == rb.alloc->getBlock() && rb.alloc->isBeforeInBlock(a))
+      a->moveBefore(rb.alloc);
     if (!accessorsToLoops())
       return false;
     SmallVector<Operation *> accesses, views, gone, fills;

@@ -1,6 +1,7 @@
 //===- SinkConstants.cpp - ansor-gpu-sink-constants --------------------------------===//
 //
 // %c = arith.constant ...; gpu.launch { use(%c) } --> gpu.launch { %c' = arith.constant ...; use(%c') }
+// (and a memref.get_global of a constant global likewise)
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/GPU/GpuLoweringBPasses.h"
@@ -35,13 +36,19 @@ struct GpuSinkConstants : public ansor::impl::GpuSinkConstantsBase<GpuSinkConsta
           continue;
         for (OpOperand &use : op->getOpOperands()) {
           Operation *owner = use.get().getDefiningOp();
-          if (!owner || owner->getName().getStringRef() != "arith.constant" &&
-                            owner->getName().getStringRef() != "ub.poison")
+          if (!owner || launch->isProperAncestor(owner))
             continue;
-          if (launch->isProperAncestor(owner))
+          StringRef name = owner->getName().getStringRef();
+          // a constant global (a weight of the task): read in the kernel, where outlining
+          // copies the global into the GPU module (a device global), not through a host pointer
+          bool global = false;
+          if (auto g = dyn_cast<memref::GetGlobalOp>(owner)) {
+            auto def = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(owner, g.getNameAttr());
+            global = def && def.getConstant();
+          }
+          if (name != "arith.constant" && name != "ub.poison" && !global)
             continue;
-          auto key = std::make_tuple(owner->getName().getStringRef(), owner->getAttr("value"),
-                                     use.get().getType());
+          auto key = std::make_tuple(name, owner->getAttr(global ? "name" : "value"), use.get().getType());
           Operation *&clone = clones[key];
           if (!clone) {
             OpBuilder b(first);

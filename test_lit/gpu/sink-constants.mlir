@@ -39,3 +39,28 @@ func.func @sink(%m: memref<16xf32>) {
   memref.store %f, %m[%c8] : memref<16xf32>
   return
 }
+
+// A constant global (a task's weight) read in the launch: its get_global is cloned into the
+// launch (outlining then copies the global into the GPU module); a mutable global is not.
+memref.global "private" constant @w : memref<4xf32> = dense<[1.0, 2.0, 3.0, 4.0]>
+memref.global "private" @state : memref<4xf32> = dense<0.0>
+// CHECK-LABEL: func.func @weights
+// CHECK: %[[S:.*]] = memref.get_global @state
+// CHECK: gpu.launch
+// CHECK: %[[W:.*]] = memref.get_global @w : memref<4xf32>
+// CHECK: memref.load %[[W]]
+// CHECK: memref.load %[[S]]
+func.func @weights(%out: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %w = memref.get_global @w : memref<4xf32>
+  %s = memref.get_global @state : memref<4xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%x = %c1, %y = %c1, %z = %c1) threads(%tx, %ty, %tz) in (%u = %c1, %v = %c1, %w2 = %c1) {
+    %a = memref.load %w[%c0] : memref<4xf32>
+    %b = memref.load %s[%c0] : memref<4xf32>
+    %c = arith.addf %a, %b : f32
+    memref.store %c, %out[%c0] : memref<4xf32>
+    gpu.terminator
+  }
+  return
+}

@@ -149,6 +149,8 @@ def lower_to_gpu_ir(task: SearchTask, script: str) -> ir.Module:
     run_passes(module, f"ansor-gpu-private-allocs-to-stack{{max-bytes={MAX_PRIVATE_BYTES}}}", "lower")
     run_passes(module, "ansor-gpu-block-reductions-to-shuffles", "lower")
     run_passes(module, "ansor-gpu-guard-padded-reads", "lower")
+    # a task of several kernels (multi_kernel.py): the buffers between its launches on the device
+    run_passes(module, "ansor-gpu-device-intermediates", "lower")
     run_passes(module, "ansor-gpu-check-host-allocs", "lower")
     run_passes(module, "ansor-gpu-pack-rows-into-blocks", "lower")  # a row sketch's `rows` knob
     return module

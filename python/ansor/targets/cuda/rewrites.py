@@ -156,8 +156,14 @@ class _Alignment:
                 m = re.match(r"!llvm\.array<\d+ x (.*)>$", str(ty))
                 if m is None:
                     return 0
-                ty = ir.Type.parse(m.group(1))
+                ty = _parse_inner(m.group(1))
         return t
+
+
+def _parse_inner(s: str) -> ir.Type:
+    """An LLVM array's element type from its text inside the array's (`array<97 x f32>` is
+    printed without its `!llvm.` prefix there: a device global of a 2-D weight)."""
+    return ir.Type.parse("!llvm." + s if s.startswith(("array<", "struct<", "ptr")) else s)
 
 
 def _type_bytes(t: ir.Type) -> int | None:
@@ -166,7 +172,7 @@ def _type_bytes(t: ir.Type) -> int | None:
         return _ELEM_BYTES[s]
     m = re.match(r"!llvm\.array<(\d+) x (.*)>$", s)
     if m:
-        inner = _type_bytes(ir.Type.parse(m.group(2)))
+        inner = _type_bytes(_parse_inner(m.group(2)))
         return None if inner is None else int(m.group(1)) * inner
     m = re.match(r"vector<(\d+)x(\w+)>$", s)
     if m and m.group(2) in _ELEM_BYTES:

@@ -35,7 +35,9 @@ Rules, tried on the op graph (element-wise producers are already inlined by `loo
    transposes, broadcasts, gathers; one op after inlining): its space loops get the same `S0..S4`
    split (blocks, virtual threads, threads, a loop inside the thread, the vectorized register
    tile) with no reduction levels and no shared memory. Reductions without data reuse go to the
-   cross-thread reduction rule (`reduction.py`).
+   cross-thread reduction rule (`reduction.py`); what neither covers as one kernel (two ops
+   with data reuse, an anchor and a reduction of its result) to the several-kernels rule
+   (`multi_kernel.py`: one kernel per fusion group, in one script).
 4. the **skip** sketch: the default GPU schedule (`default_script`), which is also the untuned
    program (the baseline and the reference outputs).
 
@@ -307,10 +309,11 @@ def _operand_types(task: SearchTask, index: int) -> tuple[str, ...]:
     a mixed-precision op (f16 x f16 -> f32) pads each operand with a zero of its own type."""
     from mlir import ir
 
-    from ansor.core.loops import _linalg_ops
+    from ansor.core.loops import _linalg_ops, preprocess
 
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(task.ir)  # kept alive while its ops are read
+        preprocess(module)  # numbered as `analyze_graph` numbers them (its fusion can merge ops)
         ops = _linalg_ops(module)
         if index >= len(ops):
             return ()
@@ -452,7 +455,12 @@ def generate_gpu_sketches(task: SearchTask) -> list[Sketch]:
         from ansor.targets.cuda.reduction import RowSketch, row_stage_for
 
         row, row_rule = row_stage_for(task)
-        return [*tensor_core, RowSketch("r0", row_rule, row), skip] if row is not None else [*tensor_core, skip]
+        if row is not None:
+            return [*tensor_core, RowSketch("r0", row_rule, row), skip]
+        from ansor.targets.cuda.multi_kernel import MultiKernelSketch, parts_of
+
+        parts, mk_rule = parts_of(task)  # several kernels: one per fusion group
+        return [*tensor_core, MultiKernelSketch("m0", mk_rule, parts), skip] if parts else [*tensor_core, skip]
     splits = _splits(stage)
     return [*tensor_core, GpuSketch("s0", (rule,), stage, splits, _knobs(stage, splits)), skip]
 
@@ -483,6 +491,11 @@ def default_script(task: SearchTask) -> str:
         row, row_why = row_stage_for(task)
         if row is not None:
             return render(row, RowSketch("r0", row_why, row).knobs, default_values(row), "default", "default")
+        from ansor.targets.cuda.multi_kernel import default_multi_kernel_script, parts_of
+
+        parts, mk_why = parts_of(task)
+        if parts is not None:
+            return default_multi_kernel_script(task, parts, mk_why)
         from ansor.core.mlir import LoweringError
 
         raise LoweringError("apply", f"no GPU schedule for {task.name}: {why}; {row_why}{_partition_hint(task)}")

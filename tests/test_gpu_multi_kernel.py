@@ -1,0 +1,160 @@
+"""Tasks of several GPU kernels (`targets/cuda/multi_kernel.py`): two matmuls (the built-in MLP),
+a matmul and a row sum of its result, a matmul summed to one value. Without a GPU: the sketch's
+knobs, the PTX (one kernel per fusion group), the scripts as CPU loops against the reference;
+on an NVIDIA GPU (`-m gpu`): the programs against the reference, and their timing."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from ansor.core.task import SearchTask, create_task
+from ansor.frontend import workloads
+from ansor.targets import generate_sketches
+from ansor.targets.cuda.lowering import emit_ptx
+from ansor.targets.cuda.multi_kernel import MultiKernelSketch
+from ansor.targets.cuda.rules import default_script
+from test_gpu_sweep_fixes import _MATMUL_ROWSUM, _run_guarded_as_cpu_loops
+
+_MATMUL_SUMALL = """
+func.func @mmsa(%a: tensor<33x17xf32>, %b: tensor<17x65xf32>) -> tensor<f32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<33x65xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<33x65xf32>) -> tensor<33x65xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<33x17xf32>, tensor<17x65xf32>) outs(%f : tensor<33x65xf32>) -> tensor<33x65xf32>
+  %e1 = tensor.empty() : tensor<f32>
+  %f1 = linalg.fill ins(%z : f32) outs(%e1 : tensor<f32>) -> tensor<f32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> ()>],
+                       iterator_types = ["reduction", "reduction"]}
+      ins(%m : tensor<33x65xf32>) outs(%f1 : tensor<f32>) {
+  ^bb0(%x: f32, %o: f32):
+    %s = arith.addf %x, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %r : tensor<f32>
+}
+"""
+
+_SOURCES = {
+    "mlp-3x97x2": lambda: workloads.get("mlp-3x97x2"),  # two matmuls (+ bias, ReLU, residual), weights constant
+    "matmul-rowsum-33x65x17": lambda: _MATMUL_ROWSUM,  # an anchor + a row reduction of its result
+    "matmul-sumall-33x65x17": lambda: _MATMUL_SUMALL,  # an anchor + a reduction to a scalar
+}
+
+
+def _task(name: str) -> SearchTask:
+    return create_task(_SOURCES[name](), name=name.replace("-", "_"), target="cuda")
+
+
+def _sketch(task: SearchTask) -> MultiKernelSketch:
+    sks = generate_sketches(task)
+    assert [s.name for s in sks] == ["m0", "skip"]
+    assert isinstance(sks[0], MultiKernelSketch)
+    return sks[0]
+
+
+def _scripts(task: SearchTask, n: int) -> list[str]:
+    sk = _sketch(task)
+    return [default_script(task)] + [sk.script(sk.sample(random.Random(s)).values()) for s in range(n)]
+
+
+@pytest.mark.parametrize("name", list(_SOURCES))
+def test_one_sketch_over_every_part(name: str) -> None:
+    """The sketch's knobs are its parts' own, named after the task's op numbers (unique across
+    the parts); its loop splits are theirs; a sample is valid and a bad value names its part."""
+    sk = _sketch(_task(name))
+    assert len(sk.parts) == 2
+    names = [k.name for k in sk.knobs]
+    assert len(names) == len(set(names))
+    for p in sk.parts:  # a part's `op<L>.*` knob is the task's `op<ops[L]>.*`
+        for kn in p.sketch.knobs:
+            local, rest = kn.name.split(".", 1)
+            assert f"op{p.ops[int(local[2:])]}.{rest}" in names
+    assert all(n in names for s in sk.splits for n in s.tile_knobs)
+    assert set(sk.unroll_knobs) <= set(names)
+    v = sk.sample(random.Random(0)).values()
+    assert sk.validate(v) is None
+    bad = dict(v, **{sk.unroll_knobs[-1]: 3})
+    assert sk.validate(bad).startswith("part 1")
+    assert sk.validate({**v, "op99.unroll": 0}) is not None
+
+
+def test_search_space_over_the_parts() -> None:
+    """The search space samples valid schedules through each part's own space, and with ragged
+    tiles off (`ragged_prob` = 0) keeps every part's tiles exact."""
+    sk = _sketch(_task("mlp-3x97x2"))
+    for ragged_prob in (0.0, 0.75):
+        space = sk.search_space(ragged_prob)
+        rng = random.Random(1)
+        for _ in range(20):
+            v = space.sample(rng).values()
+            assert space.valid(v) and sk.validate(v) is None
+            if ragged_prob == 0:
+                assert not any(p.sketch.gpu_stage.ragged_dims(lv) for p, lv in zip(sk.parts, sk._local(v)))
+
+
+@pytest.mark.parametrize("name", list(_SOURCES))
+def test_multi_kernel_programs_build(name: str) -> None:
+    """The untuned program and three samples build to PTX: one kernel per part (the MLP's
+    weights as device globals in the PTX, not host addresses passed as kernel arguments)."""
+    task = _task(name)
+    for script in _scripts(task, 3):
+        ptx = emit_ptx(task, script)
+        assert ptx.count(".entry") == 2
+        if name.startswith("mlp"):
+            assert ptx.count(".global .align") >= 4  # w0, b0, w1, b1
+
+
+@pytest.mark.parametrize("name", list(_SOURCES))
+def test_multi_kernel_scripts_run_as_cpu_loops(name: str) -> None:
+    """The scripts themselves up to the mapping to the GPU (each part's blocks and threads as
+    loops, the parts still calls), then the guards, into poisoned outputs: the task's result."""
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+
+    task = _task(name)
+    inputs, refs, _ = reference_outputs(task)
+    for script in _scripts(task, 4):
+        outs = _run_guarded_as_cpu_loops(task, script, inputs, poisoned(task.outputs), no_copies=False, to_scf=False)
+        assert check_task_outputs(task, outs, refs) is None, script
+
+
+def test_intermediates_in_device_memory() -> None:
+    """The buffer between the two launches is a device allocation, freed before the return; no
+    host buffer is left (`ansor-gpu-check-host-allocs` would refuse it)."""
+    from ansor.targets.cuda.lowering import lower_to_gpu_ir
+    from mlir import ir
+
+    task = _task("matmul-rowsum-33x65x17")
+    with ir.Context(), ir.Location.unknown():
+        text = str(lower_to_gpu_ir(task, default_script(task)))
+    body = text.split(f"func.func @{task.func_name}(")[1]
+    assert body.count("gpu.launch blocks") == 2
+    assert "gpu.alloc async" in body and "gpu.dealloc async" in body
+    assert "memref.alloc()" not in body.split("gpu.launch")[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# On an NVIDIA GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(_SOURCES))
+def test_multi_kernel_programs_run_on_the_gpu(name: str) -> None:
+    """The untuned program and three samples against the reference, each run twice into
+    outputs poisoned with NaN and with a second sentinel, then timed (deferred synchronisation:
+    the intermediate's allocation and free inside each call)."""
+    from ansor.measure import verify
+    from ansor.measure.measurer import reference_outputs
+    from ansor.targets.cuda.lowering import compile_task_cuda
+
+    task = _task(name)
+    inputs, refs, _ = reference_outputs(task)
+    for script in _scripts(task, 3):
+        kernel = compile_task_cuda(task, script)
+        for which in (0, 1):
+            outs = kernel.run(inputs, verify.poisoned(task.outputs, which))
+            assert verify.check_task_outputs(task, outs, refs) is None
+        seconds = kernel.time(inputs, 10)
+        assert 0 < seconds < 1
