@@ -8,7 +8,7 @@ match PyTorch on the same weights: a factory called twice, in any process, build
 Batch-norm running statistics are randomized too, so that the exported affine arithmetic is not an
 identity. torchvision cannot be installed next to the CPU torch wheel, so the architectures are
 written out here (ResNet-18: He et al. 2016; MobileNet-V2: Sandler et al. 2018; the encoder layer:
-BERT-base, Devlin et al. 2019).
+BERT-base, Devlin et al. 2019; the acceptance set below: torchvision's definitions).
 
 This module imports nothing from `ansor`, and torch only inside the factories, so that the exporter
 process can load it by path (`ansor import` never puts torch-mlir next to our MLIR) and `ansor`
