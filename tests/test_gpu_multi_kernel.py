@@ -1,5 +1,6 @@
 """Tasks of several GPU kernels (`targets/cuda/multi_kernel.py`): two matmuls (the built-in MLP),
-a matmul and a row sum of its result, a matmul summed to one value. Without a GPU: the sketch's
+a matmul and a row sum of its result, a matmul summed to one value, attention (scores + softmax,
+then times V), a convolution + ReLU + pooling sum, two matmuls of one input. Without a GPU: the sketch's
 knobs, the PTX (one kernel per fusion group), the scripts as CPU loops against the reference;
 on an NVIDIA GPU (`-m gpu`): the programs against the reference, and their timing."""
 
@@ -36,10 +37,104 @@ func.func @mmsa(%a: tensor<33x17xf32>, %b: tensor<17x65xf32>) -> tensor<f32> {
 }
 """
 
+#: Attention: scores Q K (a matmul), their softmax over the rows, then times V (a matmul).
+_ATTENTION = """
+func.func @attn(%q: tensor<16x8xf32>, %k: tensor<8x32xf32>, %v: tensor<32x8xf32>) -> tensor<16x8xf32> {
+  %z0 = arith.constant 0.0 : f32
+  %se = tensor.empty() : tensor<16x32xf32>
+  %sf = linalg.fill ins(%z0 : f32) outs(%se : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %S = linalg.matmul ins(%q, %k : tensor<16x8xf32>, tensor<8x32xf32>) outs(%sf : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %max_e = tensor.empty() : tensor<16xf32>
+  %max_init = linalg.fill ins(%ninf : f32) outs(%max_e : tensor<16xf32>) -> tensor<16xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+      ins(%S : tensor<16x32xf32>) outs(%max_init : tensor<16xf32>) {
+    ^bb0(%x: f32, %acc: f32):
+      %m = arith.maximumf %acc, %x : f32
+      linalg.yield %m : f32
+  } -> tensor<16xf32>
+  %exp_e = tensor.empty() : tensor<16x32xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%S, %max : tensor<16x32xf32>, tensor<16xf32>) outs(%exp_e : tensor<16x32xf32>) {
+    ^bb0(%x: f32, %m: f32, %o: f32):
+      %d = arith.subf %x, %m : f32
+      %e = math.exp %d : f32
+      linalg.yield %e : f32
+  } -> tensor<16x32xf32>
+  %sum_init_e = tensor.empty() : tensor<16xf32>
+  %sum_init = linalg.fill ins(%zero : f32) outs(%sum_init_e : tensor<16xf32>) -> tensor<16xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+      ins(%exp : tensor<16x32xf32>) outs(%sum_init : tensor<16xf32>) {
+    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %acc, %x : f32
+      linalg.yield %s : f32
+  } -> tensor<16xf32>
+  %res = tensor.empty() : tensor<16x32xf32>
+  %out = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%exp, %sum : tensor<16x32xf32>, tensor<16xf32>) outs(%res : tensor<16x32xf32>) {
+    ^bb0(%x: f32, %s: f32, %o: f32):
+      %r = arith.divf %x, %s : f32
+      linalg.yield %r : f32
+  } -> tensor<16x32xf32>
+    %oe = tensor.empty() : tensor<16x8xf32>
+  %of = linalg.fill ins(%z0 : f32) outs(%oe : tensor<16x8xf32>) -> tensor<16x8xf32>
+  %O = linalg.matmul ins(%out, %v : tensor<16x32xf32>, tensor<32x8xf32>) outs(%of : tensor<16x8xf32>) -> tensor<16x8xf32>
+  return %O : tensor<16x8xf32>
+}
+"""
+
+#: A 3x3 convolution, ReLU, then a global average pool's sum over h, w (a reduction of its output).
+_CONV_RELU_POOL = """
+func.func @cg(%x: tensor<1x10x10x8xf32>, %w: tensor<3x3x8x16xf32>) -> tensor<1x16xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x8x8x16xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
+  %c = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x10x10x8xf32>, tensor<3x3x8x16xf32>) outs(%f : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(n, h, w, c) -> (n, h, w, c)>, affine_map<(n, h, w, c) -> (n, h, w, c)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%c : tensor<1x8x8x16xf32>) outs(%e : tensor<1x8x8x16xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %s = arith.maximumf %p, %z : f32
+    linalg.yield %s : f32
+  } -> tensor<1x8x8x16xf32>
+  %e1 = tensor.empty() : tensor<1x16xf32>
+  %f1 = linalg.fill ins(%z : f32) outs(%e1 : tensor<1x16xf32>) -> tensor<1x16xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, h, w, c)>, affine_map<(n, c, h, w) -> (n, c)>], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%r : tensor<1x8x8x16xf32>) outs(%f1 : tensor<1x16xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %s = arith.addf %p, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<1x16xf32>
+  return %g : tensor<1x16xf32>
+}
+"""
+
+#: Two matmuls of one input, multiplied element-wise (the row rule once took them for per-element
+#: "row reductions" and failed to build).
+_TWO_MATMULS = """
+func.func @two(%x: tensor<8x16xf32>, %w1: tensor<16x24xf32>, %w2: tensor<16x24xf32>) -> tensor<8x24xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x24xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8x24xf32>) -> tensor<8x24xf32>
+  %m1 = linalg.matmul ins(%x, %w1 : tensor<8x16xf32>, tensor<16x24xf32>) outs(%f : tensor<8x24xf32>) -> tensor<8x24xf32>
+  %m2 = linalg.matmul ins(%x, %w2 : tensor<8x16xf32>, tensor<16x24xf32>) outs(%f : tensor<8x24xf32>) -> tensor<8x24xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%m1, %m2 : tensor<8x24xf32>, tensor<8x24xf32>) outs(%e : tensor<8x24xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.mulf %p, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<8x24xf32>
+  return %r : tensor<8x24xf32>
+}
+"""
+
 _SOURCES = {
     "mlp-3x97x2": lambda: workloads.get("mlp-3x97x2"),  # two matmuls (+ bias, ReLU, residual), weights constant
     "matmul-rowsum-33x65x17": lambda: _MATMUL_ROWSUM,  # an anchor + a row reduction of its result
     "matmul-sumall-33x65x17": lambda: _MATMUL_SUMALL,  # an anchor + a reduction to a scalar
+    "attention-16x32x8": lambda: _ATTENTION,  # scores + softmax (one row kernel: row chains kept), then P V
+    "conv-relu-pool-1x8x8x16": lambda: _CONV_RELU_POOL,  # a convolution + ReLU, then a reduction over h, w
+    "two-matmuls-8x24x16": lambda: _TWO_MATMULS,  # two matmuls, the second fused with the product
 }
 
 
@@ -65,6 +160,8 @@ def test_one_sketch_over_every_part(name: str) -> None:
     the parts); its loop splits are theirs; a sample is valid and a bad value names its part."""
     sk = _sketch(_task(name))
     assert len(sk.parts) == 2
+    if name.startswith("attention"):  # the partition with row chains: scores + softmax in one part
+        assert all(p.row_chains for p in sk.parts) and "cross_thread_reduction" in sk.parts[0].sketch.rule
     names = [k.name for k in sk.knobs]
     assert len(names) == len(set(names))
     for p in sk.parts:  # a part's `op<L>.*` knob is the task's `op<ops[L]>.*`
@@ -75,7 +172,7 @@ def test_one_sketch_over_every_part(name: str) -> None:
     assert set(sk.unroll_knobs) <= set(names)
     v = sk.sample(random.Random(0)).values()
     assert sk.validate(v) is None
-    bad = dict(v, **{sk.unroll_knobs[-1]: 3})
+    bad = dict(v, **{next(n for n in reversed(sk.unroll_knobs) if n.endswith(".unroll")): 3})
     assert sk.validate(bad).startswith("part 1")
     assert sk.validate({**v, "op99.unroll": 0}) is not None
 

@@ -1,7 +1,7 @@
 """GPU rule for tasks no single kernel covers: one kernel per fusion group, in one script.
 
     SearchTask (two ops with data reuse; a matmul and a row sum of its result; ...)
-        --ansor-partition (row reductions split off: `row-chains=false`)--> callees @f__t0, @f__t1,
+        --ansor-partition (with row chains, else without: `PARTITION`)--> callees @f__t0, @f__t1,
         ... of one anchor op and its fused ops each --a part task per callee, its own GPU sketch
         (multi-level tiling `s0`, cross-thread reduction `r0` or thread binding)--> parts
     MultiKernelSketch.script(values) --> one transform script on the task's payload:
@@ -26,15 +26,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from mlir import ir
+
 from ansor.core.loops import OP_ATTR
 from ansor.core.task import SearchTask
 from ansor.space.schedule import Schedule
 from ansor.space.search_space import SearchSpace
 from ansor.space.sketch import Knob, LoopSplit, Sketch
 
-#: The partition the script runs first (row reductions in groups of their own: the cross-thread
-#: reduction rule takes no anchor in front of its rows).
-PARTITION = 'transform.apply_registered_pass "ansor-partition" with options = { "row-chains" = false }'
+#: The partition the script runs first: row reductions join their producer's group where every
+#: group then has a GPU sketch (attention's scores + softmax: one row kernel), else each is a
+#: group of its own (`row-chains=false`: the cross-thread reduction rule takes no anchor in front
+#: of its rows other than a contraction it computes per row).
+PARTITION = 'transform.apply_registered_pass "ansor-partition" with options = {{ "row-chains" = {} }}'
 
 
 @dataclass(frozen=True)
@@ -46,19 +50,18 @@ class Part:
     task: SearchTask
     sketch: Sketch
     ops: tuple[int, ...]
+    row_chains: bool = False  # the partition's option (the same for every part of a task)
 
     def to_task(self, name: str) -> str:
         """`name` (a knob of the part's sketch) as the task's knob."""
         return re.sub(r"^op(\d+)\.", lambda m: f"op{self.ops[int(m.group(1))]}.", name)
 
 
-def _tagged(root) -> list:
+def _tagged(root: ir.Operation) -> list[ir.Operation]:
     """The ops under `root` carrying an op tag, in walk order."""
-    from mlir import ir
+    found: list[ir.Operation] = []
 
-    found = []
-
-    def visit(op):
+    def visit(op: ir.Operation) -> ir.WalkResult:
         if OP_ATTR in op.attributes:
             found.append(op)
         return ir.WalkResult.ADVANCE
@@ -67,18 +70,16 @@ def _tagged(root) -> list:
     return found
 
 
-def _callees(task: SearchTask) -> list[tuple[str, str, list[int], list[str]]]:
+def _callees(task: SearchTask, row_chains: bool) -> list[tuple[str, str, list[int], list[str]]]:
     """The task's payload partitioned: per callee (in call order), its symbol, its text as a
     public function, and the task op number and name of each of its tagged ops (walk order)."""
-    from mlir import ir
-
     from ansor.core import native as _native
     from ansor.core.mlir import parse_payload, run_passes, walk
 
     _native.register_everything()
     with ir.Context(), ir.Location.unknown():
         module = parse_payload(task)
-        run_passes(module, "ansor-partition{row-chains=false}", "apply")
+        run_passes(module, f"ansor-partition{{row-chains={str(row_chains).lower()}}}", "apply")
         funcs = {ir.StringAttr(op.attributes["sym_name"]).value: op for op in walk(module.operation, "func.func")}
         order = [ir.FlatSymbolRefAttr(c.attributes["callee"]).value for c in walk(funcs[task.func_name], "func.call")]
         out = []
@@ -93,15 +94,25 @@ def _callees(task: SearchTask) -> list[tuple[str, str, list[int], list[str]]]:
 
 
 def parts_of(task: SearchTask) -> tuple[tuple[Part, ...] | None, str]:
-    """The parts of `task` (two or more), or (None, why not)."""
+    """The parts of `task` (two or more), or (None, why not): the partition with row chains
+    where each of its groups has a GPU sketch, else the one without."""
+    why = ""
+    for row_chains in (True, False):
+        parts, why = _parts(task, row_chains)
+        if parts is not None:
+            return parts, why
+    return None, why
+
+
+def _parts(task: SearchTask, row_chains: bool) -> tuple[tuple[Part, ...] | None, str]:
+    """The parts of one partition of `task` (`row_chains`: `ansor-partition`'s option)."""
     from ansor.core.mlir import parse_payload
     from ansor.core.task import create_task
     from ansor.targets.cuda.rules import GpuSketch, generate_gpu_sketches
     from ansor.targets.cuda.reduction import RowSketch
-    from mlir import ir
 
     try:
-        callees = _callees(task)
+        callees = _callees(task, row_chains)
     except Exception as exc:  # noqa: BLE001 - a payload the partition refuses: no parts
         return None, f"the partition fails ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
     if len(callees) < 2:
@@ -120,7 +131,7 @@ def parts_of(task: SearchTask) -> tuple[tuple[Part, ...] | None, str]:
             from ansor.targets.cuda.rules import gpu_schedulable
 
             return None, f"part {k} ({sym}): {gpu_schedulable(sub)[1]}"
-        parts.append(Part(sym, sub, sk, tuple(tags)))
+        parts.append(Part(sym, sub, sk, tuple(tags), row_chains))
     return tuple(parts), f"gpu_multi_kernel({', '.join(p.sketch.rule for p in parts)})"
 
 
@@ -145,8 +156,15 @@ def _scoped(part: Part, k: int, script: str) -> tuple[list[str], list[str]]:
     bufd = body[b].split("=")[0].strip()  # the bufferized module's handle in the part's script
     sym = f'attributes{{sym_name = "{part.symbol}"}}'
 
+    # params a script tags an op with (`transform.annotate %op "ansor.op" = %num`: a row
+    # sketch renumbering a fill that canonicalization rebuilt): their constants are op numbers too
+    tag_params = set(re.findall(rf'transform\.annotate \S+ "{OP_ATTR}" = (%\w+)', script))
+
     def renumber(ln: str) -> str:
         ln = re.sub(rf"{OP_ATTR} = (\d+) : i64", lambda m: f"{OP_ATTR} = {part.ops[int(m.group(1))]} : i64", ln)
+        m = re.match(r"\s*(%\w+) = transform\.param\.constant (\d+) : i64", ln)
+        if m and m.group(1) in tag_params:
+            ln = ln.replace(f"constant {m.group(2)} : i64", f"constant {part.ops[int(m.group(2))]} : i64", 1)
         return re.sub(r'tune\.knob<"([^"]+)">', lambda m: f'tune.knob<"{part.to_task(m.group(1))}">', ln)
 
     pre: list[str] = []
@@ -182,7 +200,7 @@ def compose(parts: tuple[Part, ...], scripts: list[str], name: str, rule: str) -
         f"  // sketch {name}: {rule} (GPU)",
         "  transform.named_sequence @__transform_main(%payload: !transform.any_op {transform.consumed}) {",
         "    // one function per fusion group (the task's op tags kept), called in order",
-        f"    %root = {PARTITION} to %payload : {any_op}",
+        f"    %root = {PARTITION.format(str(parts[0].row_chains).lower())} to %payload : {any_op}",
         *pre,
         "    // every part's tensors at once (the intermediates: buffers between the launches)",
         "    %bufd = transform.bufferization.one_shot_bufferize layout{IdentityLayoutMap} %root "

@@ -219,6 +219,9 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
     if why:
         return None, why
     by_index = {o.index: o for o in ops}
+    anchors = [o.index for o in ops if o.has_data_reuse() and not o.is_elementwise() and not o.is_init()]
+    if len(anchors) >= 2:  # (two matmuls read as per-element "row reductions": one kernel per anchor instead)
+        return None, f"{len(anchors)} ops with data reuse {anchors} (the several-kernels rule's)"
     outs = [o for o in ops if not o.users or None in o.users]
     if len(outs) != 1:
         return None, f"{len(outs)} output ops (the cross-thread reduction rule takes one)"
