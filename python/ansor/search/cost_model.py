@@ -95,13 +95,39 @@ def normalized_throughputs(
     return thr
 
 
-def _pack(features: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def merge_copies(f: np.ndarray) -> np.ndarray:
+    """A program's statement rows with identical rows merged: one row per distinct statement,
+    in first-seen order, each with an extra last column log2(1 + copies).
+
+    The features are read after the transform script, so a statement the script unrolled
+    (a thread's register-tile stores, unrolled by the GPU sketch's unroll knob) is there once
+    per copy, with bitwise identical rows. Summed as separate statements, the copies made a
+    program's score grow linearly with their count, which no label bounds: on the prime GEMM the
+    model trained on 112 programs (at most 64 copies) scored programs of 128 copies 10.9 against
+    0.98 for the best measured one, and the guided batch was 15 of them, 93-695 us against a
+    best of 19.7 us (`results/gpu-prime/model-extrapolation.md`). TVM extracts its features
+    before unrolling (one row per store, the unroll a feature); merged rows with their count
+    as a feature are the same thing here."""
+    f = np.asarray(f, dtype=np.float32)
+    if len(f) == 0:
+        return np.zeros((0, f.shape[1] + 1), dtype=np.float32)
+    uniq, first, counts = np.unique(f, axis=0, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    copies = np.log2(1.0 + counts[order].astype(np.float32))[:, None]
+    return np.concatenate([uniq[order], copies.astype(np.float32)], axis=1)
+
+
+def _pack(
+    features: Sequence[np.ndarray], *, merge: bool = False, columns: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Stack the statements of all programs: rows [sum n_statements, n_features] and the
-    program index of every row."""
-    rows = np.concatenate(
-        [np.asarray(f, dtype=np.float32).reshape(len(f), -1) for f in features], axis=0
-    )
-    ids = np.repeat(np.arange(len(features)), [len(f) for f in features])
+    program index of every row. `columns`: keep the leading columns only (a booster trained
+    before columns were appended); `merge`: `merge_copies` each program's rows first (after the cut)."""
+    mats = [np.asarray(f, dtype=np.float32).reshape(len(f), -1)[:, :columns] for f in features]
+    if merge:
+        mats = [merge_copies(m) for m in mats]
+    rows = np.concatenate(mats, axis=0)
+    ids = np.repeat(np.arange(len(mats)), [len(m) for m in mats])
     return rows, ids
 
 
@@ -134,6 +160,7 @@ class XGBModel(CostModel):
         few_shot_threshold: int = 100,
         seed: int = 43,
         nthread: int | None = None,
+        merge_copies: bool = True,
     ) -> None:
         import xgboost  # deferred: importing it costs ~0.3 s
 
@@ -147,6 +174,7 @@ class XGBModel(CostModel):
         self.min_delta = min_delta
         self.few_shot_threshold = few_shot_threshold
         self.seed = seed
+        self.merge_copies = merge_copies
         self.nthread = nthread if nthread is not None else max(1, (os.cpu_count() or 2) // 2)
         self.rng = np.random.default_rng(seed)
         self.booster: Any = None  # xgboost.Booster once trained (or loaded)
@@ -170,6 +198,7 @@ class XGBModel(CostModel):
             "min_delta": self.min_delta,
             "few_shot_threshold": self.few_shot_threshold,
             "seed": self.seed,
+            "merge_copies": self.merge_copies,
         }
 
     def _params(self) -> dict[str, Any]:
@@ -231,7 +260,7 @@ class XGBModel(CostModel):
             return
         feats = [features[i] for i in keep]
         y = y_all[keep]
-        rows, ids = _pack(feats)  # type: ignore[arg-type]
+        rows, ids = _pack(feats, merge=self.merge_copies)  # type: ignore[arg-type]
         xgb = self._xgb
         dtrain = xgb.DMatrix(rows, label=y[ids], weight=y[ids])
         n_prog = len(feats)
@@ -289,10 +318,12 @@ class XGBModel(CostModel):
         else:
             out = np.zeros(len(features))
             if valid:
-                rows, ids = _pack([features[i] for i in valid])  # type: ignore[misc]
                 # A booster saved before columns were appended (the tensor-core slots) reads
-                # the leading columns it was trained on; new columns only ever go at the end.
-                rows = rows[:, : self.booster.num_features()]
+                # the leading columns it was trained on; new columns only ever go at the end
+                # (merged rows carry one more, their copies, after the feature columns).
+                columns = self.booster.num_features() - int(self.merge_copies)
+                rows, ids = _pack([features[i] for i in valid], merge=self.merge_copies,  # type: ignore[misc]
+                                  columns=columns)
                 raw = self.booster.predict(self._xgb.DMatrix(rows), output_margin=True)
                 out[valid] = np.bincount(ids, weights=raw.astype(np.float64), minlength=len(valid))
         invalid = np.ones(len(features), dtype=bool)
@@ -321,7 +352,8 @@ class XGBModel(CostModel):
         doc = json.loads(Path(path).read_text())
         if doc.get("format") != MODEL_FORMAT or int(doc.get("version", -1)) != MODEL_VERSION:
             raise ValueError(f"{path}: not an {MODEL_FORMAT} v{MODEL_VERSION} file")
-        model = cls(**doc["hyper"], nthread=nthread)
+        # files saved before `merge_copies` trained on every row: they keep doing so
+        model = cls(**{"merge_copies": False, **doc["hyper"]}, nthread=nthread)
         if doc["booster"] is not None:
             model.booster = model._xgb.Booster(
                 params={"nthread": model.nthread},
