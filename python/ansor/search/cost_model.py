@@ -4,7 +4,9 @@
     [features of a program: float32 [n_statements, n_features] | None] --predict--> scores
 
 A program's score is the **sum** of per-statement predictions, higher is better; a program
-without features (it failed to lower) scores `-inf`. `XGBModel` is Ansor's learned model:
+without features (it failed to lower) scores `-inf`. A statement the transform script unrolled
+is one statement: `merge_copies` turns its identical rows into one row that counts them (TVM
+reads its features before unrolling), so a program's score cannot grow with its copies. `XGBModel` is Ansor's learned model:
 gradient-boosted trees over statements, trained so that the per-program sum matches the
 program's throughput normalized by its task's best (the "pack-sum" squared error, weighted by
 that throughput, so that fast programs matter most); it is retrained from scratch after every
