@@ -93,6 +93,15 @@ def _callees(task: SearchTask, row_chains: bool) -> list[tuple[str, str, list[in
     return out
 
 
+def partition_size(task: SearchTask) -> int:
+    """How many fusion groups `ansor-partition` (without row chains) makes of `task`'s function;
+    0 when it refuses the payload."""
+    try:
+        return len(_callees(task, False))
+    except Exception:  # noqa: BLE001 - only a count for a hint
+        return 0
+
+
 def parts_of(task: SearchTask) -> tuple[tuple[Part, ...] | None, str]:
     """The parts of `task` (two or more), or (None, why not): the partition with row chains
     where each of its groups has a GPU sketch, else the one without."""

@@ -469,15 +469,12 @@ def _partition_hint(task: SearchTask) -> str:
     """Where `task`'s function splits into several tasks (`ansor-partition`: one per anchor op
     and its fused element-wise ops), the way to run it on the GPU today: as a model, one kernel
     per task; "" otherwise."""
-    from ansor.frontend.partition import extract_tasks
+    from ansor.targets.cuda.multi_kernel import partition_size  # not frontend.partition: targets sit below it
 
-    try:
-        net = extract_tasks(task.ir, target="cuda")
-    except Exception:  # noqa: BLE001 - only a hint: a function extraction refuses gets none
+    n = partition_size(task)
+    if n < 2:
         return ""
-    if len(net.calls) < 2:
-        return ""
-    return (f" (it partitions into {len(net.calls)} tasks, one GPU kernel each: tune it as a model, "
+    return (f" (it partitions into {n} tasks, one GPU kernel each: tune it as a model, "
             "`ansor tune FILE --target cuda` without --one-task, or `ansor.compile(src, target=\"cuda\")`)")
 
 
