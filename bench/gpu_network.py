@@ -1,6 +1,6 @@
 """A whole model on the GPU: tuned (or untuned) ansor network against PyTorch on the same card.
 
-    python -m bench.gpu_network MODEL.mlir[bc] --network resnet18 [--log LOG] [--rounds 5] [--json OUT]
+    python -m bench.gpu_network MODEL.mlir[bc] --network resnet18 [--log LOG [--no-untuned]] [--rounds 5] [--json OUT]
 
 MODEL is the model as `ansor import` writes it (text), or as MLIR bytecode (`--save-bytecode` on
 the machine that imported it: half the size, for carrying to a GPU host without torch-mlir).
@@ -62,6 +62,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--number", type=int, default=50, help="model calls per timing")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--no-untuned", action="store_true",
+                    help="with --log: leave out the untuned program (its compile and timing)")
     ap.add_argument("--save-bytecode", type=Path, help="only convert MODEL (text) to bytecode here, and stop")
     args = ap.parse_args()
     if args.save_bytecode:
@@ -93,7 +95,8 @@ def main() -> None:
     programs = {}
     if args.log:
         programs["ansor tuned"] = compile_network(net, args.log)
-    programs["ansor untuned"] = compile_network(net, None)
+    if not (args.log and args.no_untuned):
+        programs["ansor untuned"] = compile_network(net, None)
     checks = {}
     for label, fn in programs.items():
         out = fn(*inputs)
