@@ -237,14 +237,19 @@ REF_VERSION = 1
 
 
 def verify_kernel(kernel: Any, inputs: list[np.ndarray], expected: list[np.ndarray], opts: RunOptions, *,
-                  corrupt: bool = False) -> str | None:
+                  corrupt: bool = False, runs: list[int] | None = None,
+                  scratch: list[np.ndarray] | None = None) -> str | None:
     """Run `kernel` into poisoned output buffers (`verify.poisoned`; a second sentinel where the
     reference holds the first) and compare with `expected`; None or the one-line mismatch.
-    `corrupt` is the fault-injection hook's "wrong" (outputs shifted by 1)."""
+    `corrupt` is the fault-injection hook's "wrong" (outputs shifted by 1). A caller that
+    verifies many candidates against one reference passes what does not change between them:
+    `runs` (`verify.sentinel_runs(expected)`) and `scratch` (output arrays of the task's
+    shapes, re-poisoned here before each run instead of allocated)."""
     from ansor.measure import verify
 
-    for which in verify.sentinel_runs(expected):
-        outs = kernel.run(inputs, verify.poisoned(kernel.task.outputs, which))
+    for which in verify.sentinel_runs(expected) if runs is None else runs:
+        bufs = verify.poisoned(kernel.task.outputs, which) if scratch is None else verify.poison(scratch, which)
+        outs = kernel.run(inputs, bufs)
         if corrupt:
             outs = [o + 1 for o in outs]
         bad = verify.check_task_outputs(kernel.task, outs, expected, rtol=opts.rtol, atol=opts.atol)
@@ -349,22 +354,28 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     from ansor import config
 
-    refs: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+    #: per task hash: inputs, reference outputs, the sentinel runs they need, output scratch
+    refs: dict[str, tuple[list[np.ndarray], list[np.ndarray], list[int], list[np.ndarray]]] = {}
 
-    def reference(task: SearchTask, ref_path: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    def reference(task: SearchTask, ref_path: str) -> tuple[list[np.ndarray], list[np.ndarray], list[int],
+                                                            list[np.ndarray]]:
         if task.hash not in refs:
+            from ansor.measure import verify
+
             data = np.load(ref_path)
             n_in = len(task.inputs)
             specs = list(task.inputs) + list(task.outputs)  # npz keeps bfloat16 as raw "V2"
             arrays = [as_dtype(data[f"a{i}"], specs[i].numpy_dtype()) if i < len(specs) else data[f"a{i}"]
                       for i in range(len(data.files))]
-            refs[task.hash] = (arrays[:n_in], arrays[n_in:])
+            expected = arrays[n_in:]
+            refs[task.hash] = (arrays[:n_in], expected, verify.sentinel_runs(expected),
+                               verify.poisoned(task.outputs))
         return refs[task.hash]
 
     def verify_and_time(kernel: Any, task: SearchTask, req: dict, opts: RunOptions, build_s: float,
                         phases: dict[str, float]) -> dict:
         """Check `kernel` against the reference (poisoned outputs), then time it: the answer."""
-        inputs, expected = reference(task, req["ref_path"])
+        inputs, expected, runs, scratch = reference(task, req["ref_path"])
         # The verification runs come first: they also finish JIT compilation (ORC materializes
         # the code on first lookup: 0.1-1 s), so they are the warm-up and never a timing.
         fault = config.injected_fault(req["script"])
@@ -375,7 +386,7 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
         elif fault == "hang":
             time.sleep(1e6)
         t0 = time.perf_counter()
-        bad = verify_kernel(kernel, inputs, expected, opts, corrupt=fault == "wrong")
+        bad = verify_kernel(kernel, inputs, expected, opts, corrupt=fault == "wrong", runs=runs, scratch=scratch)
         t_verified = time.perf_counter()
         phases["verify"] = t_verified - t0
         if bad is not None:

@@ -88,6 +88,14 @@ def poisoned(specs: Sequence[TensorSpec], which: int = 0) -> list[np.ndarray]:
     return out
 
 
+def poison(arrays: Sequence[np.ndarray], which: int = 0) -> list[np.ndarray]:
+    """`arrays` refilled in place with the sentinel `which` (`poisoned` without allocating: a
+    runner reuses one set of output buffers across candidates)."""
+    for a in arrays:
+        a.fill(sentinel(a.dtype, which))
+    return list(arrays)
+
+
 def sentinel_runs(refs: Sequence[np.ndarray]) -> list[int]:
     """Which sentinels a verification uses: the first, and the second too where some reference
     output holds the first sentinel itself (a skipped write there would go unseen)."""
