@@ -23,6 +23,11 @@ MAX_SHARED_BYTES = 48 * 1024
 #: Output elements per thread of a stage without reduction loops (the thread-binding rule): no
 #: accumulator lives across a loop there, so the register budget below does not apply.
 MAX_THREAD_TILE = 64
+#: Multiply-adds one thread may spend recomputing the broadcast producer its tile reads (rule 3
+#: with a broadcast producer, `rules._broadcast_consumer_stage`: the anchor's elements under the
+#: thread's tile x the anchor's reduction steps, virtual threads included): a squeeze-excitation
+#: gate recomputes 1-4 channels of a 4-48 deep 1x1 convolution per thread.
+MAX_RECOMPUTE = 4096
 
 
 #: 32-bit registers one thread may use (ptxas's limit on sm_50 .. sm_90).

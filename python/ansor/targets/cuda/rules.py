@@ -71,6 +71,7 @@ a loop) keeps at most `MAX_THREAD_TILE` = 64 elements per thread.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import random
@@ -92,6 +93,7 @@ from ansor.targets.cuda.params import (
     MAX_INNERMOST,
     MAX_LOOP_NESTS,
     MAX_MAPPED,
+    MAX_RECOMPUTE,
     MAX_REGISTERS_PER_BLOCK,
     MAX_REGISTERS_PER_THREAD,
     MAX_SHARED_BYTES,
@@ -126,10 +128,19 @@ class GpuStage:
     # per dim, the extent its tile sizes nest in: `padded_extent` of a ragged-capable dim (whose
     # block tile need not divide the extent), else the extent; () = the extents
     split_extents: tuple[int, ...] = ()
+    # broadcast producers (thread binding of a consumer that expands an anchor's small result):
+    # the anchor and its fill, fused into every thread's tile and recomputed there, anchor first
+    producers: tuple[int, ...] = ()
+    producer_dims: tuple[int, ...] = ()  # the loops of `op` (the consumer) indexing the anchor's result
+    producer_work: int = 0  # the anchor's reduction steps per result element
 
     @property
     def reduce(self) -> tuple[int, ...]:
         return tuple(d for d, k in enumerate(self.kinds) if k == "R")
+
+    @property
+    def space(self) -> tuple[int, ...]:
+        return tuple(d for d, k in enumerate(self.kinds) if k == "S")
 
     def split_extent(self, d: int) -> int:
         return self.split_extents[d] if self.split_extents else self.extents[d]
@@ -300,6 +311,16 @@ def _mapped_dims(op: OpLoops) -> tuple[int, ...]:
     return tuple(out[:MAX_MAPPED]) if out else tuple(space[:1])
 
 
+def _largest_mapped_dims(op: OpLoops) -> tuple[int, ...]:
+    """Like `_mapped_dims`, but y and z are the two largest other space loops (innermost first
+    among them) instead of the next innermost ones."""
+    space = [d for d in reversed(op.output_dims) if op.kinds[d] == "S" and op.extents[d] > 1]
+    if len(space) <= MAX_MAPPED:
+        return _mapped_dims(op)
+    rest = sorted(space[1:], key=lambda d: -op.extents[d])[:MAX_MAPPED - 1]
+    return (space[0], *[d for d in space[1:] if d in rest])
+
+
 def _elem_bytes(task: SearchTask) -> int:
     return element_bytes(task.outputs[0].dtype)
 
@@ -343,6 +364,10 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
     fc = _fusable_consumer(op, by_index)
     inits = [o for o in ops if o.is_init() and o.users == (op.index,)]
     rest = {o.index for o in ops} - {op.index} - {i.index for i in inits} - ({fc[0].index} if fc else set())
+    if rest and fc is None and not pads:
+        bc = _broadcast_consumer_stage(task, op, inits, rest, by_index)
+        if bc is not None:
+            return bc
     if rest:
         return None, f"ops {sorted(rest)} are neither fused nor inlined (one GPU kernel per task for now)"
     if fc is not None and len(fc[0].input_dims) and fc[0].output_dims != tuple(range(len(fc[0].extents))):
@@ -375,6 +400,36 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
     return stage, rule
 
 
+def _broadcast_consumer_stage(task: SearchTask, op: OpLoops, inits: list[OpLoops], rest: set[int],
+                              by_index: dict[int, OpLoops]) -> tuple[GpuStage | None, str] | None:
+    """Rule 3 with broadcast producers: the anchor's only user is an element-wise op that reads
+    its result through a broadcast (the consumer iterates over more elements than the anchor
+    computes: a squeeze-excitation gate `x * sigmoid(conv(pool(x)) + b)` over the whole
+    activation). The consumer is thread-bound as in rule 3, and the anchor (with its fill) is
+    fused into every thread's tile: each thread recomputes the few anchor elements its tile
+    reads (validation bounds that work by `MAX_RECOMPUTE`). None when the pattern does not apply."""
+    if len(op.users) != 1 or op.users[0] not in rest or len(rest) != 1:
+        return None
+    cons = by_index[op.users[0]]
+    if not cons.is_elementwise() or any(u is not None for u in cons.users) or not op.plain_output:
+        return None
+    pos = [i for i, p in enumerate(cons.input_producers) if p == op.index]
+    if len(pos) != 1 or cons.init_producer is not None:
+        return None
+    dims = cons.input_dims[pos[0]]
+    anchor_elems = math.prod(op.extents[d] for d in op.output_dims)
+    if math.prod(cons.extents[d] for d in cons.space) <= anchor_elems:
+        return None  # not a broadcast: rule 2's fusion or nothing
+    stage, why = _thread_binding_stage(task, [cons], False)
+    if stage is None:
+        return None, why
+    work = math.prod(op.extents[d] for d in op.reduce)
+    # (exact tiles: a padded consumer would read a padded slice of the fused anchor)
+    stage = dataclasses.replace(stage, producers=(op.index, *(i.index for i in inits)), producer_dims=dims,
+                                producer_work=max(1, work), split_extents=())
+    return stage, f"gpu_thread_binding_with_broadcast_producer(op{cons.index}<-op{op.index})"
+
+
 def _thread_binding_stage(task: SearchTask, ops: list[OpLoops], padded: bool) -> tuple[GpuStage | None, str]:
     """Rule 3: a task without data reuse or reductions (element-wise, transposes, broadcasts,
     gathers: what is left of a network between its anchors) is one op after inlining. Its
@@ -393,6 +448,11 @@ def _thread_binding_stage(task: SearchTask, ops: list[OpLoops], padded: bool) ->
     if not mapped:
         return None, f"op{e.index} has no loop of extent > 1 to bind to threads"
     per_thread = math.prod(e.extents[d] for d in e.space if d not in mapped)
+    if per_thread > MAX_THREAD_TILE:
+        # the innermost loops are small (a channel shuffle 1x96x2x3x3): bind x to the innermost
+        # output loop (coalesced stores) and y, z to the two largest others
+        mapped = _largest_mapped_dims(e)
+        per_thread = math.prod(e.extents[d] for d in e.space if d not in mapped)
     if per_thread > MAX_THREAD_TILE:
         return None, (f"op{e.index}: {per_thread} elements per thread in the loops beyond the {MAX_MAPPED} "
                       f"bound ones > {MAX_THREAD_TILE}")
@@ -611,6 +671,20 @@ def loop_nests(stage: GpuStage, values: Mapping[str, int]) -> int:
     return 0 if unrolled else nests
 
 
+def recompute_work(stage: GpuStage, values: Mapping[str, int]) -> int:
+    """Multiply-adds one thread spends on the broadcast producer fused into its tile: per
+    virtual thread, the anchor elements under the thread's tile (its `S2` tile along the loops
+    indexing the anchor's result) times the anchor's reduction steps."""
+    elems, vthreads = 1, 1
+    for d in stage.space:
+        t1, t2, t3, _ = _sizes(stage, values, d)
+        if d in stage.mapped:
+            vthreads *= t1 // t2
+        if d in stage.producer_dims:
+            elems *= t3
+    return vthreads * elems * stage.producer_work
+
+
 def _tile_extent(stage: GpuStage, values: Mapping[str, int], d: int) -> int:
     """Extent of loop d inside one block at one R0 step."""
     if stage.kinds[d] == "R":
@@ -672,6 +746,10 @@ def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, 
             return f"{nests} reduction loop nests per thread (not unrolled) > {MAX_LOOP_NESTS}"
     elif thread_tile * vthreads > MAX_THREAD_TILE:
         return f"{thread_tile * vthreads} elements per thread > {MAX_THREAD_TILE}"
+    if stage.producers:
+        work = recompute_work(stage, values)
+        if work > MAX_RECOMPUTE:
+            return f"{work} multiply-adds per thread recomputing the broadcast producer > {MAX_RECOMPUTE}"
     if vthreads > MAX_VTHREAD:
         return f"{vthreads} virtual threads > {MAX_VTHREAD}"
     smem = shared_bytes(stage, values)
@@ -891,6 +969,12 @@ class _GpuRenderer(ScriptBuilder):
             blk_op, blk = self.fuse_into(op, blk)
         else:
             blk_op, blk = self.tile_forall(op, self.space_sizes(1), block_map)
+        fused_producers: list[str] = []
+        if st.producers:
+            self.emit("// broadcast producers (the anchor, its fill): fused into the block, then into each thread")
+            for p in st.producers:
+                h, blk = self.fuse_into(self.match(p), blk)
+                fused_producers.append(h)
         if self.values is not None:
             full = st.padded_extents(self.values)
             self.ext = [int(self.values[st.knob(d, 1)]) if d in st.mapped else e for d, e in enumerate(full)]
@@ -952,7 +1036,20 @@ class _GpuRenderer(ScriptBuilder):
         cur, loops = self.tile_for(cur, [self.value(st.knob(d, 2)) if d in st.mapped else "0" for d in range(nd)])
         self.unroll_later(loops)
         self.emit("// S2: threads")
-        cur, _ = self.tile_forall(cur, self.space_sizes(3), thread_map)
+        cur, thr = self.tile_forall(cur, self.space_sizes(3), thread_map)
+        if fused_producers:
+            self.emit("// each thread recomputes the producer elements its tile reads (a thread-private buffer)")
+            fp = self.fresh("f")
+            self.emit(f'{fp} = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
+            self.emit(f"transform.apply_patterns to {fp} {{")
+            self.emit("  transform.apply_patterns.tensor.merge_consecutive_insert_extract_slice")
+            self.emit(f"}} : {ANY}")
+            for h in fused_producers:
+                t, thr = self.fuse_into(h, thr)
+                to_vectorize.append((t, None))
+            self.emit(f"transform.apply_patterns to {fp} {{")
+            self.emit("  transform.apply_patterns.tensor.fold_tensor_empty")
+            self.emit(f"}} : {ANY}")
         if self.ext is not None:
             for d in st.mapped:
                 self.ext[d] = min(self.ext[d], int(self.values[st.knob(d, 3)]))

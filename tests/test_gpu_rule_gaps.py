@@ -1,0 +1,138 @@
+"""CUDA rule gaps found by the networks' acceptance run (results/networks-acceptance/): each task
+shape that had no GPU schedule, as a small self-contained task, built to PTX without a GPU and
+its script's loops run on the CPU (blocks and threads as loops) against the reference."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from ansor.core.task import create_task
+from ansor.targets import generate_sketches
+from ansor.targets.cuda.lowering import emit_ptx, lower_to_gpu_ir
+from ansor.targets.cuda.rules import default_script
+from test_gpu_sweep_fixes import _run_as_cpu_loops
+
+
+def _se_gate(c_in: int, c: int, h: int, w: int) -> str:
+    """EfficientNet's squeeze-excitation expand as torch-mlir + extraction leave it: a 1x1 conv on
+    the pooled 1 x c_in x 1 x 1 tensor + bias + sigmoid, multiplied into the whole activation."""
+    return f"""
+func.func @se(%p: tensor<1x{c_in}x1x1xf32>, %wt: tensor<{c}x{c_in}x1x1xf32>, %b: tensor<{c}xf32>,
+              %x: tensor<1x{c}x{h}x{w}xf32>) -> tensor<1x{c}x{h}x{w}xf32> {{
+  %one = arith.constant 1.0 : f32
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x{c}x1x1xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x{c}x1x1xf32>) -> tensor<1x{c}x1x1xf32>
+  %conv = linalg.conv_2d_nchw_fchw {{dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}}
+      ins(%p, %wt : tensor<1x{c_in}x1x1xf32>, tensor<{c}x{c_in}x1x1xf32>) outs(%f : tensor<1x{c}x1x1xf32>) -> tensor<1x{c}x1x1xf32>
+  %eo = tensor.empty() : tensor<1x{c}x{h}x{w}xf32>
+  %y = linalg.generic {{indexing_maps = [affine_map<(n, c, i, j) -> (n, c, i, j)>, affine_map<(n, c, i, j) -> (n, c, 0, 0)>,
+                                         affine_map<(n, c, i, j) -> (c)>, affine_map<(n, c, i, j) -> (n, c, i, j)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+      ins(%x, %conv, %b : tensor<1x{c}x{h}x{w}xf32>, tensor<1x{c}x1x1xf32>, tensor<{c}xf32>) outs(%eo : tensor<1x{c}x{h}x{w}xf32>) {{
+  ^bb0(%xi: f32, %ci: f32, %bi: f32, %o: f32):
+    %s = arith.addf %ci, %bi : f32
+    %n = arith.negf %s : f32
+    %ex = math.exp %n : f32
+    %d = arith.addf %ex, %one : f32
+    %g = arith.divf %one, %d : f32
+    %r = arith.mulf %xi, %g : f32
+    linalg.yield %r : f32
+  }} -> tensor<1x{c}x{h}x{w}xf32>
+  return %y : tensor<1x{c}x{h}x{w}xf32>
+}}
+"""
+
+
+def _check_scripts(task, scripts: list[str]) -> None:
+    """Each script builds to PTX and, as CPU loops into poisoned outputs, computes the task."""
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+
+    inputs, refs, _ = reference_outputs(task)
+    for script in scripts:
+        assert ".entry" in emit_ptx(task, script)
+        outs = _run_as_cpu_loops(task, script, inputs, poisoned(task.outputs))
+        assert check_task_outputs(task, outs, refs) is None
+
+
+def _samples(task, n: int, seed: int = 0) -> list[str]:
+    sk = generate_sketches(task)[0]
+    rng = random.Random(seed)
+    return [sk.script(sk.sample(rng).values()) for _ in range(n)]
+
+
+@pytest.mark.parametrize("shape", [(8, 32, 12, 12), (48, 1152, 3, 3), (4, 16, 7, 5)])
+def test_broadcast_producer_is_recomputed_per_thread(shape: tuple[int, int, int, int]) -> None:
+    """The squeeze-excitation gate: the convolution's only user broadcasts its 1 x C x 1 x 1
+    result over the whole activation, so no kernel tiling the convolution covers the task (the
+    10 refused EfficientNet-B0 tasks). The consumer is thread-bound and each thread recomputes
+    the channels its tile reads (the convolution and its fill fused into the thread: a private
+    buffer, no intermediate between kernels). The untuned program and three samples build and
+    compute the gate."""
+    task = create_task(_se_gate(*shape), name="se", target="cuda")
+    sketches = generate_sketches(task)
+    assert [s.name for s in sketches] == ["s0", "skip"]
+    st = sketches[0].gpu_stage
+    assert st.producers == (1, 0) and st.producer_work == shape[0]
+    assert "broadcast_producer" in sketches[0].rules[0]
+    _check_scripts(task, [default_script(task), *_samples(task, 3)])
+
+
+def test_broadcast_producer_buffer_is_thread_private() -> None:
+    """The recomputed channels live in a per-thread stack buffer inside the launch (a shared or
+    global one would race between threads; the CPU loops above cannot see that)."""
+    from mlir import ir
+
+    task = create_task(_se_gate(48, 1152, 3, 3), name="se", target="cuda")
+    with ir.Context(), ir.Location.unknown():
+        text = str(lower_to_gpu_ir(task, default_script(task)))
+    launch = text[text.index("gpu.launch"):]
+    assert "memref.alloca() : memref<1x1x1x1xf32>" in launch
+    assert "memref.alloc(" not in text and "gpu.alloc" not in text
+
+
+def test_broadcast_producer_recompute_is_bounded() -> None:
+    """A thread tile that would recompute more than `MAX_RECOMPUTE` multiply-adds is refused."""
+    from ansor.targets.cuda.params import MAX_RECOMPUTE
+    from ansor.targets.cuda.rules import recompute_work, validate_gpu
+
+    task = create_task(_se_gate(256, 64, 4, 4), name="se", target="cuda")
+    sk = generate_sketches(task)[0]
+    rng = random.Random(1)
+    for _ in range(50):
+        v = sk.sample(rng).values()
+        assert recompute_work(sk.gpu_stage, v) <= MAX_RECOMPUTE
+    big = dict(v)
+    big.update({"op2.d1.t1": 64, "op2.d1.t2": 64, "op2.d1.t3": 32, "op2.d1.t4": 1, "op2.d2.t1": 4, "op2.d2.t2": 4,
+                "op2.d2.t3": 1, "op2.d2.t4": 1, "op2.d3.t1": 4, "op2.d3.t2": 4, "op2.d3.t3": 1, "op2.d3.t4": 1})
+    assert recompute_work(sk.gpu_stage, big) == 32 * 256 > MAX_RECOMPUTE
+    err = validate_gpu(sk.gpu_stage, sk.knobs, big, strict_threads=False)
+    assert "recomputing the broadcast producer" in (err or "")
+
+
+def _shuffle(g: int, c: int, h: int, w: int) -> str:
+    """ShuffleNet's channel shuffle: 1 x g x c x h x w -> 1 x c x g x h x w."""
+    return f"""
+func.func @shuffle(%x: tensor<1x{g}x{c}x{h}x{w}xf32>) -> tensor<1x{c}x{g}x{h}x{w}xf32> {{
+  %e = tensor.empty() : tensor<1x{c}x{g}x{h}x{w}xf32>
+  %t = linalg.transpose ins(%x : tensor<1x{g}x{c}x{h}x{w}xf32>) outs(%e : tensor<1x{c}x{g}x{h}x{w}xf32>)
+      permutation = [0, 2, 1, 3, 4]
+  return %t : tensor<1x{c}x{g}x{h}x{w}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("shape", [(2, 96, 3, 3), (2, 232, 7, 7), (2, 96, 1, 3)])
+def test_thread_binding_maps_the_largest_loops(shape: tuple[int, int, int, int]) -> None:
+    """A channel shuffle at a small resolution: the thread-binding rule bound the innermost three
+    loops (3, 3, 2) and left 96 elements per thread (> `MAX_THREAD_TILE`). x stays the innermost
+    loop; y and z are now the two largest other loops when the innermost ones leave too much per
+    thread. The untuned program and three samples build and compute the shuffle."""
+    from ansor.targets.cuda.rules import gpu_stage_for
+
+    task = create_task(_shuffle(*shape), name="shuffle", target="cuda")
+    st, _ = gpu_stage_for(task)
+    assert st is not None and st.mapped[0] == 4 and 1 in st.mapped
+    _check_scripts(task, [default_script(task), *_samples(task, 3)])
