@@ -217,19 +217,112 @@ def test_multi_kernel_scripts_run_as_cpu_loops(name: str) -> None:
         assert check_task_outputs(task, outs, refs) is None, script
 
 
-def test_intermediates_in_device_memory() -> None:
-    """The buffer between the two launches is a device allocation, freed before the return; no
-    host buffer is left (`ansor-gpu-check-host-allocs` would refuse it)."""
-    from ansor.targets.cuda.lowering import lower_to_gpu_ir
+def test_intermediates_are_a_workspace_argument() -> None:
+    """The buffer between the two launches is a trailing argument of the task function (after
+    its output), recorded as the module's workspace; the function allocates nothing, on the host
+    or the device, and the lowered host code calls no allocator (`mgpuMemAlloc`/`mgpuMemFree`)
+    in the task function or the timing loop: nothing is allocated per call."""
+    from ansor.core.mlir import walk
+    from ansor.core.task import TensorSpec
+    from ansor.targets.cuda.lowering import WORKSPACE_ATTR, _lower_module, lower_to_gpu_ir, workspace_of
     from mlir import ir
 
     task = _task("matmul-rowsum-33x65x17")
     with ir.Context(), ir.Location.unknown():
         text = str(lower_to_gpu_ir(task, default_script(task)))
-    body = text.split(f"func.func @{task.func_name}(")[1]
+    head, body = text.split(f"func.func @{task.func_name}(")[1].split("\n", 1)
+    assert "memref<33x17xf32>, %arg1: memref<17x65xf32>, %arg2: memref<33xf32>, %arg3: memref<33x65xf32>)" in head
+    assert "ansor.workspace = 1 : i64" in head
     assert body.count("gpu.launch blocks") == 2
-    assert "gpu.alloc async" in body and "gpu.dealloc async" in body
+    assert "gpu.alloc" not in body and "gpu.dealloc" not in body
     assert "memref.alloc()" not in body.split("gpu.launch")[0]
+    with ir.Context(), ir.Location.unknown():
+        module = _lower_module(task, default_script(task), "sm_90", "isa", bench=True)
+        assert workspace_of(module, task) == (TensorSpec((33, 65), "f32"),)
+        assert WORKSPACE_ATTR in module.operation.attributes
+        host = [op for op in walk(module.operation, "llvm.func")
+                if ir.StringAttr(op.attributes["sym_name"]).value in (task.func_name, "__ansor_bench")]
+        assert len(host) == 2
+        for f in host:
+            callees = {ir.FlatSymbolRefAttr(c.attributes["callee"]).value
+                       for c in walk(f, "llvm.call") if "callee" in c.attributes}
+            assert not {"mgpuMemAlloc", "mgpuMemFree"} & callees, callees
+
+
+@pytest.mark.parametrize("name", ["mlp-3x97x2", "attention-16x32x8"])
+def test_every_part_task_without_workspace(name: str) -> None:
+    """Only the multi-kernel task has a workspace: its parts, as the tasks a partitioned model
+    runs, build without one (one kernel, nothing between launches)."""
+    from ansor.targets.cuda.lowering import lower_to_gpu_ir, record_workspace
+    from mlir import ir
+
+    sk = _sketch(_task(name))
+    for p in sk.parts:
+        with ir.Context(), ir.Location.unknown():
+            assert record_workspace(lower_to_gpu_ir(p.task, default_script(p.task)), p.task) == ()
+
+
+class _FakeBuffer:
+    """A device buffer without a device: records its life."""
+
+    log: list = []
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        import ctypes
+
+        self.shape, self.dtype, self.desc = tuple(shape), np.dtype(dtype), ctypes.c_int(0)
+        _FakeBuffer.log.append(("alloc", self.shape))
+
+    def upload(self, a: np.ndarray) -> None:
+        _FakeBuffer.log.append(("upload", self.shape))
+
+    def download(self) -> np.ndarray:
+        return np.zeros(self.shape, self.dtype)
+
+    def poison(self) -> None:
+        _FakeBuffer.log.append(("poison", self.shape))
+
+    def free(self) -> None:
+        _FakeBuffer.log.append(("free", self.shape))
+
+
+class _FakeEngine:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def invoke(self, name: str, *args) -> None:
+        self.calls.append((name, len(args)))
+
+
+def test_kernel_allocates_its_workspace_once(monkeypatch) -> None:
+    """`CudaKernel` with a workspace (no GPU: fake buffers and engine): allocated on the first
+    call, passed after the inputs and outputs to every call and the timing loop, poisoned with
+    the outputs by a verifying run (only the outputs are uploaded besides the inputs), freed
+    with the kernel."""
+    import gc
+
+    from ansor.core.task import TensorSpec
+    from ansor.targets.cuda import runtime
+
+    monkeypatch.setattr(runtime, "_DeviceBuffer", _FakeBuffer)
+    monkeypatch.setattr(runtime, "_check_device", lambda what: None)
+    monkeypatch.setattr(_FakeBuffer, "log", [])
+    task = _task("matmul-rowsum-33x65x17")
+    engine = _FakeEngine()
+    kernel = runtime.CudaKernel(engine, task, workspace=(TensorSpec((33, 65), "f32"),))
+    inputs = [np.zeros(s.shape, np.float32) for s in task.inputs]
+    kernel.run(inputs)
+    kernel.run(inputs, [np.full((33,), np.nan, np.float32)])
+    kernel.time(inputs, 10)
+    assert engine.calls == [(task.func_name, 4), (task.func_name, 4), ("__ansor_bench", 5)]
+    log = _FakeBuffer.log
+    assert log.count(("alloc", (33, 65))) == 1
+    assert ("upload", (33, 65)) not in log
+    assert log.count(("poison", (33, 65))) == 1 and log.count(("upload", (33,))) == 1
+    assert log.index(("poison", (33, 65))) > log.index(("upload", (33,)))
+    del kernel
+    gc.collect()
+    assert log[-1] == ("free", (33, 65))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -240,8 +333,8 @@ def test_intermediates_in_device_memory() -> None:
 @pytest.mark.parametrize("name", list(_SOURCES))
 def test_multi_kernel_programs_run_on_the_gpu(name: str) -> None:
     """The untuned program and three samples against the reference, each run twice into
-    outputs poisoned with NaN and with a second sentinel, then timed (deferred synchronisation:
-    the intermediate's allocation and free inside each call)."""
+    outputs poisoned with NaN and with a second sentinel (the workspace poisoned too), then timed
+    (deferred synchronisation; the intermediates in the kernel's workspace, allocated once)."""
     from ansor.measure import verify
     from ansor.measure.measurer import reference_outputs
     from ansor.targets.cuda.lowering import compile_task_cuda

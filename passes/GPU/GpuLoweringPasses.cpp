@@ -30,6 +30,9 @@ using namespace mlir;
 
 namespace {
 
+/// How many trailing arguments of a function are its workspace (`ansor-gpu-device-intermediates`).
+constexpr llvm::StringLiteral kWorkspaceAttr = "ansor.workspace";
+
 /// Alignment (bytes) the kernels' buffers are known to have.
 constexpr int64_t kBufferAlign = 16;
 
@@ -169,6 +172,8 @@ bool onlyKernelUses(Value v, SmallVector<memref::DeallocOp> &deallocs) {
 
 struct GpuDeviceIntermediates
     : public ansor::impl::GpuDeviceIntermediatesBase<GpuDeviceIntermediates> {
+  using Base::Base;
+
   void runOnOperation() override {
     for (func::FuncOp f : topLevelFuncs(getOperation())) {
       if (f.isExternal() || collectOps<gpu::LaunchOp>(f).empty())
@@ -178,10 +183,24 @@ struct GpuDeviceIntermediates
         if (auto a = dyn_cast<memref::AllocOp>(op);
             a && !isWorkgroup(a.getType()) && a.getType().hasStaticShape() && a.getType().getLayout().isIdentity())
           allocs.push_back(a);
+      // a public function's caller passes its workspace; a private one's callers cannot
+      bool asArguments = workspace && f.isPublic();
+      int64_t added = 0;
       for (memref::AllocOp a : allocs) {
         SmallVector<memref::DeallocOp> deallocs;
         if (!onlyKernelUses(a.getResult(), deallocs))
           continue;
+        if (asArguments) {
+          unsigned index = f.getNumArguments();
+          if (failed(f.insertArgument(index, a.getType(), DictionaryAttr::get(&getContext()), a.getLoc())))
+            return signalPassFailure();
+          a.getResult().replaceAllUsesWith(f.getArgument(index));
+          for (memref::DeallocOp d : deallocs)
+            d.erase();
+          a.erase();
+          ++added;
+          continue;
+        }
         OpBuilder b(a);
         Location loc = a.getLoc();
         auto tokenT = gpu::AsyncTokenType::get(&getContext());
@@ -206,6 +225,8 @@ struct GpuDeviceIntermediates
           }
         }
       }
+      if (added > 0)
+        f->setAttr(kWorkspaceAttr, IntegerAttr::get(IntegerType::get(&getContext(), 64), added));
     }
   }
 };

@@ -63,7 +63,7 @@ def GpuCheckHostAllocs : Pass<"ansor-gpu-check-host-allocs"> {
 }
 
 def GpuDeviceIntermediates : Pass<"ansor-gpu-device-intermediates"> {
-  let summary = "Buffers only GPU kernels use, allocated in device memory";
+  let summary = "Buffers only GPU kernels use: the caller's device workspace";
   let description = [{
     A task of several kernels (`targets/cuda/multi_kernel.py`: one `gpu.launch` per fusion
     group) passes its intermediates from one launch to the next through buffers that
@@ -71,16 +71,35 @@ def GpuDeviceIntermediates : Pass<"ansor-gpu-device-intermediates"> {
     every top-level `func.func` with a `gpu.launch`, a static `memref.alloc` in the function's
     body outside the workgroup address space whose every use -- directly or through view ops
     (`memref.subview`, `expand_shape`, `collapse_shape`, `cast`) -- is inside a `gpu.launch`
-    or is a `memref.dealloc` becomes a device allocation, freed where it was deallocated or
-    else before the function returns:
+    or is a `memref.dealloc` becomes a trailing argument of a public function: a workspace the
+    caller allocates in device memory once and passes to every call (`CudaKernel` in
+    `targets/cuda/runtime.py`), so no call allocates. Its deallocs are erased, and the function
+    gets `ansor.workspace = N : i64`, the number of such trailing arguments (in allocation
+    order):
 
     ```mlir
     // before
-    %buf = memref.alloc() : memref<33x65xf32>
-    gpu.launch ... { ... memref.store %v, %buf[...] ... }
-    gpu.launch ... { ... memref.load %buf[...] ... }
-    return
+    func.func @f(%a: memref<33x17xf32>, %out: memref<33xf32>) {
+      %buf = memref.alloc() : memref<33x65xf32>
+      gpu.launch ... { ... memref.store %v, %buf[...] ... }
+      gpu.launch ... { ... memref.load %buf[...] ... }
+      memref.dealloc %buf : memref<33x65xf32>
+      return
+    }
     // after
+    func.func @f(%a: memref<33x17xf32>, %out: memref<33xf32>, %buf: memref<33x65xf32>)
+        attributes {ansor.workspace = 1 : i64} {
+      gpu.launch ... { ... }
+      gpu.launch ... { ... }
+      return
+    }
+    ```
+
+    A private function (its callers cannot pass a workspace), or any function with
+    `workspace=false`, allocates the buffer on the device in every call instead (`gpu-to-llvm`
+    lowers these to the runtime's `mgpuMemAlloc` / `mgpuMemFree` on a stream):
+
+    ```mlir
     %t0 = gpu.wait async
     %buf, %t1 = gpu.alloc async [%t0] () : memref<33x65xf32>
     gpu.wait [%t1]
@@ -92,9 +111,13 @@ def GpuDeviceIntermediates : Pass<"ansor-gpu-device-intermediates"> {
     return
     ```
 
-    (`gpu-to-llvm` lowers the synchronous forms to the runtime's `mgpuMemAlloc` / `mgpuMemFree`
-    on a stream.) Other allocations are left for `ansor-gpu-check-host-allocs` to refuse.
+    Other allocations are left for `ansor-gpu-check-host-allocs` to refuse.
   }];
+  let options = [
+    Option<"workspace", "workspace", "bool", /*default=*/"true",
+           "Intermediates of a public function become trailing arguments (a workspace the caller "
+           "allocates once) instead of a device allocation and free in every call">,
+  ];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 

@@ -11,7 +11,7 @@
         --ansor-gpu-sink-constants, gpu-kernel-outlining, llvm.align on kernel buffers-->
         --NVVM lowering to the LLVM dialect --infer_access_alignment (128-bit accesses)-->
         --gpu-module-to-binary format=isa (PTX), or bin (ptxas: a cubin; `config.CUDA_BINARY`)-->
-        host LLVM + embedded cubin/PTX
+        host LLVM + embedded cubin/PTX (+ the workspace's types: `WORKSPACE_ATTR`)
         --ExecutionEngine + libmlir_cuda_runtime.so--> CudaKernel
 
 Runs inside measurement worker processes, like `lowering.py` (MLIR aborts on internal assertion
@@ -37,7 +37,7 @@ import re
 from mlir import ir
 from ansor.core.mlir import (EXPAND_FPOWI, LoweringError, add_bench_wrapper, apply_script, diag_text,
                              parse_payload)
-from ansor.core.task import SearchTask
+from ansor.core.task import SearchTask, TensorSpec
 from ansor.targets.cuda.params import DEFAULT_ARCH
 from ansor.targets.cuda.rewrites import MAX_PRIVATE_BYTES, infer_access_alignment
 from ansor.targets.cuda.tensorcore import ATTR as TC_ATTR
@@ -149,11 +149,52 @@ def lower_to_gpu_ir(task: SearchTask, script: str) -> ir.Module:
     run_passes(module, f"ansor-gpu-private-allocs-to-stack{{max-bytes={MAX_PRIVATE_BYTES}}}", "lower")
     run_passes(module, "ansor-gpu-block-reductions-to-shuffles", "lower")
     run_passes(module, "ansor-gpu-guard-padded-reads", "lower")
-    # a task of several kernels (multi_kernel.py): the buffers between its launches on the device
+    # a task of several kernels (multi_kernel.py): the buffers between its launches become
+    # trailing arguments, a workspace the runtime allocates once (`record_workspace`)
     run_passes(module, "ansor-gpu-device-intermediates", "lower")
     run_passes(module, "ansor-gpu-check-host-allocs", "lower")
     run_passes(module, "ansor-gpu-pack-rows-into-blocks", "lower")  # a row sketch's `rows` knob
     return module
+
+
+#: The module attribute listing the workspace's types (memrefs): the task function's trailing
+#: arguments after its outputs, which `ansor-gpu-device-intermediates` made of the buffers
+#: between its kernels (absent: none).
+WORKSPACE_ATTR = "ansor.cuda_workspace"
+
+
+def record_workspace(module: ir.Module, task: SearchTask) -> tuple[TensorSpec, ...]:
+    """Write the task function's workspace (its arguments after the inputs and outputs) into the
+    module's `WORKSPACE_ATTR`, which survives the lowering to LLVM and the builder's bytecode;
+    returns it. Raises `LoweringError` for an element type the runtime cannot allocate."""
+    from ansor.core.mlir import walk
+
+    func = next(op for op in walk(module.operation, "func.func")
+                if ir.StringAttr(op.attributes["sym_name"]).value == task.func_name)
+    args = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).inputs
+    extra = list(args[len(task.inputs) + len(task.outputs):])
+    if not extra:
+        return ()
+    module.operation.attributes[WORKSPACE_ATTR] = ir.ArrayAttr.get([ir.TypeAttr.get(t) for t in extra])
+    return workspace_of(module, task)
+
+
+def workspace_of(module: ir.Module, task: SearchTask) -> tuple[TensorSpec, ...]:
+    """The workspace `record_workspace` wrote into `module` (empty without one)."""
+    from ansor.core.dtypes import NUMPY_DTYPES
+
+    attrs = module.operation.attributes
+    if WORKSPACE_ATTR not in attrs:
+        return ()
+    specs = []
+    for a in ir.ArrayAttr(attrs[WORKSPACE_ATTR]):
+        t = ir.MemRefType(ir.TypeAttr(a).value)
+        et = str(t.element_type)
+        if et not in NUMPY_DTYPES or not t.has_static_shape:
+            raise LoweringError("lower", f"{task.name}: intermediate buffer {t} between GPU kernels: "
+                                         "not supported as a workspace")
+        specs.append(TensorSpec(tuple(t.shape), et))
+    return tuple(specs)
 
 
 def tensor_core_module(task: SearchTask, script: str) -> ir.Module | None:
@@ -228,6 +269,7 @@ def _lower_module(task: SearchTask, script: str, arch: str, fmt: str, *, bench: 
         run_passes(tc, "gpu-module-to-binary" + to_binary, "lower")
         return tc
     module = lower_to_gpu_ir(task, script)
+    record_workspace(module, task)
     if bench:
         add_bench_wrapper(module, task.func_name)
     # The unrolled code of one thread is capped (AutoUnroll in passes/Passes.td,
@@ -389,6 +431,7 @@ def _jit(module: ir.Module, task: SearchTask, *, defer_sync: bool = False) -> Cu
 
     from ansor.core import native as _native
 
+    workspace = workspace_of(module, task)  # before the engine takes the module
     try:
         load_cuda_runtime()
     except OSError as exc:  # no libcuda.so.1 (no driver) or a runtime that does not load
@@ -406,4 +449,4 @@ def _jit(module: ir.Module, task: SearchTask, *, defer_sync: bool = False) -> Cu
         engine.initialize()  # runs the global constructors that load the GPU module
     except RuntimeError as exc:
         raise LoweringError("jit", str(exc).splitlines()[0]) from None
-    return CudaKernel(engine, task, deferrable=deferrable)
+    return CudaKernel(engine, task, deferrable=deferrable, workspace=workspace)

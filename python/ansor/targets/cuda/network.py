@@ -16,8 +16,9 @@ MLIR assertion ends its build process, not the caller), runs on the CPU between 
 a warning: its operands are copied off the card and its results back (`_HostStep`). A task's
 kernel is the very program the tuner measured (same lowering, same artifact); the
 network adds no code of its own on the device. The device memory is static: one buffer per task
-result, allocated at compile time (calls of one CudaNetwork are serialised by `ansor.compile`'s
-lock). Ops of the model function that the plan cannot run (anything but constants, reshapes and
+result, allocated at compile time, and each kernel's workspace (the intermediates of a task of
+several kernels, `CudaKernel.workspace_buffers`), allocated once and kept by the kernel (calls of
+one CudaNetwork are serialised by `ansor.compile`'s lock). Ops of the model function that the plan cannot run (anything but constants, reshapes and
 calls reading a model input or a task result) are a one-line `LoweringError` naming the op.
 """
 
@@ -252,6 +253,7 @@ class CudaNetwork:
                     self._steps.append(_HostStep(callee, t, host_kernels[t.hash], [slots[o] for o in operands], outs))
                     continue
                 kernel = kernels[t.hash]
+                descs += [b.desc for b in kernel.workspace_buffers()]  # its intermediates: the kernel's, kept
                 ptrs = [ctypes.pointer(ctypes.pointer(d)) for d in descs]
                 packed = (ctypes.c_void_p * len(ptrs))()
                 for i, p in enumerate(ptrs):
@@ -294,6 +296,8 @@ class CudaNetwork:
         if outputs is not None:  # poisoned outputs: a result the plan never writes stays poisoned
             for slot, o in zip(self._outputs, outputs, strict=True):
                 slot.buffer.upload(o)
+            for kernel in self._kernels.values():  # and so do intermediates inside a task
+                kernel.poison_workspace()
         self._calls(1)
         _check_device(f"running {self.task.name}")
         return write_back([s.buffer.download().reshape(s.spec.shape) for s in self._outputs], outputs)

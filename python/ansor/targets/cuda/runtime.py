@@ -6,7 +6,13 @@ and what the device is (`device_arch`, `has_cuda_device`).
     CudaKernel.time(inputs, n) --native loop of n launches--> seconds
 
 Buffers are allocated through the MLIR CUDA runtime's own entry points (`mgpuMemAlloc`,
-`mgpuMemcpy`, ...), so nothing here needs PyTorch or CuPy.
+`mgpuMemcpy`, ...), so nothing here needs PyTorch or CuPy. A program of several kernels takes
+its intermediates as trailing arguments after its outputs, its **workspace**
+(`ansor-gpu-device-intermediates`; their types in the lowered module's `lowering.WORKSPACE_ATTR`):
+`CudaKernel` allocates them once, on the first call, passes them to every call (the network
+runner too) and frees them with itself; nothing is allocated per call. A verifying `run` (given
+poisoned outputs) poisons the workspace too, so a kernel that reads an intermediate element no
+kernel wrote fails.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 from ansor.core.mlir import BENCH_FUNC, LoweringError
-from ansor.core.task import SearchTask
+from ansor.core.task import SearchTask, TensorSpec
 from ansor.targets.cuda.params import DEFAULT_ARCH
 from ansor import config
 
@@ -128,6 +134,11 @@ class _DeviceBuffer:
         self._copy(out.ctypes.data, self.ptr)
         return out
 
+    def poison(self) -> None:
+        """Every byte 0xFF: NaN in a float buffer, -1 in an integer one."""
+        junk = np.full(max(self.nbytes, 1), 0xFF, dtype=np.uint8)
+        self._copy(self.ptr, junk.ctypes.data)
+
     def free(self) -> None:
         if self.ptr:
             load_cuda_runtime().mgpuMemFree(self.ptr, None)
@@ -184,10 +195,26 @@ class CudaKernel:
     #: its launches synchronise through `ansorStreamSynchronizeDeferrable` (`lowering._jit`), so
     #: `time` can queue its calls and synchronise once
     deferrable: bool = False
+    #: the trailing arguments after the outputs: intermediates between its kernels, allocated
+    #: once (`workspace_buffers`) and passed to every call (module docstring)
+    workspace: tuple[TensorSpec, ...] = ()
     _bufs: dict = field(default_factory=dict)
+    _ws: list = field(default_factory=list)
 
     def alloc_outputs(self) -> list[np.ndarray]:
         return [np.zeros(s.shape, dtype=s.numpy_dtype()) for s in self.task.outputs]
+
+    def workspace_buffers(self) -> list[_DeviceBuffer]:
+        """The workspace's device buffers, allocated on the first call and kept until the kernel
+        is freed (the same for every call: the program's lifetime)."""
+        if len(self._ws) != len(self.workspace):
+            self._ws = [_DeviceBuffer(s.shape, np.dtype(s.numpy_dtype())) for s in self.workspace]
+        return self._ws
+
+    def poison_workspace(self) -> None:
+        """Fill the workspace with 0xFF bytes (NaN), as verification poisons the outputs."""
+        for b in self.workspace_buffers():
+            b.poison()
 
     def _buffers(self, inputs: list[np.ndarray]) -> list[_DeviceBuffer]:
         specs = list(self.task.inputs) + list(self.task.outputs)
@@ -204,11 +231,12 @@ class CudaKernel:
         return self._bufs[key][1]
 
     def _args(self, bufs: list[_DeviceBuffer]) -> list:
-        return [ctypes.pointer(ctypes.pointer(b.desc)) for b in bufs]
+        """The call's arguments: `bufs` (inputs, outputs), then the workspace."""
+        return [ctypes.pointer(ctypes.pointer(b.desc)) for b in [*bufs, *self.workspace_buffers()]]
 
     def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray] | None = None) -> list[np.ndarray]:
         """Outputs of one call. Given `outputs`, their contents are copied to the device output
-        buffers first and the results are written back into them."""
+        buffers first (and the workspace poisoned) and the results are written back into them."""
         if len(inputs) != len(self.task.inputs):
             raise ValueError(f"{self.task.func_name}: expected {len(self.task.inputs)} inputs, got {len(inputs)}")
         bufs = self._buffers(inputs)
@@ -216,8 +244,10 @@ class CudaKernel:
             # The device output allocations start as `outputs` (verification passes arrays filled
             # with a sentinel): without this they hold whatever the previous call -- usually the
             # previous, correct candidate -- left there, and a kernel that skips work would pass.
+            # The workspace likewise holds the previous call's intermediates.
             for b, o in zip(bufs[len(self.task.inputs):], outputs, strict=True):
                 b.upload(o)
+            self.poison_workspace()
         self.engine.invoke(self.task.func_name, *self._args(bufs))
         _check_device("running the kernel")
         return write_back([b.download() for b in bufs[len(self.task.inputs):]], outputs)
@@ -245,6 +275,8 @@ class CudaKernel:
             for _, bufs in self._bufs.values():
                 for b in bufs:
                     b.free()
+            for b in self._ws:
+                b.free()
         except Exception:  # noqa: BLE001, S110 -- interpreter shutdown: nothing left to free
             pass
 
