@@ -32,19 +32,25 @@ class LocalMeasurer(Measurer):
     kind = "local"
 
     def __init__(self, options: RunOptions | None = None, *, memory_mb: int | None = None, builders: int = 0,
-                 runners: int = 1) -> None:
+                 runners: int = 1, env: dict[str, str] | None = None) -> None:
+        """`env`: environment variables of every worker process of this measurer (`config`
+        knobs, e.g. `ANSOR_CUDA_HOST_OPT_LEVEL` or `ANSOR_CUDA_BINARY`), over this process's;
+        they reach workers started later too (a second runner's, a restarted one)."""
         if builders < 0:
             raise ValueError(f"builders must be >= 0, not {builders}")
         if runners < 1:
             raise ValueError(f"runners must be >= 1, not {runners}")
         self.options = options or RunOptions()
         lock = threading.Lock() if runners > 1 else None
-        self.runner = LocalRunner(self.options, memory_mb=memory_mb, device_lock=lock)
+        self.env = dict(env or {})
+        self.runner = LocalRunner(self.options, memory_mb=memory_mb, device_lock=lock, env=self.env)
         self.runners = [self.runner] + [LocalRunner(self.options, memory_mb=memory_mb, device_lock=lock,
-                                                    share=self.runner) for _ in range(runners - 1)]
+                                                    share=self.runner, env=self.env) for _ in range(runners - 1)]
         self._pool: ThreadPoolExecutor | None = None
         self.builder: Builder = (LocalBuilder(builders, self.options, memory_mb=memory_mb) if builders
                                  else InlineBuilder())
+        for w in getattr(self.builder, "_workers", ()):  # LocalBuilder's processes: not started yet
+            w.env.update(self.env)
 
     def baseline(self, task: SearchTask) -> MeasureResult:
         """Compute (once) the task's reference outputs and untuned latency."""

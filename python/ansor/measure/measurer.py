@@ -559,9 +559,13 @@ class _Worker:
     module, which breaks scripts that call `ansor.tune` without an `if __name__ == "__main__"` guard.
     """
 
-    def __init__(self, threads: int, memory_mb: int) -> None:
+    def __init__(self, threads: int, memory_mb: int, env: dict[str, str] | None = None) -> None:
+        """`env`: environment variables set for this worker (over this process's), at every
+        start and restart: the way to give one measurer's workers other `config` knobs (a
+        worker reads them when it imports `ansor.config`)."""
         self.threads = threads
         self.memory_mb = memory_mb
+        self.env = dict(env or {})
         self._dir = tempfile.mkdtemp(prefix="ansor-worker-")
         self.stderr_path = os.path.join(self._dir, "stderr.txt")
         self.proc: subprocess.Popen | None = None
@@ -577,7 +581,7 @@ class _Worker:
                 pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                 # Workers never call BLAS; OpenBLAS's idle threads would spin-wait on the cores
                 # the kernels and the other workers use.
-                env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+                env={**os.environ, "OPENBLAS_NUM_THREADS": "1", **self.env},
             )
         os.close(req_r)
         os.close(resp_w)

@@ -52,14 +52,17 @@ class LocalRunner(Runner):
     _keys = itertools.count()
 
     def __init__(self, options: RunOptions | None = None, *, memory_mb: int | None = None,
-                 device_lock: threading.Lock | None = None, share: LocalRunner | None = None) -> None:
+                 device_lock: threading.Lock | None = None, share: LocalRunner | None = None,
+                 env: dict[str, str] | None = None) -> None:
         """`device_lock`: held only while verifying and timing (a candidate is loaded outside
         it). `share`: another runner of the same device whose references and best latencies
-        this one reuses."""
+        this one reuses. `env`: environment variables of its worker process (`config` knobs
+        such as `ANSOR_CUDA_HOST_OPT_LEVEL`), over this process's."""
         from ansor import config
 
         self.options = options or RunOptions()
-        self.worker = _Worker(self.options.threads, config.WORKER_MEMORY_MB if memory_mb is None else memory_mb)
+        self.worker = _Worker(self.options.threads, config.WORKER_MEMORY_MB if memory_mb is None else memory_mb,
+                              env=env)
         self.device_lock = device_lock
         if share is not None:
             self._refs, self._best, self._ref_dir = share._refs, share._best, share._ref_dir
