@@ -177,6 +177,25 @@ def test_one_sketch_over_every_part(name: str) -> None:
     assert sk.validate({**v, "op99.unroll": 0}) is not None
 
 
+def test_partition_runs_once_per_task() -> None:
+    """`ansor-partition` runs once per task and option: sketch generation, then the untuned
+    program, of one task share its parts (`parts_of`, `_callees`: cached by content); an equal
+    task (created again from the same text) hits the cache, another task does not."""
+    from ansor.targets.cuda import multi_kernel
+
+    multi_kernel.parts_of.cache_clear()
+    multi_kernel._callees.cache_clear()
+    task = _task("matmul-rowsum-33x65x17")
+    sk = _sketch(task)
+    default_script(task)
+    assert multi_kernel._callees.cache_info().misses == 2  # with row chains (refused), then without
+    assert multi_kernel.parts_of.cache_info().misses == 1 and multi_kernel.parts_of.cache_info().hits >= 1
+    assert multi_kernel.parts_of(_task("matmul-rowsum-33x65x17"))[0] is sk.parts
+    assert multi_kernel.parts_of.cache_info().misses == 1
+    multi_kernel.parts_of(_task("mlp-3x97x2"))
+    assert multi_kernel.parts_of.cache_info().misses == 2
+
+
 def test_search_space_over_the_parts() -> None:
     """The search space samples valid schedules through each part's own space, and with ragged
     tiles off (`ragged_prob` = 0) keeps every part's tiles exact."""

@@ -17,10 +17,15 @@ unique in the task and the search's tile mutations see each part's loop splits. 
 the callee as a function of its own; its ops must be the callee's in the same order (what the
 renumbering relies on), else the task gets no multi-kernel sketch. Tensor-core sketches of a
 part are not used (their lowering replaces the whole function).
+
+The partition runs once per task and option: `parts_of` and `_callees` are cached by content (the
+frozen task: its hash, IR text, name, ...), so sketch generation and `default_script` of one
+task, or several searches of it in one process, share it.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Mapping
@@ -70,9 +75,15 @@ def _tagged(root: ir.Operation) -> list[ir.Operation]:
     return found
 
 
-def _callees(task: SearchTask, row_chains: bool) -> list[tuple[str, str, list[int], list[str]]]:
+#: How many tasks' partitions (`_callees`, per option) and parts (`parts_of`) stay cached.
+CACHE_SIZE = 64
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _callees(task: SearchTask, row_chains: bool) -> tuple[tuple[str, str, tuple[int, ...], tuple[str, ...]], ...]:
     """The task's payload partitioned: per callee (in call order), its symbol, its text as a
-    public function, and the task op number and name of each of its tagged ops (walk order)."""
+    public function, and the task op number and name of each of its tagged ops (walk order).
+    Cached by content (the frozen task)."""
     from ansor.core import native as _native
     from ansor.core.mlir import parse_payload, run_passes, walk
 
@@ -89,8 +100,8 @@ def _callees(task: SearchTask, row_chains: bool) -> list[tuple[str, str, list[in
             for op in _tagged(f):  # the part task tags its own ops
                 del op.attributes[OP_ATTR]
             text = str(f).replace("func.func private @", "func.func @", 1)
-            out.append((sym, text, [t for t, _ in tags], [n for _, n in tags]))
-    return out
+            out.append((sym, text, tuple(t for t, _ in tags), tuple(n for _, n in tags)))
+    return tuple(out)
 
 
 def partition_size(task: SearchTask) -> int:
@@ -102,9 +113,11 @@ def partition_size(task: SearchTask) -> int:
         return 0
 
 
+@functools.lru_cache(maxsize=CACHE_SIZE)
 def parts_of(task: SearchTask) -> tuple[tuple[Part, ...] | None, str]:
     """The parts of `task` (two or more), or (None, why not): the partition with row chains
-    where each of its groups has a GPU sketch, else the one without."""
+    where each of its groups has a GPU sketch, else the one without. Cached by content (the
+    frozen task: `generate_gpu_sketches`, then `default_script`, ask for it)."""
     why = ""
     for row_chains in (True, False):
         parts, why = _parts(task, row_chains)
@@ -132,9 +145,9 @@ def _parts(task: SearchTask, row_chains: bool) -> tuple[tuple[Part, ...] | None,
     for k, (sym, text, tags, names) in enumerate(callees):
         sub = create_task(f"module {{\n{text}\n}}", name=f"{task.name}__t{k}", target="cuda")
         with ir.Context(), ir.Location.unknown():
-            local = [op.name for op in _tagged(parse_payload(sub).operation)]
+            local = tuple(op.name for op in _tagged(parse_payload(sub).operation))
         if local != names:
-            return None, f"part {k} ({sym}): its task's ops {local} are not the group's {names}"
+            return None, f"part {k} ({sym}): its task's ops {list(local)} are not the group's {list(names)}"
         sk = next((s for s in generate_gpu_sketches(sub) if isinstance(s, (GpuSketch, RowSketch))), None)
         if sk is None:
             from ansor.targets.cuda.rules import gpu_schedulable
