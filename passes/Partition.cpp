@@ -359,6 +359,8 @@ bool Partitioner::isCloneable(Value v) const {
     return def->getNumOperands() == 0;
   if (auto fill = dyn_cast<linalg::FillOp>(def)) // an initialiser, e.g. shared by two convolutions
     return llvm::all_of(fill->getOperands(), [&](Value o) { return isCloneable(o); });
+  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def)) // a fresh destination reshaped (grouped convs)
+    return def->getNumOperands() == 1 && isCloneable(def->getOperand(0));
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def)) // a piece of a fresh destination
     return slice.getOffsets().empty() && slice.getSizes().empty() && slice.getStrides().empty() &&
            isCloneable(slice.getSource());

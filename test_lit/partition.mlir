@@ -377,3 +377,26 @@ func.func @piece_into_matmul(%w: tensor<2x4x4xf32>, %x: tensor<4x4xf32>) -> tens
   %m = linalg.matmul ins(%p, %x : tensor<4x4xf32>, tensor<4x4xf32>) outs(%z : tensor<4x4xf32>) -> tensor<4x4xf32>
   return %m : tensor<4x4xf32>
 }
+
+// -----
+
+// A fill of a reshaped fresh destination (torch-mlir's grouped convolution: the 1x8x4x4 result
+// tensor expanded to 1x2x4x4x4) is an initialiser like any fill: cloned into the task, not an argument.
+// CHECK-LABEL: func.func @grouped_conv_fill(
+// CHECK:         call @grouped_conv_fill__t0(%arg0, %arg1)
+// CHECK-LABEL: func.func private @grouped_conv_fill__t0(
+// CHECK-SAME:      %{{.*}}: tensor<1x2x4x6x6xf32>, %{{.*}}: tensor<2x4x4x3x3xf32>)
+// CHECK:         %[[E:.*]] = tensor.empty() : tensor<1x8x4x4xf32>
+// CHECK:         %[[X:.*]] = tensor.expand_shape %[[E]]
+// CHECK:         linalg.fill ins(%{{.*}} : f32) outs(%[[X]] : tensor<1x2x4x4x4xf32>)
+// CHECK:         linalg.conv_2d_ngchw_gfchw
+func.func @grouped_conv_fill(%x: tensor<1x2x4x6x6xf32>, %w: tensor<2x4x4x3x3xf32>) -> tensor<1x8x4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x8x4x4xf32>
+  %ex = tensor.expand_shape %e [[0], [1, 2], [3], [4]] output_shape [1, 2, 4, 4, 4] : tensor<1x8x4x4xf32> into tensor<1x2x4x4x4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%ex : tensor<1x2x4x4x4xf32>) -> tensor<1x2x4x4x4xf32>
+  %c = linalg.conv_2d_ngchw_gfchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}
+      ins(%x, %w : tensor<1x2x4x6x6xf32>, tensor<2x4x4x3x3xf32>) outs(%z : tensor<1x2x4x4x4xf32>) -> tensor<1x2x4x4x4xf32>
+  %r = tensor.collapse_shape %c [[0], [1, 2], [3], [4]] : tensor<1x2x4x4x4xf32> into tensor<1x8x4x4xf32>
+  return %r : tensor<1x8x4x4xf32>
+}

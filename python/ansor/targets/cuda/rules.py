@@ -133,6 +133,9 @@ class GpuStage:
     producers: tuple[int, ...] = ()
     producer_dims: tuple[int, ...] = ()  # the loops of `op` (the consumer) indexing the anchor's result
     producer_work: int = 0  # the anchor's reduction steps per result element
+    # the consumer read the anchor's result through a tensor.collapse_shape: the script first
+    # expands the consumer through it (`RESHAPED_CONSUMER_PASSES`) and re-tags it `consumer`
+    reshaped_consumer: bool = False
 
     @property
     def reduce(self) -> tuple[int, ...]:
@@ -368,6 +371,9 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         bc = _broadcast_consumer_stage(task, op, inits, rest, by_index)
         if bc is not None:
             return bc
+        rc = _reshaped_consumer_stage(task, op, rest, by_index)
+        if rc is not None:
+            return rc
     if rest:
         return None, f"ops {sorted(rest)} are neither fused nor inlined (one GPU kernel per task for now)"
     if fc is not None and len(fc[0].input_dims) and fc[0].output_dims != tuple(range(len(fc[0].extents))):
@@ -398,6 +404,57 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
     if fc:
         rule = f"gpu_multi_level_tiling_with_fusion(op{op.index}<-op{fc[0].index})"
     return stage, rule
+
+
+#: The script's first step for a consumer reading the anchor's result through a reshape (a grouped
+#: convolution's 1x2x16xHxW result collapsed to 1x32xHxW for its batch norm): unit dims folded
+#: (the per-channel parameters' `(c, 0, 0)` maps become plain ones, which reshape fusion needs),
+#: then the collapse fused into the consumer by expanding its loops (`linalg-fuse-elementwise-ops`);
+#: the consumer then reads the anchor's result as it is and the function returns its result collapsed.
+RESHAPED_CONSUMER_PASSES = ("linalg-fold-unit-extent-dims", "linalg-fuse-elementwise-ops")
+
+
+def _expand_reshaped_consumer(ir_text: str, consumer: int) -> str | None:
+    """`ir_text` (a preprocessed, tagged task) after `RESHAPED_CONSUMER_PASSES`, the new consumer
+    (the function's only untagged linalg.generic) tagged `consumer`; None when the passes leave
+    no such single generic."""
+    from mlir import ir, passmanager
+
+    from ansor.core.loops import _linalg_ops
+
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(ir_text)
+        passmanager.PassManager.parse(
+            "builtin.module(func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices=false}),canonicalize,"
+            "func.func(linalg-fuse-elementwise-ops),canonicalize,cse)").run(module.operation)
+        new = [o for o in _linalg_ops(module) if OP_ATTR not in o.attributes]
+        if len(new) != 1 or new[0].name != "linalg.generic":
+            return None
+        new[0].attributes[OP_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), consumer)
+        return str(module)
+
+
+def _reshaped_consumer_stage(task: SearchTask, op: OpLoops, rest: set[int],
+                             by_index: dict[int, OpLoops]) -> tuple[GpuStage | None, str] | None:
+    """Rule 2 through a reshape: the anchor's result reaches its element-wise consumer through a
+    `tensor.collapse_shape` (RegNet's grouped convolutions and their batch norm + ReLU). The
+    consumer is expanded through the reshape first (`RESHAPED_CONSUMER_PASSES`, the script's
+    first step), after which it reads the anchor's result directly and fuses as in rule 2. None
+    when the pattern does not apply (a named anchor, one element-wise consumer of its result)."""
+    if len(rest) != 1 or op.users != (None,) or op.name == "linalg.generic":
+        return None
+    cons = by_index[next(iter(rest))]
+    if not cons.is_elementwise() or any(u is not None for u in cons.users) or "collapse_shape" not in task.ir:
+        return None
+    from ansor.core.loops import preprocessed_ir
+
+    text = _expand_reshaped_consumer(preprocessed_ir(task.ir), cons.index)
+    if text is None:
+        return None
+    stage, rule = gpu_stage_for(dataclasses.replace(task, ir=text))
+    if stage is None or stage.consumer != cons.index:
+        return None
+    return dataclasses.replace(stage, reshaped_consumer=True), rule.replace("_with_fusion", "_with_reshaped_fusion")
 
 
 def _broadcast_consumer_stage(task: SearchTask, op: OpLoops, inits: list[OpLoops], rest: set[int],
@@ -950,6 +1007,8 @@ class _GpuRenderer(ScriptBuilder):
         n_thr = {d: self.expr(st.knob(d, 2), st.knob(d, 3)) for d in st.mapped}
         to_vectorize: list[tuple[str, list[int] | None]] = []
 
+        if st.reshaped_consumer:
+            self.reshape_consumer()
         op = self.match(st.op)
         fill_h = None
         ragged = st.ragged_dims(self.values) if self.values is not None else ()
@@ -1168,6 +1227,30 @@ class _GpuRenderer(ScriptBuilder):
                       f": {ANY}, {PARAM}")
         self.emit("transform.yield")
         return "\n".join(head + self.lines + ["  }", "}"]) + "\n"
+
+    def reshape_consumer(self) -> None:
+        """The script's first step for a stage with `reshaped_consumer` (see `RESHAPED_CONSUMER_PASSES`)."""
+        st = self.st
+        assert st.consumer is not None
+        self.emit("// the consumer reads the anchor through a reshape: expand it through the reshape, re-tag it")
+        f = self.fresh("f")
+        self.emit(f'{f} = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
+        f1 = self.fresh("f")
+        self.emit(f'{f1} = transform.apply_registered_pass "linalg-fold-unit-extent-dims" with options = '
+                  f'{{"use-rank-reducing-slices" = false}} to {f} : ({ANY}) -> {ANY}')
+        self.emit(f"transform.apply_patterns to {f1} {{")
+        self.emit("  transform.apply_patterns.canonicalization")
+        self.emit(f"}} : {ANY}")
+        f2 = self.fresh("f")
+        self.emit(f'{f2} = transform.apply_registered_pass "linalg-fuse-elementwise-ops" to {f1} : ({ANY}) -> {ANY}')
+        self.emit(f"transform.apply_patterns to {f2} {{")
+        self.emit("  transform.apply_patterns.canonicalization")
+        self.emit(f"}} : {ANY}")
+        self.emit(f"transform.apply_cse to {f2} : {ANY}")
+        g, c = self.fresh("g"), self.fresh("cst")
+        self.emit(f'{g} = transform.structured.match ops{{["linalg.generic"]}} in {f2} : ({ANY}) -> {ANY}')
+        self.emit(f"{c} = transform.param.constant {st.consumer} : i64 -> {PARAM}")
+        self.emit(f'transform.annotate {g} "{OP_ATTR}" = {c} : {ANY}, {PARAM}')
 
     def zeros(self) -> str:
         """Padding values of the op's operands: a zero of each one's element type (`pad_tiling_interface`
