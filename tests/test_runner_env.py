@@ -77,3 +77,35 @@ def test_per_candidate_latency_comparison() -> None:
     assert c["median_ratio"] == pytest.approx(1.05) and c["over_5pct"] == 0.5
     assert c["repeat_spread_median"] == pytest.approx(1.01 / 0.99)
     assert compare_latencies({"a": [[cand(1.0, n=1)]], "b": [[cand(1.0)]]}, "a", "b", 3) is None
+
+
+@pytest.mark.parametrize("level", [0, 3])
+def test_cuda_host_code_jits_at_every_opt_level_without_a_gpu(monkeypatch, level: int) -> None:
+    """The host code of a CUDA artifact (launch glue + timing loop) compiles at the opt level a
+    runner is given (`ANSOR_CUDA_HOST_OPT_LEVEL`). No GPU here: the CUDA runtime's entry points
+    are stubs returning 0 (the global constructor that loads the GPU module gets a null module);
+    looking the entry points up makes ORC compile the whole host module; nothing runs."""
+    import ctypes
+
+    monkeypatch.setattr("ansor.config.CUDA_BINARY", "ptx")
+    from ansor.core import native
+    from ansor.core.mlir import BENCH_FUNC
+    from ansor.core.task import create_task
+    from ansor.frontend import workloads
+    from ansor.targets.cuda.lowering import build_task_cuda
+    from mlir import ir
+    from mlir.execution_engine import ExecutionEngine
+
+    task = create_task(workloads.get("matmul-64"), name="matmul-64", target="cuda")
+    artifact = build_task_cuda(task, None, arch="sm_90")
+    stub_fn = ctypes.CFUNCTYPE(ctypes.c_void_p)(lambda: None)
+    stub = ctypes.cast(stub_fn, ctypes.c_void_p)
+    native.register_everything()
+    with ir.Context(), ir.Location.unknown():
+        engine = ExecutionEngine(ir.Module.parse(artifact), opt_level=level, shared_libs=[])
+        for name in ["mgpuModuleLoad", "mgpuModuleLoadJIT", "mgpuModuleUnload", "mgpuModuleGetFunction",
+                     "mgpuLaunchKernel", "mgpuStreamCreate", "mgpuStreamSynchronize", "mgpuStreamDestroy"]:
+            engine.raw_register_runtime(name, stub)
+        assert engine.raw_lookup(task.func_name) and engine.raw_lookup(BENCH_FUNC)
+        del engine  # its destructors (mgpuModuleUnload) call the stub: while it is alive
+    del stub_fn
