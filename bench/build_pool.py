@@ -12,13 +12,14 @@ one candidate at a time. Rounds alternate the configurations and draw fresh cand
 candidate is verified against the reference exactly as in tuning (failures count as measured:
 the tuner pays for them too). Start-up (references, worker processes) is not timed.
 
-A configuration is `N[:FORMAT][:rR][:oL]` (the parts after N in any order): N builders, R runners
+A configuration is `N[:FORMAT][:rR][:oL][:v0]` (the parts after N in any order): N builders, R runners
 sharing the device (default 1; with more, each loads its next candidate while another measures),
 FORMAT (ptx, cubin, auto) is `ANSOR_CUDA_BINARY` for that measurer's workers (`ptx`: the driver
 assembles the PTX when the runner loads it, as before cubins; `cubin`: ptxas runs in the
 builders), L (0-3) is `ANSOR_CUDA_HOST_OPT_LEVEL` for them (the LLVM level of the host code the
-runner JITs; default 3). Both reach the measurer's worker processes through their environment
-(`LocalMeasurer(env=...)`), restarted ones too.
+runner JITs; default 3); `v0` sets `ANSOR_VERIFY_FAST=0` (the exact f64 output check for every
+candidate, as the measurer verified before its fast path). They reach the measurer's worker
+processes through their environment (`LocalMeasurer(env=...)`), restarted ones too.
 
 Prints candidates per minute, median (min-max) over rounds, the per-round ratio to the first
 configuration, the runner's time per candidate by phase (load: JIT + module load, verify,
@@ -45,18 +46,21 @@ _OPT_ENV = "ANSOR_CUDA_HOST_OPT_LEVEL"
 
 
 def parse_config(spec: str) -> dict:
-    """`N[:FORMAT][:rR][:oL]` -> {"builders", "format", "runners", "host_opt_level"} (None: unset)."""
+    """`N[:FORMAT][:rR][:oL][:v0]` -> {"builders", "format", "runners", "host_opt_level",
+    "verify_fast"} (None: unset, the environment's)."""
     head, *parts = spec.split(":")
-    out: dict = {"builders": int(head), "format": None, "runners": 1, "host_opt_level": None}
+    out: dict = {"builders": int(head), "format": None, "runners": 1, "host_opt_level": None, "verify_fast": None}
     for p in parts:
-        if p.startswith("r") and p[1:].isdigit():
+        if p == "v0":
+            out["verify_fast"] = False
+        elif p.startswith("r") and p[1:].isdigit():
             out["runners"] = int(p[1:])
         elif p.startswith("o") and p[1:].isdigit() and 0 <= int(p[1:]) <= 3:
             out["host_opt_level"] = int(p[1:])
         elif p in ("ptx", "cubin", "auto"):
             out["format"] = p
         else:
-            raise SystemExit(f"--builders {spec!r}: {p!r} is not a FORMAT (ptx, cubin, auto), rR or oL (0-3)")
+            raise SystemExit(f"--builders {spec!r}: {p!r} is not a FORMAT (ptx, cubin, auto), rR, oL (0-3) or v0")
     return out
 
 
@@ -67,6 +71,8 @@ def config_env(cfg: dict) -> dict[str, str]:
         env["ANSOR_CUDA_BINARY"] = cfg["format"]
     if cfg["host_opt_level"] is not None:
         env[_OPT_ENV] = str(cfg["host_opt_level"])
+    if cfg["verify_fast"] is False:
+        env["ANSOR_VERIFY_FAST"] = "0"
     return env
 
 
@@ -106,7 +112,7 @@ def main() -> None:
     ap.add_argument("--candidates", type=int, default=6, help="candidates per workload and round")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--builders", default=None,
-                    help="comma-separated configurations N[:FORMAT][:rR][:oL] (default: 0 and the target's default)")
+                    help="comma-separated configurations N[:FORMAT][:rR][:oL][:v0] (default: 0 and the target's default)")
     ap.add_argument("--timeout", type=float, default=30.0, help="per-candidate limit, seconds")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()

@@ -54,8 +54,10 @@ def test_build_pool_configurations() -> None:
     from bench.build_pool import config_env, latency_pairs, parse_config
 
     c = {b: parse_config(b) for b in ["0:ptx", "14:ptx", "14:ptx:r2", "14:r2:o0:ptx"]}
-    assert c["14:r2:o0:ptx"] == {"builders": 14, "format": "ptx", "runners": 2, "host_opt_level": 0}
+    assert c["14:r2:o0:ptx"] == {"builders": 14, "format": "ptx", "runners": 2, "host_opt_level": 0,
+                                 "verify_fast": None}
     assert config_env(c["14:r2:o0:ptx"]) == {"ANSOR_CUDA_BINARY": "ptx", "ANSOR_CUDA_HOST_OPT_LEVEL": "0"}
+    assert config_env(parse_config("0:ptx:v0")) == {"ANSOR_CUDA_BINARY": "ptx", "ANSOR_VERIFY_FAST": "0"}
     assert config_env(parse_config("3")) == {}
     assert latency_pairs(list(c), c) == [("0:ptx", "14:ptx"), ("0:ptx", "14:ptx:r2"), ("14:ptx", "14:ptx:r2"),
                                          ("0:ptx", "14:r2:o0:ptx"), ("14:ptx:r2", "14:r2:o0:ptx")]

@@ -13,17 +13,18 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
+from ansor import config
 from ansor.measure import verify
 from ansor.measure.verify import check_output
 
 
 def _exact(out: np.ndarray, ref: np.ndarray, **kw) -> str | None:
-    saved = verify._clearly_within
-    verify._clearly_within = lambda *a, **k: False
+    saved = config.VERIFY_FAST
+    config.VERIFY_FAST = False
     try:
         return check_output(out, ref, **kw)
     finally:
-        verify._clearly_within = saved
+        config.VERIFY_FAST = saved
 
 
 def _same(out: np.ndarray, ref: np.ndarray, **kw) -> str | None:
@@ -153,3 +154,4 @@ def test_fast_path_takes_the_common_case() -> None:
     out = (ref.astype(np.float64) * (1 + rng.uniform(-3e-7, 3e-7, ref.shape))).astype(np.float32)
     assert verify._clearly_within(out, ref, None, None, 1536)
     assert check_output(out, ref, reduction=1536) is None
+    assert config.VERIFY_FAST  # on by default (ANSOR_VERIFY_FAST=0: the exact check alone)

@@ -173,6 +173,15 @@ CUDA_TIME_DEFERRED: bool = _declare(
     "row-wise candidates. Off: every call synchronises (the timings of logs before 2026-11-29).",
     _flag)
 
+VERIFY_FAST: bool = _declare(
+    "ANSOR_VERIFY_FAST", "VERIFY_FAST", "bool", True,
+    "Verification first tries a chunked pass in the outputs' own precision that accepts outputs "
+    "within half the smallest tolerance (`verify._clearly_within`: ~2 ms for a 2048x768 f32 output "
+    "where the exact f64 check takes ~50 ms), and runs the exact check only when that fails: same "
+    "verdicts and messages. Off: the exact check always (the measurer before 2026-11-29; for A/B "
+    "runs of `bench/build_pool.py`, configuration part `v0`).",
+    _flag)
+
 ALLOW_TEST_HOOKS: bool = _declare(
     "ANSOR_ALLOW_TEST_HOOKS", "ALLOW_TEST_HOOKS", "1", False,
     "Test hooks (ANSOR_INJECT_FAULT, ANSOR_SYNTHETIC_MEASURE_DELAY) act only when this is 1 (the "
