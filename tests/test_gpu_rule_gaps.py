@@ -189,3 +189,70 @@ def test_consumer_through_a_reshape_is_fused(shape: tuple[int, int, int, int]) -
     assert sk.gpu_stage.reshaped_consumer and sk.gpu_stage.consumer == 2 and sk.gpu_stage.init == 0
     assert "with_reshaped_fusion" in sk.rules[0]
     _check_scripts(task, [default_script(task), *_samples(task, 3)])
+
+
+def _log_softmax_row(n: int) -> str:
+    """The audio net's log-softmax over its n classes as extraction leaves it: one row, the sum
+    of exponentials through a 0-d tensor (a reduction to a scalar) read by the output."""
+    return f"""
+func.func @lsm(%x: tensor<1x{n}xf32>) -> tensor<1x{n}xf32> {{
+  %z = arith.constant 0.0 : f32
+  %c = tensor.collapse_shape %x [[0, 1]] : tensor<1x{n}xf32> into tensor<{n}xf32>
+  %e0 = tensor.empty() : tensor<{n}xf32>
+  %ex = linalg.generic {{indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}}
+      ins(%c : tensor<{n}xf32>) outs(%e0 : tensor<{n}xf32>) {{
+  ^bb0(%a: f32, %o: f32):
+    %v = math.exp %a : f32
+    linalg.yield %v : f32
+  }} -> tensor<{n}xf32>
+  %es = tensor.empty() : tensor<f32>
+  %f = linalg.fill ins(%z : f32) outs(%es : tensor<f32>) -> tensor<f32>
+  %s = linalg.generic {{indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> ()>], iterator_types = ["reduction"]}}
+      ins(%ex : tensor<{n}xf32>) outs(%f : tensor<f32>) {{
+  ^bb0(%a: f32, %o: f32):
+    %v = arith.addf %a, %o : f32
+    linalg.yield %v : f32
+  }} -> tensor<f32>
+  %el = tensor.empty() : tensor<f32>
+  %l = linalg.generic {{indexing_maps = [affine_map<() -> ()>, affine_map<() -> ()>], iterator_types = []}}
+      ins(%s : tensor<f32>) outs(%el : tensor<f32>) {{
+  ^bb0(%a: f32, %o: f32):
+    %v = math.log %a : f32
+    linalg.yield %v : f32
+  }} -> tensor<f32>
+  %e1 = tensor.empty() : tensor<{n}xf32>
+  %y = linalg.generic {{indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> ()>, affine_map<(i) -> (i)>],
+                       iterator_types = ["parallel"]}}
+      ins(%c, %l : tensor<{n}xf32>, tensor<f32>) outs(%e1 : tensor<{n}xf32>) {{
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %v = arith.subf %a, %b : f32
+    linalg.yield %v : f32
+  }} -> tensor<{n}xf32>
+  %r = tensor.expand_shape %y [[0, 1]] output_shape [1, {n}] : tensor<{n}xf32> into tensor<1x{n}xf32>
+  return %r : tensor<1x{n}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("n", [35, 128, 1000])
+def test_output_over_a_reduction_to_a_scalar(n: int) -> None:
+    """A log-softmax of a single row that extraction leaves with a 0-d sum (M5's 35 classes): the
+    output's two loops (1, 35) read no per-row value, so the cross-thread reduction rule saw two
+    column loops, and the output read the merged reduction's row through a collapse to 0-d, which
+    fusion into the block cannot follow. The unit loop is the row now, and
+    `ansor-gpu-collapse-reduction-loops` points a generic reading the scalar with a unit loop at
+    the reduction's row (test_lit/gpu/collapse-reduction-loops.mlir). The untuned program and
+    three samples build and, as CPU loops into poisoned outputs, compute the log-softmax."""
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+    from test_gpu_sweep_fixes import _run_guarded_as_cpu_loops
+
+    task = create_task(_log_softmax_row(n), name="lsm", target="cuda")
+    sketches = generate_sketches(task)
+    assert sketches[0].name == "r0"
+    scripts = [default_script(task), *_samples(task, 3)]
+    inputs, refs, _ = reference_outputs(task)
+    for script in scripts:
+        assert ".entry" in emit_ptx(task, script)
+        outs = _run_guarded_as_cpu_loops(task, script, inputs, poisoned(task.outputs), no_copies=False, to_scf=False)
+        assert check_task_outputs(task, outs, refs) is None, script

@@ -174,6 +174,27 @@ LogicalResult collapseReductionLoops(linalg::GenericOp op, IRRewriter &rewriter)
   for (linalg::FillOp fill : oldFills) // rebuilt on the row above
     if (fill->use_empty())
       rewriter.eraseOp(fill);
+  if (scalar) // a generic reading the scalar with a unit loop (log-softmax of one row) reads the row
+    for (auto [row, value] : llvm::zip(fresh->getResults(), results))
+      for (OpOperand &use : llvm::make_early_inc_range(value.getUses())) {
+        auto user = dyn_cast<linalg::GenericOp>(use.getOwner());
+        if (!user || !user.isDpsInput(&use) || user.getMatchingIndexingMap(&use).getNumResults() != 0)
+          continue;
+        SmallVector<int64_t> ranges = user.getStaticLoopRanges();
+        SmallVector<utils::IteratorType> iters = user.getIteratorTypesArray();
+        auto unit = llvm::find_if(llvm::seq<unsigned>(0, ranges.size()), [&](unsigned d) {
+          return ranges[d] == 1 && iters[d] == utils::IteratorType::parallel;
+        });
+        if (unit == llvm::seq<unsigned>(0, ranges.size()).end())
+          continue;
+        SmallVector<AffineMap> maps = user.getIndexingMapsArray();
+        maps[use.getOperandNumber()] =
+            AffineMap::get(ranges.size(), 0, rewriter.getAffineDimExpr(*unit));
+        rewriter.modifyOpInPlace(user, [&] {
+          use.set(row);
+          user.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(maps));
+        });
+      }
   return success();
 }
 

@@ -21,7 +21,10 @@ def GpuCollapseReductionLoops : Pass<"ansor-gpu-collapse-reduction-loops"> {
     with a constant). A reduction to a scalar (every loop a reduction, every result rank 0: a
     whole tensor's sum or max), even over a single loop, gets a unit parallel loop first (the
     cross-thread reduction rule's one row): its inits are read as `tensor<1xT>` through a
-    `tensor.expand_shape` and its results collapsed back to `tensor<T>`. Each input indexed by
+    `tensor.expand_shape` and its results collapsed back to `tensor<T>`; a `linalg.generic`
+    reading such a scalar (a 0-result map) and having a unit parallel loop reads the
+    `tensor<1xT>` row at its first unit loop instead (a log-softmax of one row: the output then
+    fuses with the reduction into the row's block). Each input indexed by
     the reduction loops (two or more) is read through a
     `tensor.collapse_shape` merging the dims they index; `linalg.index` of a merged loop becomes
     a division/remainder of the merged index. The op keeps its discardable attributes

@@ -167,3 +167,33 @@ func.func @scalar_sum(%x: tensor<97x197xf32>, %init: tensor<f32>) -> tensor<f32>
 // CHECK: %[[I1:.*]] = tensor.expand_shape %[[I]] [] output_shape [1] : tensor<f32> into tensor<1xf32>
 // CHECK: %[[R:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[XC]] : tensor<19109xf32>) outs(%[[I1]] : tensor<1xf32>)
 // CHECK: tensor.collapse_shape %[[R]] [] : tensor<1xf32> into tensor<f32>
+
+// -----
+
+// A generic reading the scalar with a unit loop (a log-softmax of one row) reads the reduction's
+// row at that loop instead of its collapse to 0-d.
+func.func @scalar_read_by_row(%x: tensor<1x35xf32>) -> tensor<1x35xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> ()>],
+                       iterator_types = ["reduction", "reduction"]}
+      ins(%x : tensor<1x35xf32>) outs(%f : tensor<f32>) {
+  ^bb0(%a: f32, %o: f32):
+    %v = arith.addf %a, %o : f32
+    linalg.yield %v : f32
+  } -> tensor<f32>
+  %e1 = tensor.empty() : tensor<1x35xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> ()>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s : tensor<1x35xf32>, tensor<f32>) outs(%e1 : tensor<1x35xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %v = arith.subf %a, %b : f32
+    linalg.yield %v : f32
+  } -> tensor<1x35xf32>
+  return %y : tensor<1x35xf32>
+}
+// CHECK-LABEL: func.func @scalar_read_by_row(
+// CHECK:         %[[S:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1xf32>)
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]
+// CHECK-SAME:        ins(%arg0, %[[S]] : tensor<1x35xf32>, tensor<1xf32>)

@@ -243,6 +243,11 @@ def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
         row_sets = [set(e.input_dims[i]) for i, p in enumerate(e.input_producers) if p in {r.index for r in reds}]
         rows = set.union(*row_sets)
         cols = [d for d in range(len(e.extents)) if d not in rows]
+        if len(cols) > 1 and sum(e.extents[d] > 1 for d in cols) == 1:
+            # E over a reduction to a scalar (a log-softmax of one row, [1, 35] through 0-d
+            # tensors): its unit loops are the row the merge gives the reduction
+            rows |= {d for d in cols if e.extents[d] == 1}
+            cols = [d for d in cols if e.extents[d] > 1]
         if len(cols) != 1 or e.reduce:
             return None, f"op{e.index}: {len(cols)} column loops (the rule splits exactly one)"
         col_dim = cols[0]
