@@ -26,16 +26,9 @@ from pathlib import Path
 
 def load_text(path: Path) -> str:
     """MLIR text of `path` (text, or bytecode converted back to text)."""
-    data = path.read_bytes()
-    if not data.startswith(b"ML\xefR"):
-        return data.decode()
-    from mlir import ir
+    from ansor.core.task import read_mlir_file
 
-    from ansor.core import native
-
-    native.register_everything()
-    with ir.Context():
-        return ir.Module.parse(data).operation.get_asm()
+    return read_mlir_file(path)
 
 
 def save_bytecode(text_path: Path, out: Path) -> None:

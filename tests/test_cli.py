@@ -26,6 +26,8 @@ BAD = {
     ),
     "i1.mlir": ("func.func @f(%a: tensor<4xi1>) -> tensor<4xi1> {\n  return %a : tensor<4xi1>\n}\n", "element type i1"),
     "memref.mlir": ("func.func @f(%a: memref<4xf32>) {\n  return\n}\n", "only ranked tensors"),
+    "binary.mlir": (b"\x00\xff\xfe binary", "neither MLIR text nor MLIR bytecode"),
+    "torn.mlirbc": (b"ML\xefR\x00\x01", "not valid MLIR bytecode"),
 }
 
 
@@ -33,13 +35,36 @@ BAD = {
 def test_bad_input_one_line_error(tmp_path, name) -> None:
     text, expected = BAD[name]
     path = tmp_path / name
-    if text is not None:
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    elif text is not None:
         path.write_text(text)
     p = _ansor("tune", str(path), "--trials", "1", "--log", str(tmp_path / "l.jsonl"))
     assert p.returncode == 2, p.stderr
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, p.stderr
     assert expected in lines[0] and "Traceback" not in p.stderr
+
+
+def test_bytecode_reads_as_its_text(tmp_path) -> None:
+    """A model carried as MLIR bytecode (half the size of its text) is the same task as its text."""
+    import io
+
+    from ansor.core import native
+    from ansor.core.task import create_task
+    from mlir import ir
+
+    text = workloads.matmul(8, 16, 4)
+    native.register_everything()
+    with ir.Context():
+        buf = io.BytesIO()
+        ir.Module.parse(text).operation.write_bytecode(buf)
+    bc = tmp_path / "mm.mlirbc"
+    bc.write_bytes(buf.getvalue())
+    (tmp_path / "mm.mlir").write_text(text)
+    assert create_task(bc).hash == create_task(tmp_path / "mm.mlir").hash
+    p = _ansor("tasks", str(bc))
+    assert p.returncode == 0 and "matmul" in p.stdout, p.stderr
 
 
 def test_unknown_workload(tmp_path) -> None:

@@ -38,10 +38,12 @@ def _source(args: argparse.Namespace) -> tuple[str, str]:
         raise ValueError(f"{path}: no such file")
     if path.is_dir():
         raise ValueError(f"{path}: is a directory, not an .mlir file")
+    from ansor.core.task import TaskError, read_mlir_file
+
     try:
-        return path.read_text(), str(path)
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not a text file (MLIR bytecode is not supported; give MLIR text)") from None
+        return read_mlir_file(path), str(path)
+    except TaskError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _task(args: argparse.Namespace):

@@ -171,13 +171,37 @@ def parse_module(text: str, source: str = "<input>") -> ir.Module:
         raise TaskError(f"{source}: not valid MLIR: {first} {loc}".strip()) from None
 
 
+#: The first bytes of an MLIR bytecode file (`Operation.write_bytecode`, `mlir-opt --emit-bytecode`).
+BYTECODE_MAGIC = b"ML\xefR"
+
+
+def read_mlir_file(path: Path) -> str:
+    """The MLIR text of a file holding MLIR text or MLIR bytecode (printed back as text)."""
+    data = path.read_bytes()
+    if data.startswith(BYTECODE_MAGIC):
+        from ansor.core import native
+
+        native.register_everything()
+        with ir.Context():
+            try:
+                return ir.Module.parse(data).operation.get_asm()
+            except ir.MLIRError as exc:
+                raise TaskError(f"{path}: not valid MLIR bytecode: {str(exc).splitlines()[0]}") from None
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise TaskError(f"{path}: neither MLIR text nor MLIR bytecode") from None
+
+
 def read_source(source: str | Path | ir.Module) -> tuple[str, str]:
-    """(MLIR text, name for messages) of a `.mlir` path, MLIR text or parsed module."""
-    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith(".mlir")):
+    """(MLIR text, name for messages) of a `.mlir` / `.mlirbc` path (text or bytecode), MLIR text
+    or parsed module."""
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
+                                    and source.endswith((".mlir", ".mlirbc"))):
         path = Path(source)
         if not path.is_file():
             raise TaskError(f"{path}: no such file")
-        return path.read_text(), str(path)
+        return read_mlir_file(path), str(path)
     if isinstance(source, ir.Module):
         return str(source), "<module>"
     return str(source), "<input>"
