@@ -839,6 +839,44 @@ def _tb_rowsum(v, etype, t, inputs):
     return (lambda: torch.sum(x, dim=-1)), _torch_np()
 
 
+def _tb_colsum(v, etype, t, inputs):
+    import torch
+
+    (x,) = t
+    return (lambda: torch.sum(x, dim=0)), _torch_np()
+
+
+def _tb_attention(v, etype, t, inputs):  # softmax(Q K) V: cuBLAS GEMM, softmax, GEMM
+    import torch
+
+    q, k, val = t
+    return (lambda: torch.softmax(q @ k, dim=-1) @ val), _torch_np()
+
+
+def _tb_conv_relu_pool(v, etype, t, inputs):  # cuDNN conv2d, ReLU, then the sum over H, W
+    import torch
+    import torch.nn.functional as F
+
+    s, p = v[-2], v[-1]
+    x, w = _channels_first(t[0]), _conv_weight(t[1], (3, 2, 0, 1))
+    return (lambda: torch.relu(F.conv2d(x, w, stride=s, padding=p)).sum(dim=(2, 3))), _torch_np()
+
+
+def _tb_matmul_rowsum(v, etype, t, inputs):
+    a, b = t
+    return (lambda: (a @ b).sum(dim=-1)), _torch_np()
+
+
+def _tb_matmul_sumall(v, etype, t, inputs):
+    a, b = t
+    return (lambda: (a @ b).sum()), _torch_np()
+
+
+def _tb_two_matmuls(v, etype, t, inputs):
+    x, w1, w2 = t
+    return (lambda: (x @ w1) * (x @ w2)), _torch_np()
+
+
 #: family -> builder (sizes from the name, element-type suffix, torch tensors on the device, the
 #: numpy inputs) -> (run, to_workload_layout): the PyTorch call a user writes for the workload.
 TORCH_BASELINES: dict[str, Callable[..., tuple[Callable[[], Any], Callable[[Any], Any]]]] = {
@@ -847,7 +885,8 @@ TORCH_BASELINES: dict[str, Callable[..., tuple[Callable[[], Any], Callable[[Any]
     "c3d": _tb_c3d, "dep": _tb_dep, "t2d": _tb_t2d, "cap": _tb_cap, "convlayer": _tb_convlayer,
     "nrm": _tb_nrm, "tbs": _tb_tbs, "softmax": _tb_softmax, "logsoftmax": _tb_logsoftmax,
     "layernorm": _tb_layernorm, "lngelu": _tb_lngelu, "rmsnorm": _tb_rmsnorm,
-    "rowsum": _tb_rowsum,
+    "rowsum": _tb_rowsum, "colsum": _tb_colsum, "attention": _tb_attention, "conv_relu_pool": _tb_conv_relu_pool,
+    "matmul_rowsum": _tb_matmul_rowsum, "matmul_sumall": _tb_matmul_sumall, "two_matmuls": _tb_two_matmuls,
 }
 
 

@@ -56,6 +56,12 @@ CASES: dict[str, list] = {
     "lngelu": ["lngelu-3x40", ("lngelu-2x33", SMALL)],
     "rmsnorm": ["rmsnorm-3x40", ("rmsnorm-2x33", SMALL)],
     "rowsum": ["rowsum-3x40", "rowsum-2x197"],
+    "colsum": ["colsum-5x33"],
+    "attention": ["attention-5x9x4"],
+    "conv_relu_pool": ["conv_relu_pool-1x7x6x3x4x3x1x0", "conv_relu_pool-2x8x8x2x3x3x2x1"],
+    "matmul_rowsum": ["matmul_rowsum-5x7x3"],
+    "matmul_sumall": ["matmul_sumall-5x7x3"],
+    "two_matmuls": ["two_matmuls-4x6x5"],
 }
 
 

@@ -16,130 +16,21 @@ from ansor.targets import generate_sketches
 from ansor.targets.cuda.lowering import emit_ptx
 from ansor.targets.cuda.multi_kernel import MultiKernelSketch
 from ansor.targets.cuda.rules import default_script
-from test_gpu_sweep_fixes import _MATMUL_ROWSUM, _run_guarded_as_cpu_loops
+from test_gpu_sweep_fixes import _run_guarded_as_cpu_loops
 
-_MATMUL_SUMALL = """
-func.func @mmsa(%a: tensor<33x17xf32>, %b: tensor<17x65xf32>) -> tensor<f32> {
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<33x65xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<33x65xf32>) -> tensor<33x65xf32>
-  %m = linalg.matmul ins(%a, %b : tensor<33x17xf32>, tensor<17x65xf32>) outs(%f : tensor<33x65xf32>) -> tensor<33x65xf32>
-  %e1 = tensor.empty() : tensor<f32>
-  %f1 = linalg.fill ins(%z : f32) outs(%e1 : tensor<f32>) -> tensor<f32>
-  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> ()>],
-                       iterator_types = ["reduction", "reduction"]}
-      ins(%m : tensor<33x65xf32>) outs(%f1 : tensor<f32>) {
-  ^bb0(%x: f32, %o: f32):
-    %s = arith.addf %x, %o : f32
-    linalg.yield %s : f32
-  } -> tensor<f32>
-  return %r : tensor<f32>
-}
-"""
-
-#: Attention: scores Q K (a matmul), their softmax over the rows, then times V (a matmul).
-_ATTENTION = """
-func.func @attn(%q: tensor<16x8xf32>, %k: tensor<8x32xf32>, %v: tensor<32x8xf32>) -> tensor<16x8xf32> {
-  %z0 = arith.constant 0.0 : f32
-  %se = tensor.empty() : tensor<16x32xf32>
-  %sf = linalg.fill ins(%z0 : f32) outs(%se : tensor<16x32xf32>) -> tensor<16x32xf32>
-  %S = linalg.matmul ins(%q, %k : tensor<16x8xf32>, tensor<8x32xf32>) outs(%sf : tensor<16x32xf32>) -> tensor<16x32xf32>
-  %zero = arith.constant 0.0 : f32
-  %ninf = arith.constant 0xFF800000 : f32
-  %max_e = tensor.empty() : tensor<16xf32>
-  %max_init = linalg.fill ins(%ninf : f32) outs(%max_e : tensor<16xf32>) -> tensor<16xf32>
-  %max = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
-      ins(%S : tensor<16x32xf32>) outs(%max_init : tensor<16xf32>) {
-    ^bb0(%x: f32, %acc: f32):
-      %m = arith.maximumf %acc, %x : f32
-      linalg.yield %m : f32
-  } -> tensor<16xf32>
-  %exp_e = tensor.empty() : tensor<16x32xf32>
-  %exp = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
-      ins(%S, %max : tensor<16x32xf32>, tensor<16xf32>) outs(%exp_e : tensor<16x32xf32>) {
-    ^bb0(%x: f32, %m: f32, %o: f32):
-      %d = arith.subf %x, %m : f32
-      %e = math.exp %d : f32
-      linalg.yield %e : f32
-  } -> tensor<16x32xf32>
-  %sum_init_e = tensor.empty() : tensor<16xf32>
-  %sum_init = linalg.fill ins(%zero : f32) outs(%sum_init_e : tensor<16xf32>) -> tensor<16xf32>
-  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
-      ins(%exp : tensor<16x32xf32>) outs(%sum_init : tensor<16xf32>) {
-    ^bb0(%x: f32, %acc: f32):
-      %s = arith.addf %acc, %x : f32
-      linalg.yield %s : f32
-  } -> tensor<16xf32>
-  %res = tensor.empty() : tensor<16x32xf32>
-  %out = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
-      ins(%exp, %sum : tensor<16x32xf32>, tensor<16xf32>) outs(%res : tensor<16x32xf32>) {
-    ^bb0(%x: f32, %s: f32, %o: f32):
-      %r = arith.divf %x, %s : f32
-      linalg.yield %r : f32
-  } -> tensor<16x32xf32>
-    %oe = tensor.empty() : tensor<16x8xf32>
-  %of = linalg.fill ins(%z0 : f32) outs(%oe : tensor<16x8xf32>) -> tensor<16x8xf32>
-  %O = linalg.matmul ins(%out, %v : tensor<16x32xf32>, tensor<32x8xf32>) outs(%of : tensor<16x8xf32>) -> tensor<16x8xf32>
-  return %O : tensor<16x8xf32>
-}
-"""
-
-#: A 3x3 convolution, ReLU, then a global average pool's sum over h, w (a reduction of its output).
-_CONV_RELU_POOL = """
-func.func @cg(%x: tensor<1x10x10x8xf32>, %w: tensor<3x3x8x16xf32>) -> tensor<1x16xf32> {
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<1x8x8x16xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
-  %c = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x10x10x8xf32>, tensor<3x3x8x16xf32>) outs(%f : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
-  %r = linalg.generic {indexing_maps = [affine_map<(n, h, w, c) -> (n, h, w, c)>, affine_map<(n, h, w, c) -> (n, h, w, c)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
-      ins(%c : tensor<1x8x8x16xf32>) outs(%e : tensor<1x8x8x16xf32>) {
-  ^bb0(%p: f32, %o: f32):
-    %s = arith.maximumf %p, %z : f32
-    linalg.yield %s : f32
-  } -> tensor<1x8x8x16xf32>
-  %e1 = tensor.empty() : tensor<1x16xf32>
-  %f1 = linalg.fill ins(%z : f32) outs(%e1 : tensor<1x16xf32>) -> tensor<1x16xf32>
-  %g = linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, h, w, c)>, affine_map<(n, c, h, w) -> (n, c)>], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
-      ins(%r : tensor<1x8x8x16xf32>) outs(%f1 : tensor<1x16xf32>) {
-  ^bb0(%p: f32, %o: f32):
-    %s = arith.addf %p, %o : f32
-    linalg.yield %s : f32
-  } -> tensor<1x16xf32>
-  return %g : tensor<1x16xf32>
-}
-"""
-
-#: Two matmuls of one input, multiplied element-wise (the row rule once took them for per-element
-#: "row reductions" and failed to build).
-_TWO_MATMULS = """
-func.func @two(%x: tensor<8x16xf32>, %w1: tensor<16x24xf32>, %w2: tensor<16x24xf32>) -> tensor<8x24xf32> {
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<8x24xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8x24xf32>) -> tensor<8x24xf32>
-  %m1 = linalg.matmul ins(%x, %w1 : tensor<8x16xf32>, tensor<16x24xf32>) outs(%f : tensor<8x24xf32>) -> tensor<8x24xf32>
-  %m2 = linalg.matmul ins(%x, %w2 : tensor<8x16xf32>, tensor<16x24xf32>) outs(%f : tensor<8x24xf32>) -> tensor<8x24xf32>
-  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
-      ins(%m1, %m2 : tensor<8x24xf32>, tensor<8x24xf32>) outs(%e : tensor<8x24xf32>) {
-  ^bb0(%p: f32, %q: f32, %o: f32):
-    %s = arith.mulf %p, %q : f32
-    linalg.yield %s : f32
-  } -> tensor<8x24xf32>
-  return %r : tensor<8x24xf32>
-}
-"""
-
-_SOURCES = {
-    "mlp-3x97x2": lambda: workloads.get("mlp-3x97x2"),  # two matmuls (+ bias, ReLU, residual), weights constant
-    "matmul-rowsum-33x65x17": lambda: _MATMUL_ROWSUM,  # an anchor + a row reduction of its result
-    "matmul-sumall-33x65x17": lambda: _MATMUL_SUMALL,  # an anchor + a reduction to a scalar
-    "attention-16x32x8": lambda: _ATTENTION,  # scores + softmax (one row kernel: row chains kept), then P V
-    "conv-relu-pool-1x8x8x16": lambda: _CONV_RELU_POOL,  # a convolution + ReLU, then a reduction over h, w
-    "two-matmuls-8x24x16": lambda: _TWO_MATMULS,  # two matmuls, the second fused with the product
-}
+#: The tasks (built-in workloads, `ansor.frontend.workloads`).
+NAMES = [
+    "mlp-3x97x2",  # two matmuls (+ bias, ReLU, residual), weights constant
+    "matmul_rowsum-33x65x17",  # an anchor + a row reduction of its result
+    "matmul_sumall-33x65x17",  # an anchor + a reduction to a scalar
+    "attention-16x32x8",  # scores + softmax (one row kernel: row chains kept), then P V
+    "conv_relu_pool-1x10x10x8x16x3x1x0",  # a convolution + ReLU, then a reduction over h, w
+    "two_matmuls-8x24x16",  # two matmuls, the second fused with the product
+]
 
 
 def _task(name: str) -> SearchTask:
-    return create_task(_SOURCES[name](), name=name.replace("-", "_"), target="cuda")
+    return create_task(workloads.get(name), name=name.replace("-", "_"), target="cuda")
 
 
 def _sketch(task: SearchTask) -> MultiKernelSketch:
@@ -154,7 +45,7 @@ def _scripts(task: SearchTask, n: int) -> list[str]:
     return [default_script(task)] + [sk.script(sk.sample(random.Random(s)).values()) for s in range(n)]
 
 
-@pytest.mark.parametrize("name", list(_SOURCES))
+@pytest.mark.parametrize("name", NAMES)
 def test_one_sketch_over_every_part(name: str) -> None:
     """The sketch's knobs are its parts' own, named after the task's op numbers (unique across
     the parts); its loop splits are theirs; a sample is valid and a bad value names its part."""
@@ -185,12 +76,12 @@ def test_partition_runs_once_per_task() -> None:
 
     multi_kernel.parts_of.cache_clear()
     multi_kernel._callees.cache_clear()
-    task = _task("matmul-rowsum-33x65x17")
+    task = _task("matmul_rowsum-33x65x17")
     sk = _sketch(task)
     default_script(task)
     assert multi_kernel._callees.cache_info().misses == 2  # with row chains (refused), then without
     assert multi_kernel.parts_of.cache_info().misses == 1 and multi_kernel.parts_of.cache_info().hits >= 1
-    assert multi_kernel.parts_of(_task("matmul-rowsum-33x65x17"))[0] is sk.parts
+    assert multi_kernel.parts_of(_task("matmul_rowsum-33x65x17"))[0] is sk.parts
     assert multi_kernel.parts_of.cache_info().misses == 1
     multi_kernel.parts_of(_task("mlp-3x97x2"))
     assert multi_kernel.parts_of.cache_info().misses == 2
@@ -210,7 +101,7 @@ def test_search_space_over_the_parts() -> None:
                 assert not any(p.sketch.gpu_stage.ragged_dims(lv) for p, lv in zip(sk.parts, sk._local(v)))
 
 
-@pytest.mark.parametrize("name", list(_SOURCES))
+@pytest.mark.parametrize("name", NAMES)
 def test_multi_kernel_programs_build(name: str) -> None:
     """The untuned program and three samples build to PTX: one kernel per part (the MLP's
     weights as device globals in the PTX, not host addresses passed as kernel arguments)."""
@@ -222,7 +113,7 @@ def test_multi_kernel_programs_build(name: str) -> None:
             assert ptx.count(".global .align") >= 4  # w0, b0, w1, b1
 
 
-@pytest.mark.parametrize("name", list(_SOURCES))
+@pytest.mark.parametrize("name", NAMES)
 def test_multi_kernel_scripts_run_as_cpu_loops(name: str) -> None:
     """The scripts themselves up to the mapping to the GPU (each part's blocks and threads as
     loops, the parts still calls), then the guards, into poisoned outputs: the task's result."""
@@ -246,7 +137,7 @@ def test_intermediates_are_a_workspace_argument() -> None:
     from ansor.targets.cuda.lowering import WORKSPACE_ATTR, _lower_module, lower_to_gpu_ir, workspace_of
     from mlir import ir
 
-    task = _task("matmul-rowsum-33x65x17")
+    task = _task("matmul_rowsum-33x65x17")
     with ir.Context(), ir.Location.unknown():
         text = str(lower_to_gpu_ir(task, default_script(task)))
     head, body = text.split(f"func.func @{task.func_name}(")[1].split("\n", 1)
@@ -326,7 +217,7 @@ def test_kernel_allocates_its_workspace_once(monkeypatch) -> None:
     monkeypatch.setattr(runtime, "_DeviceBuffer", _FakeBuffer)
     monkeypatch.setattr(runtime, "_check_device", lambda what: None)
     monkeypatch.setattr(_FakeBuffer, "log", [])
-    task = _task("matmul-rowsum-33x65x17")
+    task = _task("matmul_rowsum-33x65x17")
     engine = _FakeEngine()
     kernel = runtime.CudaKernel(engine, task, workspace=(TensorSpec((33, 65), "f32"),))
     inputs = [np.zeros(s.shape, np.float32) for s in task.inputs]
@@ -349,7 +240,7 @@ def test_kernel_allocates_its_workspace_once(monkeypatch) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", list(_SOURCES))
+@pytest.mark.parametrize("name", NAMES)
 def test_multi_kernel_programs_run_on_the_gpu(name: str) -> None:
     """The untuned program and three samples against the reference, each run twice into
     outputs poisoned with NaN and with a second sentinel (the workspace poisoned too), then timed

@@ -14,23 +14,6 @@ from ansor.targets.cuda.lowering import emit_ptx
 from ansor.targets.cuda.rules import default_script
 from test_gpu_ragged import _as_cpu_loops
 
-_COLSUM = """
-func.func @colsum(%x: tensor<97x197xf32>) -> tensor<197xf32> {
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<197xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<197xf32>) -> tensor<197xf32>
-  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>],
-                       iterator_types = ["reduction", "parallel"]}
-      ins(%x : tensor<97x197xf32>) outs(%f : tensor<197xf32>) {
-  ^bb0(%a: f32, %o: f32):
-    %s = arith.addf %a, %o : f32
-    linalg.yield %s : f32
-  } -> tensor<197xf32>
-  return %r : tensor<197xf32>
-}
-"""
-
-
 def _task(name: str, src: str | None = None):
     return create_task(src or workloads.get(name), name=name.replace("-", "_"), target="cuda")
 
@@ -133,7 +116,7 @@ func.func @f(%v: vector<1xi1>, %o: memref<1xi1>) {
     assert "memref.alloca() : memref<1xi8>" in text and "memref<1xi1>\n" not in text.split("gpu.launch")[1].split(
         "memref.store")[0]
     assert "arith.extui" in text and "arith.trunci" in text
-    task = _task("colsum-97x197", _COLSUM)
+    task = _task("colsum-97x197")
     assert ".entry" in emit_ptx(task, default_script(task))
 
 
@@ -307,27 +290,7 @@ def test_reductions_to_a_scalar(name: str, src: str) -> None:
         assert check_task_outputs(task, outs, refs) is None, script
 
 
-_MATMUL_ROWSUM = """
-func.func @mmrs(%a: tensor<33x17xf32>, %b: tensor<17x65xf32>) -> tensor<33xf32> {
-  %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<33x65xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<33x65xf32>) -> tensor<33x65xf32>
-  %m = linalg.matmul ins(%a, %b : tensor<33x17xf32>, tensor<17x65xf32>) outs(%f : tensor<33x65xf32>) -> tensor<33x65xf32>
-  %e1 = tensor.empty() : tensor<33xf32>
-  %f1 = linalg.fill ins(%z : f32) outs(%e1 : tensor<33xf32>) -> tensor<33xf32>
-  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
-                       iterator_types = ["parallel", "reduction"]}
-      ins(%m : tensor<33x65xf32>) outs(%f1 : tensor<33xf32>) {
-  ^bb0(%x: f32, %o: f32):
-    %s = arith.addf %x, %o : f32
-    linalg.yield %s : f32
-  } -> tensor<33xf32>
-  return %r : tensor<33xf32>
-}
-"""
-
-
-@pytest.mark.parametrize("name", ["mlp-3x97x2", "matmul-rowsum-33x65x17"])
+@pytest.mark.parametrize("name", ["mlp-3x97x2", "matmul_rowsum-33x65x17"])
 def test_several_anchors_run_as_one_kernel_per_task(name: str) -> None:
     """A function with two ops with data reuse (two matmuls; a matmul and a row sum of its
     result) tuned as a model: `extract_tasks` splits it into one task per anchor (the model path
@@ -337,8 +300,7 @@ def test_several_anchors_run_as_one_kernel_per_task(name: str) -> None:
     from ansor.measure.measurer import reference_outputs
     from ansor.measure.verify import check_task_outputs, poisoned
 
-    src = _MATMUL_ROWSUM if name.startswith("matmul-rowsum") else workloads.get(name)
-    net = extract_tasks(src, target="cuda")
+    net = extract_tasks(workloads.get(name), target="cuda")
     assert len(net.calls) == 2 and len(net.tasks) == 2
     for task in net.tasks:
         script = default_script(task)

@@ -796,6 +796,132 @@ def log_softmax(m: int, n: int) -> str:
     return _func("log_softmax", [("X", x)], x, _NINF + body, "%out")
 
 
+# --------------------------------------------------------------------------- fused ops of several kernels
+# Small functions of several anchor ops (or an anchor and a reduction of its result) that one GPU
+# kernel does not cover: as one task they get the multi-kernel sketch (docs/gpu.md, rule 4).
+
+
+def attention(s: int, keys: int, d: int) -> str:
+    """O[s,d] = softmax(Q[s,d] @ K[d,keys]) @ V[keys,d]: the scores (a matmul), their softmax over
+    the keys (max, exp, sum, divide), then a matmul by V."""
+    sk, row = [s, keys], [s]
+    full, rmap = "affine_map<(d0, d1) -> (d0, d1)>", "affine_map<(d0, d1) -> (d0)>"
+    body = (
+        _zeros("sf", sk)
+        + f"  %S = linalg.matmul ins(%Q, %K : {_t([s, d])}, {_t([d, keys])}) outs(%sf : {_t(sk)}) -> {_t(sk)}\n"
+        + _NINF
+        + f"  %max_e = tensor.empty() : {_t(row)}\n"
+        + f"  %max_init = linalg.fill ins(%ninf : f32) outs(%max_e : {_t(row)}) -> {_t(row)}\n"
+        + _generic([full, rmap], "pr", [("%S", sk)], ("%max_init", row), """    ^bb0(%x: f32, %acc: f32):
+      %m = arith.maximumf %acc, %x : f32
+      linalg.yield %m : f32
+""", "%max")
+        + f"  %exp_e = tensor.empty() : {_t(sk)}\n"
+        + _generic([full, rmap, full], "pp", [("%S", sk), ("%max", row)], ("%exp_e", sk), """    ^bb0(%x: f32, %m: f32, %o: f32):
+      %d = arith.subf %x, %m : f32
+      %e = math.exp %d : f32
+      linalg.yield %e : f32
+""", "%exp")
+        + _zeros("sum_init", row)
+        + _generic([full, rmap], "pr", [("%exp", sk)], ("%sum_init", row), """    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %acc, %x : f32
+      linalg.yield %s : f32
+""", "%sum")
+        + f"  %res = tensor.empty() : {_t(sk)}\n"
+        + _generic([full, rmap, full], "pp", [("%exp", sk), ("%sum", row)], ("%res", sk), """    ^bb0(%x: f32, %s: f32, %o: f32):
+      %r = arith.divf %x, %s : f32
+      linalg.yield %r : f32
+""", "%P")
+        + _zeros("of", [s, d])
+        + f"  %out = linalg.matmul ins(%P, %V : {_t(sk)}, {_t([keys, d])}) outs(%of : {_t([s, d])}) -> {_t([s, d])}\n"
+    )
+    return _func("attention", [("Q", [s, d]), ("K", [d, keys]), ("V", [keys, d])], [s, d], body, "%out")
+
+
+def col_sum(m: int, n: int) -> str:
+    """Column sums of X [M,N] -> [N] (`torch.sum(x, dim=0)`): the reduction over the outer dim."""
+    body = _zeros("sum_init", [n]) + _generic(
+        ["affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (j)>"], "rp", [("%X", [m, n])], ("%sum_init", [n]),
+        """    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %x, %acc : f32
+      linalg.yield %s : f32
+""")
+    return _func("col_sum", [("X", [m, n])], [n], body, "%out")
+
+
+def conv_relu_pool(n: int, h: int, w: int, ci: int, co: int, k: int, s: int = 1, p: int = 0) -> str:
+    """Y[n,co] = sum over h, w of relu(conv2d_nhwc(X, W)): a convolution + ReLU, then a global
+    pool's reduction of its output (two kernels: the pool reads the whole image)."""
+    out = [n, _out(h, k, s, p), _out(w, k, s, p), co]
+    pooled = [n, co]
+    epilogue = (
+        _generic(["affine_map<(n, h, w, c) -> (n, h, w, c)>"] * 2, "pppp", [("%conv", out)], ("%init_e", out),
+                   """    ^bb0(%x: f32, %o: f32):
+      %r = arith.maximumf %x, %zero : f32
+      linalg.yield %r : f32
+""", "%relu")
+        + _zeros("pool_init", pooled)
+        + _generic(["affine_map<(n, c, h, w) -> (n, h, w, c)>", "affine_map<(n, c, h, w) -> (n, c)>"], "pprr",
+                   [("%relu", out)], ("%pool_init", pooled), """    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %x, %acc : f32
+      linalg.yield %s : f32
+""")
+    )
+    text = _named_conv("linalg.conv_2d_nhwc_hwcf", "conv_relu_pool", [n, h, w, ci], [k, k, ci, co], out, s, 1, p,
+                       extra=([], epilogue, "%out"))
+    return text.replace(f"-> {_t(out)} {{\n  %zero", f"-> {_t(pooled)} {{\n  %zero", 1).replace(
+        f"  return %out : {_t(out)}", f"  return %out : {_t(pooled)}", 1)
+
+
+def _mm_into(name: str, a: str, b: str, m: int, n: int, k: int) -> str:
+    """`%name` = `a` [m,k] @ `b` [k,n] into a fresh zero tensor."""
+    return _zeros(f"{name}_init", [m, n]) + (
+        f"  %{name} = linalg.matmul ins({a}, {b} : {_t([m, k])}, {_t([k, n])}) outs(%{name}_init : {_t([m, n])})"
+        f" -> {_t([m, n])}\n")
+
+
+def matmul_rowsum(m: int, n: int, k: int) -> str:
+    """R[m] = sum_n (A[m,k] @ B[k,n]): a matmul and a row sum of its result."""
+    body = _mm_into("C", "%A", "%B", m, n, k) + _zeros("sum_init", [m]) + _generic(
+        ["affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>"], "pr", [("%C", [m, n])], ("%sum_init", [m]),
+        """    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %x, %acc : f32
+      linalg.yield %s : f32
+""")
+    return _func("matmul_rowsum", [("A", [m, k]), ("B", [k, n])], [m], body, "%out")
+
+
+def matmul_sumall(m: int, n: int, k: int) -> str:
+    """R = sum (A[m,k] @ B[k,n]): a matmul whose whole result is summed to one value."""
+    body = _mm_into("C", "%A", "%B", m, n, k) + (
+        "  %sum_e = tensor.empty() : tensor<f32>\n"
+        "  %sum_init = linalg.fill ins(%zero : f32) outs(%sum_e : tensor<f32>) -> tensor<f32>\n"
+        "  %out = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> ()>], "
+        'iterator_types = ["reduction", "reduction"]}\n'
+        f"      ins(%C : {_t([m, n])}) outs(%sum_init : tensor<f32>) {{\n"
+        """    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %x, %acc : f32
+      linalg.yield %s : f32
+  } -> tensor<f32>
+""")
+    return _func("matmul_sumall", [("A", [m, k]), ("B", [k, n])], [], body, "%out").replace(
+        "-> tensor<xf32>", "-> tensor<f32>").replace("return %out : tensor<xf32>", "return %out : tensor<f32>")
+
+
+def two_matmuls(m: int, n: int, k: int) -> str:
+    """Y[m,n] = (X[m,k] @ W1[k,n]) * (X[m,k] @ W2[k,n]): two matmuls of one input, multiplied
+    element-wise."""
+    full, mn = "affine_map<(i, j) -> (i, j)>", _t([m, n])
+    body = (_zeros("init", [m, n])  # one zero tensor: both matmuls' init, its empty the product's
+            + f"  %M1 = linalg.matmul ins(%X, %W1 : {_t([m, k])}, {_t([k, n])}) outs(%init : {mn}) -> {mn}\n"
+            + f"  %M2 = linalg.matmul ins(%X, %W2 : {_t([m, k])}, {_t([k, n])}) outs(%init : {mn}) -> {mn}\n"
+            + _generic([full] * 3, "pp", [("%M1", [m, n]), ("%M2", [m, n])], ("%init_e", [m, n]), """    ^bb0(%x: f32, %y: f32, %o: f32):
+      %p = arith.mulf %x, %y : f32
+      linalg.yield %p : f32
+"""))
+    return _func("two_matmuls", [("X", [m, k]), ("W1", [k, n]), ("W2", [k, n])], [m, n], body, "%out")
+
+
 # --------------------------------------------------------------------------- names
 
 
@@ -886,6 +1012,16 @@ _FAMILIES: dict[str, tuple[Callable[[str, str], str], str]] = {
     "rmsnorm": (lambda s, n: rmsnorm(*_dims(s, 2, n)), "rmsnorm-MxN: RMSNorm over N (gamma, eps 1e-6)"),
     "logsoftmax": (lambda s, n: log_softmax(*_dims(s, 2, n)), "logsoftmax-MxN: log-softmax over N"),
     "rowsum": (lambda s, n: row_sum(*_dims(s, 2, n)), "rowsum-MxN: the sum of each row of X [M,N]"),
+    "colsum": (lambda s, n: col_sum(*_dims(s, 2, n)), "colsum-MxN: the sum of each column of X [M,N]"),
+    # several GPU kernels as one task (docs/gpu.md, rule 4)
+    "attention": (lambda s, n: attention(*_dims(s, 3, n)),
+                  "attention-SxKxD: softmax(Q [S,D] @ K [D,K]) @ V [K,D] (scores, softmax over the keys, times V)"),
+    "conv_relu_pool": (lambda s, n: conv_relu_pool(*_conv_dims(s, 8, n)),
+                       "conv_relu_pool-NxHxWxCIxCOxKxSxP: conv2d NHWC + ReLU, summed over H, W (a pool's sum)"),
+    "matmul_rowsum": (lambda s, n: matmul_rowsum(*_dims(s, 3, n)), "matmul_rowsum-MxNxK: row sums of A @ B"),
+    "matmul_sumall": (lambda s, n: matmul_sumall(*_dims(s, 3, n)), "matmul_sumall-MxNxK: the sum of all of A @ B"),
+    "two_matmuls": (lambda s, n: two_matmuls(*_dims(s, 3, n)),
+                    "two_matmuls-MxNxK: (X @ W1) * (X @ W2), two matmuls of one input"),
 }
 
 def _resource(name: str, values: np.ndarray) -> str:
@@ -965,6 +1101,12 @@ BUILTIN: dict[str, str] = {
     "matmul_nt-512": "matmul 512^3 with B transposed, as linalg.generic",
     "mlp-64x256x4": "toy network: 4 dense layers 64x256 with residuals, weights embedded",
     "lngelu-4096x1024": "LayerNorm + GELU (4096, 1024) fp32, a fused subgraph (GPU benchmark)",
+    "colsum-97x197": "column sums of a 97x197 matrix (a reduction over the outer dim)",
+    "attention-16x33x8": "attention: softmax(QK^T) V over 33 keys, a task of two GPU kernels",
+    "conv_relu_pool-1x10x10x8x16x3x1x0": "3x3 conv2d + ReLU + a global pool's sum, a task of two GPU kernels",
+    "matmul_rowsum-33x65x17": "matmul + a row sum of its result, a task of two GPU kernels",
+    "matmul_sumall-33x65x17": "matmul summed to one value, a task of two GPU kernels",
+    "two_matmuls-8x24x16": "two matmuls of one input multiplied element-wise, a task of two GPU kernels",
     **_SUITE,
 }
 
