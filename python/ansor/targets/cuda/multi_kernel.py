@@ -9,7 +9,7 @@
         bufferization, scoped to its callee, its knobs and op tags renumbered to the task's ops;
         one bufferization of the module; each part's mapping to blocks and threads on its
         callee; the callees inlined --lowering--> a launch per part in the task function, the
-        intermediates in device memory (`ansor-gpu-device-intermediates`)
+        intermediates a device workspace allocated once per program (`ansor-gpu-device-intermediates`)
 
 A part's knobs are its own sketch's, named after the task's op numbers (`op<N>.*`: the tags
 `core/loops.tag_ops` gave the task's ops, which the partition keeps), so every knob name is
