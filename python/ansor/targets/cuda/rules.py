@@ -380,6 +380,10 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
         return None, "consumer with a permuted output"
     promoted = tuple(i for i, dims in enumerate(op.input_dims) if op.plain_inputs[i] and len(dims) >= 2)
     mapped = _mapped_dims(op)
+    if math.prod(op.extents[d] for d in op.space if d not in mapped) > MAX_THREAD_TILE:
+        # the innermost loops are small (ViT's QKV projection written as 1x197x3x3x64 for its
+        # head transpose: 197 accumulators per thread): y, z to the two largest other loops
+        mapped = _largest_mapped_dims(op)
     stage = GpuStage(
         op=op.index, op_name=op.name, extents=op.extents, kinds=op.kinds, mapped=mapped,
         input_dims=op.input_dims, output_dims=op.output_dims, promoted=promoted, elem_bytes=_elem_bytes(task),
