@@ -235,6 +235,44 @@ def test_kernel_allocates_its_workspace_once(monkeypatch) -> None:
     assert log[-1] == ("free", (33, 65))
 
 
+def test_network_passes_each_kernel_its_workspace(monkeypatch) -> None:
+    """The GPU network runner (no GPU: fake buffers, engines and kernels that have a workspace)
+    passes a kernel's workspace after each call's operands and results, the same buffers every
+    call, and a verifying run poisons it with the outputs."""
+    from ansor.core.task import TensorSpec
+    from ansor.frontend.partition import extract_tasks
+    from ansor.targets.cuda import network, runtime
+
+    for mod in (runtime, network):
+        monkeypatch.setattr(mod, "_DeviceBuffer", _FakeBuffer)
+        monkeypatch.setattr(mod, "_check_device", lambda what: None)
+    monkeypatch.setattr(network, "runtime_lib", lambda: None)
+    monkeypatch.setattr(_FakeBuffer, "log", [])
+    net = extract_tasks(workloads.get("mlp-3x97x2"), target="cuda")
+    whole = net.as_task()
+    split = network.split_parent(whole)
+    calls: list[tuple[str, int]] = []
+
+    class Engine:
+        def lookup(self, name: str):
+            return lambda packed: calls.append((name, len(packed)))
+
+    ws = TensorSpec((5, 7), "f32")
+    kernels = {t.hash: runtime.CudaKernel(Engine(), t, workspace=(ws,)) for t in net.tasks}
+    callees = {n: net.tasks[i] for n, i in net.calls.items()}
+    model = network.CudaNetwork(whole, split, network.evaluate_constants(whole, split), kernels, callees)
+    x = [np.zeros(s.shape, np.float32) for s in whole.inputs]
+    model.run(x)
+    model.run(x, [np.full(s.shape, np.nan, np.float32) for s in whole.outputs])
+    assert len(calls) == 2 * len(net.calls)
+    for name, n in calls:
+        t = next(t for t in net.tasks if t.func_name == name)
+        assert n == len(t.inputs) + len(t.outputs) + 1
+    log = _FakeBuffer.log
+    assert log.count(("alloc", (5, 7))) == len(net.tasks)  # once per kernel, at compile time
+    assert log.count(("poison", (5, 7))) == len(net.tasks)  # by the verifying run only
+
+
 # ----------------------------------------------------------------------------------------------
 # On an NVIDIA GPU
 
