@@ -157,6 +157,11 @@ def test_intermediates_are_a_workspace_argument() -> None:
             callees = {ir.FlatSymbolRefAttr(c.attributes["callee"]).value
                        for c in walk(f, "llvm.call") if "callee" in c.attributes}
             assert not {"mgpuMemAlloc", "mgpuMemFree"} & callees, callees
+    from ansor.targets.cuda.lowering import build_task_cuda
+
+    artifact = build_task_cuda(task, default_script(task), arch="sm_90")  # the builder's bytecode
+    with ir.Context(), ir.Location.unknown():
+        assert workspace_of(ir.Module.parse(artifact), task) == (TensorSpec((33, 65), "f32"),)
 
 
 @pytest.mark.parametrize("name", ["mlp-3x97x2", "attention-16x32x8"])
