@@ -198,14 +198,17 @@ def main() -> None:
     def med(xs: list[float]) -> str:
         return f"{statistics.median(xs):.1f} ({min(xs):.1f}-{max(xs):.1f})"
 
+    def ratio(w: str, b: str) -> str:  # median of per-round ratios to the first configuration
+        rs = [x / y for x, y in zip(per_min[w][b], per_min[w][counts[0]], strict=True)]
+        return f", {statistics.median(rs):.2f}x" if b != counts[0] else ""
+
     print(f"\ncandidates per minute, {a.target}, {a.candidates} random candidates per workload and round, "
-          f"{a.rounds} alternating rounds; median (min-max)")
+          f"{a.rounds} alternating rounds; median (min-max), and the median of per-round ratios to {counts[0]}")
     print("| workload | " + " | ".join(f"{b} builders" for b in counts) + " | speed-up (median of per-round ratios) |")
     print("|---|" + "---|" * (len(counts) + 1))
     for w in names:
-        base = per_min[w][counts[0]]
-        ratios = [x / y for x, y in zip(per_min[w][counts[-1]], base, strict=True)]
-        print(f"| {w} | " + " | ".join(med(per_min[w][b]) for b in counts) + f" | {statistics.median(ratios):.2f}x |")
+        print(f"| {w} | " + " | ".join(med(per_min[w][b]) + ratio(w, b) for b in counts)
+              + f" | {ratio(w, counts[-1])[2:] or '1.00x'} |")
     for w in names:
         print(f"{w}: outcomes {dict(errors[w][counts[0]])}; compile time per candidate ({counts[0]} builders) "
               f"median {statistics.median(build_s[w]):.2f} s, max {max(build_s[w]):.2f} s")
