@@ -177,6 +177,68 @@ def test_every_part_task_without_workspace(name: str) -> None:
             assert record_workspace(lower_to_gpu_ir(p.task, default_script(p.task)), p.task) == ()
 
 
+@pytest.mark.parametrize("name", ["matmul_rowsum-33x65x17", "mlp-3x97x2"])
+def test_host_code_passes_the_workspace_to_both_kernels(monkeypatch, name: str) -> None:
+    """The builder's artifact, its host code run on the CPU with the CUDA runtime's entry points
+    stubbed (no GPU; the kernels never run): every call of the task function and of the timing
+    loop launches the two kernels, the first writing into the workspace argument's buffer, the
+    second reading it and writing the output, and nothing allocates or frees device memory."""
+    import ctypes
+
+    from ansor.core import native
+    from ansor.core.mlir import BENCH_FUNC
+    from ansor.targets.cuda.lowering import build_task_cuda, workspace_of
+    from mlir import ir
+    from mlir.execution_engine import ExecutionEngine
+    from mlir.runtime import as_ctype, make_nd_memref_descriptor
+
+    monkeypatch.setattr("ansor.config.CUDA_BINARY", "ptx")
+    task = _task(name)
+    artifact = build_task_cuda(task, default_script(task), arch="sm_90")
+    launches: list[set[int]] = []
+    allocs: list[str] = []
+    launch_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, *[ctypes.c_int64] * 6, ctypes.c_int32, ctypes.c_void_p,
+                                ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_size_t)
+
+    def launch(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra, n):  # noqa: ANN001
+        launches.append({ctypes.cast(params[i], ctypes.POINTER(ctypes.c_uint64))[0] for i in range(n)})
+
+    on_launch = launch_t(launch)
+    stub = ctypes.CFUNCTYPE(ctypes.c_void_p)(lambda: None)
+    on_alloc = ctypes.CFUNCTYPE(ctypes.c_void_p)(lambda: allocs.append("alloc"))
+    native.register_everything()
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(artifact)
+        specs = [*task.inputs, *task.outputs, *workspace_of(module, task)]
+        assert len(specs) == len(task.inputs) + len(task.outputs) + 1
+        engine = ExecutionEngine(module, opt_level=0, shared_libs=[])
+        for sym in ["mgpuModuleLoad", "mgpuModuleLoadJIT", "mgpuModuleUnload", "mgpuModuleGetFunction",
+                    "mgpuStreamCreate", "mgpuStreamSynchronize", "mgpuStreamDestroy"]:
+            engine.raw_register_runtime(sym, ctypes.cast(stub, ctypes.c_void_p))
+        for sym in ["mgpuMemAlloc", "mgpuMemFree"]:
+            engine.raw_register_runtime(sym, ctypes.cast(on_alloc, ctypes.c_void_p))
+        engine.raw_register_runtime("mgpuLaunchKernel", ctypes.cast(on_launch, ctypes.c_void_p))
+        descs = []
+        for i, spec in enumerate(specs):  # fake device addresses 0x1000_0000, 0x2000_0000, ...
+            desc_t = make_nd_memref_descriptor(len(spec.shape), as_ctype(np.dtype(spec.numpy_dtype())))
+            d = desc_t()
+            d.allocated = (i + 1) << 28
+            d.aligned = ctypes.cast(ctypes.c_void_p((i + 1) << 28), dict(desc_t._fields_)["aligned"])
+            d.offset = 0
+            d.shape = (ctypes.c_longlong * len(spec.shape))(*spec.shape)
+            d.strides = (ctypes.c_longlong * len(spec.shape))(*[int(np.prod(spec.shape[k + 1:])) for k in range(len(spec.shape))])
+            descs.append(d)
+        args = [ctypes.pointer(ctypes.pointer(d)) for d in descs]
+        engine.invoke(task.func_name, *args)
+        engine.invoke(BENCH_FUNC, *args, ctypes.pointer(ctypes.c_longlong(3)))
+        del engine
+    x, out, ws = 1 << 28, len(task.inputs + task.outputs) << 28, len(specs) << 28
+    assert len(launches) == 2 * 4 and not allocs
+    for first, second in zip(launches[::2], launches[1::2], strict=True):
+        assert {x, ws} <= first and out not in first
+        assert {ws, out} <= second
+
+
 class _FakeBuffer:
     """A device buffer without a device: records its life."""
 
