@@ -6,7 +6,9 @@ Each workload is one public `func.func` on static fp32 tensors whose result is a
 (`tensor.empty` + `linalg.fill`), so running it twice gives the same answer. Weights are
 function arguments. Besides plain matmuls this holds Ansor's single-op benchmark suite
 (Zheng et al., OSDI 2020, Fig. 6) and two of its subgraphs, with the harness's shapes; see
-`suite()`. Layouts follow the harness: NLC / NHWC / NDHWC activations, HWIO-style filters
+`suite()`; and small functions of several anchor ops that the GPU runs as one task of several
+kernels (attention, conv + ReLU + pool sum, a matmul + row sum or sum to a scalar, two matmuls of
+one input). Layouts follow the harness: NLC / NHWC / NDHWC activations, HWIO-style filters
 (`[k, k, CI, CO]`), batch 1. Padding is a `tensor.pad` with 0.0 feeding the convolution;
 strides and dilations are op attributes (named ops) or folded into the indexing maps
 (`linalg.generic`). Output sizes: `(in + 2p - d(k-1) - 1) // s + 1`.
