@@ -238,13 +238,15 @@ REF_VERSION = 1
 
 def verify_kernel(kernel: Any, inputs: list[np.ndarray], expected: list[np.ndarray], opts: RunOptions, *,
                   corrupt: bool = False, runs: list[int] | None = None,
-                  scratch: list[np.ndarray] | None = None) -> str | None:
+                  scratch: list[np.ndarray] | None = None,
+                  slack: list[np.ndarray | None] | None = None) -> str | None:
     """Run `kernel` into poisoned output buffers (`verify.poisoned`; a second sentinel where the
     reference holds the first) and compare with `expected`; None or the one-line mismatch.
     `corrupt` is the fault-injection hook's "wrong" (outputs shifted by 1). A caller that
     verifies many candidates against one reference passes what does not change between them:
     `runs` (`verify.sentinel_runs(expected)`) and `scratch` (output arrays of the task's
-    shapes, re-poisoned here before each run instead of allocated)."""
+    shapes, re-poisoned here before each run instead of allocated), and the reference's
+    per-element `slack` (`reference_slack`)."""
     from ansor.measure import verify
 
     for which in verify.sentinel_runs(expected) if runs is None else runs:
@@ -252,7 +254,7 @@ def verify_kernel(kernel: Any, inputs: list[np.ndarray], expected: list[np.ndarr
         outs = kernel.run(inputs, bufs)
         if corrupt:
             outs = [o + 1 for o in outs]
-        bad = verify.check_task_outputs(kernel.task, outs, expected, rtol=opts.rtol, atol=opts.atol)
+        bad = verify.check_task_outputs(kernel.task, outs, expected, rtol=opts.rtol, atol=opts.atol, slack=slack)
         if bad is not None:
             return bad
     return None
@@ -333,6 +335,43 @@ def reference_outputs(task: SearchTask) -> tuple[list[np.ndarray], list[np.ndarr
     return inputs, outs, kernel
 
 
+def reference_slack(task: SearchTask, inputs: list[np.ndarray], outs: list[np.ndarray],
+                    kernel: Any = None) -> list[np.ndarray | None]:
+    """`verify.task_slack` of the reference `outs` that `reference_outputs` gave (with its `kernel`,
+    the CPU program that computed them, or None: a GPU task's reference, numpy or the
+    untransformed program on the CPU), computed by the same reference program on perturbed
+    inputs. A GPU task's is cached on disk beside its reference."""
+    from ansor import config
+    from ansor.measure import verify
+
+    if kernel is not None:
+        return verify.task_slack(task, inputs, outs, lambda xs: kernel.run(xs, verify.poisoned(task.outputs)))
+    path = config.CACHE_DIR / "refs" / f"{task.hash}-{task.target}-slack-v{REF_VERSION}.npz"
+    if path.exists():
+        try:
+            data = np.load(path)
+            return [data[f"s{i}"] if f"s{i}" in data.files else None for i in range(len(outs))]
+        except (OSError, ValueError, KeyError):
+            pass  # a torn cache file: recompute
+    ref_kernel = None
+
+    def reference(xs: list[np.ndarray]) -> list[np.ndarray]:
+        nonlocal ref_kernel
+        got = _numpy_reference(task, xs)
+        if got is None:
+            if ref_kernel is None:
+                ref_kernel = compile_task(get_target(task.target).reference_task(task), None)
+            got = ref_kernel.run(xs, verify.poisoned(task.outputs))
+        return got
+
+    slack = verify.task_slack(task, inputs, outs, reference)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+    np.savez(tmp, **{f"s{i}": a for i, a in enumerate(slack) if a is not None})
+    os.replace(tmp, path)
+    return slack
+
+
 # ----------------------------------------------------------------------------------------------
 # Worker process
 
@@ -354,28 +393,30 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     from ansor import config
 
-    #: per task hash: inputs, reference outputs, the sentinel runs they need, output scratch
-    refs: dict[str, tuple[list[np.ndarray], list[np.ndarray], list[int], list[np.ndarray]]] = {}
+    #: per task hash: inputs, reference outputs, the sentinel runs they need, output scratch,
+    #: the reference's per-element slack
+    refs: dict[str, tuple[list[np.ndarray], list[np.ndarray], list[int], list[np.ndarray],
+                          list[np.ndarray | None]]] = {}
 
     def reference(task: SearchTask, ref_path: str) -> tuple[list[np.ndarray], list[np.ndarray], list[int],
-                                                            list[np.ndarray]]:
+                                                            list[np.ndarray], list[np.ndarray | None]]:
         if task.hash not in refs:
             from ansor.measure import verify
 
             data = np.load(ref_path)
             n_in = len(task.inputs)
             specs = list(task.inputs) + list(task.outputs)  # npz keeps bfloat16 as raw "V2"
-            arrays = [as_dtype(data[f"a{i}"], specs[i].numpy_dtype()) if i < len(specs) else data[f"a{i}"]
-                      for i in range(len(data.files))]
+            arrays = [as_dtype(data[f"a{i}"], specs[i].numpy_dtype()) for i in range(len(specs))]
             expected = arrays[n_in:]
+            slack = [data[f"s{i}"] if f"s{i}" in data.files else None for i in range(len(expected))]
             refs[task.hash] = (arrays[:n_in], expected, verify.sentinel_runs(expected),
-                               verify.poisoned(task.outputs))
+                               verify.poisoned(task.outputs), slack)
         return refs[task.hash]
 
     def verify_and_time(kernel: Any, task: SearchTask, req: dict, opts: RunOptions, build_s: float,
                         phases: dict[str, float]) -> dict:
         """Check `kernel` against the reference (poisoned outputs), then time it: the answer."""
-        inputs, expected, runs, scratch = reference(task, req["ref_path"])
+        inputs, expected, runs, scratch, slack = reference(task, req["ref_path"])
         # The verification runs come first: they also finish JIT compilation (ORC materializes
         # the code on first lookup: 0.1-1 s), so they are the warm-up and never a timing.
         fault = config.injected_fault(req["script"])
@@ -386,7 +427,8 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
         elif fault == "hang":
             time.sleep(1e6)
         t0 = time.perf_counter()
-        bad = verify_kernel(kernel, inputs, expected, opts, corrupt=fault == "wrong", runs=runs, scratch=scratch)
+        bad = verify_kernel(kernel, inputs, expected, opts, corrupt=fault == "wrong", runs=runs, scratch=scratch,
+                            slack=slack)
         t_verified = time.perf_counter()
         phases["verify"] = t_verified - t0
         if bad is not None:
@@ -420,13 +462,15 @@ def _worker_main(conn_in: Connection, conn: Connection, threads: int, memory_mb:
                 continue
             if kind == "reference":
                 inputs, outs, base_kernel = reference_outputs(task)
+                slack = reference_slack(task, inputs, outs, base_kernel)
                 if base_kernel is None:  # a GPU task: its baseline is the default GPU schedule
                     base_kernel = compile_task(task, None)
-                    bad = verify_kernel(base_kernel, inputs, outs, opts)
+                    bad = verify_kernel(base_kernel, inputs, outs, opts, slack=slack)
                     if bad is not None:
                         raise RuntimeError(f"the default GPU program is wrong: {bad}")
                 costs = time_kernel(base_kernel, inputs, opts, slow_s=1.0)
-                np.savez(req["ref_path"], **{f"a{i}": a for i, a in enumerate(inputs + outs)})
+                np.savez(req["ref_path"], **{f"a{i}": a for i, a in enumerate(inputs + outs)},
+                         **{f"s{i}": a for i, a in enumerate(slack) if a is not None})
                 conn.send({"costs": costs, "error": None, "msg": "", "build_s": 0.0})
                 continue
             t0 = time.perf_counter()

@@ -18,6 +18,12 @@ The criterion (also in docs/design.md):
   tensor cores, 10-bit mantissas like f16) uses at least f16's rtol (`TF32_RTOL`). A correct fp32
   reordering of a K-term sum moves a result by about eps * sqrt(K) * rms; one missing term of a
   random-input contraction moves it by about rms / sqrt(K).
+- Ill-conditioned elements get more room (`conditioning_slack`): the reference is computed again
+  on inputs perturbed by two f32/f64 ulps (twice, random signs); where that moves an element by d,
+  its tolerance grows by `SLACK_FACTOR * sqrt(K) * d`. An element whose exact value the f32
+  rounding of its inputs already blurs (x / sum(x) where a row sums to nearly 0) is then not a
+  mismatch when a kernel sums in another order; well-conditioned elements keep their tolerance
+  (their d is an ulp or two of the result).
 - Non-finite reference entries must be matched exactly (same positions, same values: NaN by NaN,
   +inf by +inf); a NaN or inf where the reference is finite is a mismatch. Integers compare exactly.
 - The reference is independent of the candidate's transforms: on the CPU, the untransformed program
@@ -30,7 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -113,10 +119,11 @@ def _where(shape: tuple[int, ...], flat: int) -> str:
 
 
 def check_output(out: np.ndarray, ref: np.ndarray, *, rtol: float | None = None, atol: float | None = None,
-                 reduction: int = 1, name: str = "output #0") -> str | None:
+                 reduction: int = 1, name: str = "output #0", slack: np.ndarray | None = None) -> str | None:
     """None when `out` matches `ref` under the criterion above; else one line naming the output,
     how many elements are wrong and the worst one. `rtol` None: by dtype; `atol` None: derived
-    from `reduction` (K) and the reference's RMS."""
+    from `reduction` (K) and the reference's RMS; `slack` (`conditioning_slack`'s, or None): more
+    tolerance per element."""
     if out.shape != ref.shape:
         return f"{name} has shape {out.shape}, expected {ref.shape}"
     if ref.size == 0:
@@ -129,8 +136,8 @@ def check_output(out: np.ndarray, ref: np.ndarray, *, rtol: float | None = None,
                     f"{out.flat[i]} vs reference {ref.flat[i]})")
         return None
     if config.VERIFY_FAST and _clearly_within(out, ref, rtol, atol, reduction):
-        return None  # the exact check below would pass too (see `_clearly_within`)
-    o, r, nonfin_bad, stray, bad, err, tol, at, rt = _float_misses(out, ref, rtol, atol, reduction)
+        return None  # the exact check below would pass too (see `_clearly_within`; slack only adds room)
+    o, r, nonfin_bad, stray, bad, err, tol, at, rt = _float_misses(out, ref, rtol, atol, reduction, slack)
     if nonfin_bad.any():
         i = int(np.flatnonzero(nonfin_bad)[0])
         return (f"{name}: {int(nonfin_bad.sum())} of {ref.size} non-finite reference elements not reproduced "
@@ -144,8 +151,61 @@ def check_output(out: np.ndarray, ref: np.ndarray, *, rtol: float | None = None,
         i = int(np.argmax(np.where(bad, err - tol, -np.inf)))
         return (f"{name}: {int(bad.sum())} of {ref.size} elements differ from the reference (worst at "
                 f"{_where(ref.shape, i)}: {o.flat[i]:.6g} vs {r.flat[i]:.6g}, tolerance {tol.flat[i]:.3g} = "
-                f"{at:.3g} + {rt:g}*|ref|)")
+                f"{at:.3g} + {rt:g}*|ref|{_slack_term(slack, i)})")
     return None
+
+
+def _slack_term(slack: np.ndarray | None, i: int) -> str:
+    return f" + conditioning {float(slack.flat[i]):.3g}" if slack is not None and slack.flat[i] > 0 else ""
+
+
+#: `conditioning_slack`'s factor on sqrt(K) * (the perturbed references' largest move): a kernel
+#: that sums K terms in another order moves an element by about sqrt(K) times what an ulp-level
+#: perturbation of its inputs does (a random walk of K roundings of partial sums against one of K
+#: input roundings); 2 leaves room for the walk's spread (tests/test_verify_conditioning.py).
+SLACK_FACTOR = 2.0
+#: How far, in ulps of their type, `perturbed_inputs` moves each f32/f64 input element. One ulp
+#: down from a power of two is half an ulp of the binade below and can round back; two always move.
+PERTURB_ULPS = 2
+
+
+def perturbed_inputs(inputs: Sequence[np.ndarray], which: int) -> list[np.ndarray]:
+    """`inputs` with every f32/f64 element scaled by (1 +- PERTURB_ULPS * eps), signs drawn at
+    random (seeded by `which`); other inputs (integers, f16/bf16, whose ulp dwarfs the f32
+    arithmetic a kernel does with them) unchanged."""
+    rng = np.random.default_rng(0x5EED + which)
+    out = []
+    for a in inputs:
+        a = np.asarray(a)
+        if a.dtype in (np.float32, np.float64) and a.size:
+            step = a.dtype.type(PERTURB_ULPS * np.finfo(a.dtype).eps)
+            signs = rng.integers(0, 2, size=a.shape).astype(a.dtype) * 2 - 1
+            a = a * (a.dtype.type(1) + step * signs)
+        out.append(a)
+    return out
+
+
+def conditioning_slack(refs: Sequence[np.ndarray], perturbed: Sequence[Sequence[np.ndarray]],
+                       reduction: int) -> list[np.ndarray | None]:
+    """Per output, the extra tolerance of each element: SLACK_FACTOR * sqrt(K) * the largest move
+    of the element between `refs` and the references computed on `perturbed_inputs` (None for an
+    output that no perturbation moved, or that is not a float). Elements whose moves are not
+    finite get none (they are checked as non-finite elements)."""
+    out: list[np.ndarray | None] = []
+    scale = SLACK_FACTOR * math.sqrt(max(reduction, 1))
+    for i, r in enumerate(refs):
+        r = np.asarray(r)
+        if not is_float(r.dtype):
+            out.append(None)
+            continue
+        r64 = r.astype(np.float64)
+        move = np.zeros(r.shape, dtype=np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for p in perturbed:
+                d = np.abs(np.asarray(p[i]).astype(np.float64).reshape(r.shape) - r64)
+                move = np.maximum(move, np.where(np.isfinite(d), d, 0.0))
+        out.append(scale * move if move.any() else None)
+    return out
 
 
 #: The fast path's margin: it accepts an output only when its worst error is at most this
@@ -206,11 +266,13 @@ def _clearly_within(out: np.ndarray, ref: np.ndarray, rtol: float | None, atol: 
     return worst <= FAST_MARGIN * at
 
 
-def _float_misses(out: np.ndarray, ref: np.ndarray, rtol: float | None, atol: float | None, reduction: int):
+def _float_misses(out: np.ndarray, ref: np.ndarray, rtol: float | None, atol: float | None, reduction: int,
+                  slack: np.ndarray | None = None):
     """The three kinds of miss of a float output, as masks: non-finite reference elements not
     reproduced (NaN by NaN, inf by same-signed inf), NaN/inf where the reference is finite, and
-    finite reference elements missed by more than the tolerance; with the outputs as f64 (exact
-    for every float type, bfloat16 too), each element's error and tolerance, atol and rtol."""
+    finite reference elements missed by more than the tolerance (plus `slack`, per element);
+    with the outputs as f64 (exact for every float type, bfloat16 too), each element's error and
+    tolerance, atol and rtol."""
     o, r = out.astype(np.float64), ref.astype(np.float64)
     fin_r, fin_o = np.isfinite(r), np.isfinite(o)
     nonfin_bad = ~fin_r & ~((np.isnan(r) & np.isnan(o)) | (r == o))
@@ -222,37 +284,53 @@ def _float_misses(out: np.ndarray, ref: np.ndarray, rtol: float | None, atol: fl
     with np.errstate(invalid="ignore"):  # inf - inf at matched non-finite entries, masked out
         err = np.where(fin_r, np.abs(o - r), 0.0)
     tol = at + rt * np.abs(np.where(fin_r, r, 0.0))
+    if slack is not None:
+        tol = tol + np.where(fin_r, slack.reshape(r.shape), 0.0)
     return o, r, nonfin_bad, stray, err > tol, err, tol, at, rt
 
 
 def wrong_elements(out: np.ndarray, ref: np.ndarray, *, rtol: float | None = None, atol: float | None = None,
-                   reduction: int = 1) -> int:
+                   reduction: int = 1, slack: np.ndarray | None = None) -> int:
     """How many elements of `out` `check_output` counts as wrong (non-finite ones not reproduced,
     NaN/inf where the reference is finite, finite ones outside the tolerance), all kinds together."""
     if out.shape != ref.shape:
         return int(ref.size)
     if ref.dtype.kind not in "fc" and not is_float(ref.dtype):
         return int((out != ref).sum())
-    _, _, nonfin_bad, stray, bad, *_ = _float_misses(out, ref, rtol, atol, reduction)
+    _, _, nonfin_bad, stray, bad, *_ = _float_misses(out, ref, rtol, atol, reduction, slack)
     return int((nonfin_bad | stray | bad).sum())
 
 
 def check_outputs(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray], *, rtol: float | None = None,
-                  atol: float | None = None, reduction: int = 1) -> str | None:
+                  atol: float | None = None, reduction: int = 1,
+                  slack: Sequence[np.ndarray | None] | None = None) -> str | None:
     """`check_output` over every output; None when all match, else the first mismatch's line."""
     if len(outs) != len(refs):
         return f"{len(outs)} outputs, expected {len(refs)}"
     for i, (o, r) in enumerate(zip(outs, refs, strict=True)):
-        bad = check_output(np.asarray(o), np.asarray(r), rtol=rtol, atol=atol, reduction=reduction, name=f"output #{i}")
+        bad = check_output(np.asarray(o), np.asarray(r), rtol=rtol, atol=atol, reduction=reduction, name=f"output #{i}",
+                           slack=slack[i] if slack is not None else None)
         if bad is not None:
             return bad
     return None
 
 
 def check_task_outputs(task: SearchTask, outs: Sequence[np.ndarray], refs: Sequence[np.ndarray], *,
-                       rtol: float | None = None, atol: float | None = None) -> str | None:
+                       rtol: float | None = None, atol: float | None = None,
+                       slack: Sequence[np.ndarray | None] | None = None) -> str | None:
     """`check_outputs` with the task's reduction length; a TF32 task without an explicit `rtol`
-    gets `TF32_RTOL` (or its outputs' dtype rtol where that is looser)."""
+    gets `TF32_RTOL` (or its outputs' dtype rtol where that is looser); `slack` per output
+    (`task_slack`) or None."""
     if rtol is None and task.tf32:
         rtol = max([TF32_RTOL] + [default_rtol(r.dtype) for r in refs if is_float(np.asarray(r).dtype)])
-    return check_outputs(outs, refs, rtol=rtol, atol=atol, reduction=reduction_length(task))
+    return check_outputs(outs, refs, rtol=rtol, atol=atol, reduction=reduction_length(task), slack=slack)
+
+
+def task_slack(task: SearchTask, inputs: Sequence[np.ndarray], refs: Sequence[np.ndarray],
+               reference: Callable[[list[np.ndarray]], Sequence[np.ndarray]]) -> list[np.ndarray | None]:
+    """`conditioning_slack` of `task`'s reference outputs `refs`: `reference` (the same reference
+    program, inputs -> outputs) run on two `perturbed_inputs` of `inputs`."""
+    if not any(np.asarray(a).dtype in (np.float32, np.float64) for a in inputs):
+        return [None] * len(refs)
+    perturbed = [list(reference(perturbed_inputs(inputs, k))) for k in range(2)]
+    return conditioning_slack(refs, perturbed, reduction_length(task))
