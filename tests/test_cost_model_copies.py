@@ -86,3 +86,34 @@ def test_merged_model_saves_and_old_files_sum_every_row(tmp_path: Path) -> None:
     # more feature columns than the booster was trained on: it reads the leading ones
     wide = [np.concatenate([f, np.ones((len(f), 2), np.float32)], axis=1) for f in feats]
     np.testing.assert_array_equal(loaded.predict(wide), model.predict(feats))
+
+
+def _merge_one_by_one(f: np.ndarray) -> np.ndarray:
+    """The reference: `np.unique(axis=0)` per program (what `merge_copies` did before the batch
+    version), distinct rows in first-seen order."""
+    uniq, first, counts = np.unique(f, axis=0, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    return np.concatenate([uniq[order], np.log2(1.0 + counts[order].astype(np.float32))[:, None]], axis=1)
+
+
+def test_batch_merge_equals_merging_each_program(monkeypatch) -> None:
+    """`_pack` merges a whole batch in one pass (row hashes, checked bitwise): the same rows, in the
+    same order, as merging each program alone; also when every hash collides (the byte fallback)."""
+    from ansor.search import cost_model
+
+    rng = np.random.default_rng(3)
+    feats = []
+    for n in rng.integers(1, 40, 60):  # (programs without rows never reach `_pack`)
+        distinct = rng.choice([0.0, -0.0, 1.0, 2.5, 1e-3], size=(max(1, n // 3), 7)).astype(np.float32)
+        feats.append(distinct[rng.integers(0, len(distinct), n)])  # copies, interleaved
+    want = np.concatenate([_merge_one_by_one(f) for f in feats])
+    want_ids = np.repeat(np.arange(len(feats)), [len(_merge_one_by_one(f)) for f in feats])
+    for cut in (None, 5):  # (-0.0 and 0.0 compare equal: one row, as np.unique's)
+        rows, ids = cost_model._pack(feats, merge=True, columns=cut)
+        ref = [_merge_one_by_one(f[:, :cut]) for f in feats]
+        np.testing.assert_array_equal(rows, np.concatenate(ref))
+        np.testing.assert_array_equal(ids, np.repeat(np.arange(len(feats)), [len(m) for m in ref]))
+    monkeypatch.setattr(cost_model, "_HASH_MULT", np.zeros(4, np.uint32))  # every row hashes alike
+    rows, ids = cost_model._pack(feats, merge=True)
+    np.testing.assert_array_equal(rows, want)
+    np.testing.assert_array_equal(ids, want_ids)

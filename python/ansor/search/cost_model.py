@@ -109,14 +109,47 @@ def merge_copies(f: np.ndarray) -> np.ndarray:
     0.98 for the best measured one, and the guided batch was 15 of them, 93-695 us against a
     best of 19.7 us (`results/gpu-prime/model-extrapolation.md`). TVM extracts its features
     before unrolling (one row per store, the unroll a feature); merged rows with their count
-    as a feature are the same thing here."""
+    as a feature are the same thing here. Rows are equal when their floats compare equal
+    (-0.0 is 0.0; features hold no NaN). `_pack` merges a whole batch of programs at once."""
     f = np.asarray(f, dtype=np.float32)
-    if len(f) == 0:
-        return np.zeros((0, f.shape[1] + 1), dtype=np.float32)
-    uniq, first, counts = np.unique(f, axis=0, return_index=True, return_counts=True)
+    rows, _ = _merge_rows(f, np.zeros(len(f), dtype=np.int64))
+    return rows
+
+
+#: Odd 32-bit multipliers of `_merge_rows`' row hash (fixed: a hash collision only costs time).
+_HASH_MULT = np.random.default_rng(0x5EED).integers(0, 2**31, size=1024, dtype=np.uint32) * 2 + 1
+
+
+def _merge_rows(rows: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`merge_copies` of every program of a stack at once: `rows` [n, columns] float32 grouped by
+    program (`ids`, non-decreasing program index per row) -> the merged rows (the copies column
+    appended), each program's distinct rows in first-seen order, and their program index.
+
+    Rows are grouped by (program, a 64-bit hash of the row's bits), and every row is then checked
+    bitwise against its group's first row: a collision (never seen) falls back to grouping by
+    the rows' bytes, so the result is exact either way. One pass over the batch instead of an
+    `np.unique(axis=0)` per program (8-9 ms each on a loaded 2-core VM: 2,000 programs took 14 s)."""
+    n, c = rows.shape
+    canon = np.ascontiguousarray(rows, dtype=np.float32) + np.float32(0.0)  # -0.0 -> 0.0
+    bits = canon.view(np.uint32)
+    if n == 0:
+        return np.zeros((0, c + 1), dtype=np.float32), ids[:0]
+    mult = _HASH_MULT[np.arange(c) % len(_HASH_MULT)]
+    key = np.empty((n, 2), dtype=np.uint64)
+    key[:, 0] = ids
+    key[:, 1] = (bits * mult).sum(axis=1, dtype=np.uint64)
+    _, first, inverse, counts = np.unique(key.view(np.dtype((np.void, 16))).ravel(), return_index=True,
+                                          return_inverse=True, return_counts=True)
+    if not np.array_equal(bits, bits[first[inverse.ravel()]]):  # a hash collision: group by the bytes
+        whole = np.empty((n, 8 + 4 * c), dtype=np.uint8)
+        whole[:, :8] = ids.astype(">i8").view(np.uint8).reshape(n, 8)
+        whole[:, 8:] = bits.view(np.uint8).reshape(n, 4 * c)
+        _, first, counts = np.unique(whole.view(np.dtype((np.void, 8 + 4 * c))).ravel(), return_index=True,
+                                     return_counts=True)
     order = np.argsort(first, kind="stable")
+    first = first[order]
     copies = np.log2(1.0 + counts[order].astype(np.float32))[:, None]
-    return np.concatenate([uniq[order], copies.astype(np.float32)], axis=1)
+    return np.concatenate([canon[first], copies.astype(np.float32)], axis=1), ids[first]
 
 
 def _pack(
@@ -126,10 +159,10 @@ def _pack(
     program index of every row. `columns`: keep the leading columns only (a booster trained
     before columns were appended); `merge`: `merge_copies` each program's rows first (after the cut)."""
     mats = [np.asarray(f, dtype=np.float32).reshape(len(f), -1)[:, :columns] for f in features]
-    if merge:
-        mats = [merge_copies(m) for m in mats]
     rows = np.concatenate(mats, axis=0)
     ids = np.repeat(np.arange(len(mats)), [len(m) for m in mats])
+    if merge:
+        rows, ids = _merge_rows(rows, ids)
     return rows, ids
 
 
