@@ -182,3 +182,37 @@ def test_programs_of_many_statements_train_stably() -> None:
     pred = model.predict(feats[100:])
     assert np.all(np.isfinite(pred))
     assert pairwise_accuracy(pred, np.array(thr[100:])) > 0.8
+
+
+def test_default_trains_after_one_batch_of_16_and_keeps_the_prior_until_100() -> None:
+    """The model guides from 16 programs on (one GPU batch; results/gpu-prime/few-shot.md), while
+    programs of earlier logs stay in its training set until 100 of its own are known."""
+    inputs, results, feats, _ = programs(120, seed=13)
+    model = XGBModel(nthread=1)
+    assert model.few_shot_threshold == 16 and model.prior_until == 100
+    model.update(inputs[:15], results[:15], feats[:15])
+    assert not model.trained
+    model.update(inputs[15:16], results[15:16], feats[15:16])
+    assert model.trained
+    prior_in, prior_res, prior_f, _ = programs(30, seed=14, task=_task("old"))
+    pre = XGBModel(nthread=1)
+    pre.update_prior(prior_in, prior_res, prior_f)
+    pre.update(inputs[:99], results[:99], feats[:99])
+    assert len(pre._training_set()[0]) == 129  # 99 own + the prior
+    pre.update(inputs[99:100], results[99:100], feats[99:100])
+    assert len(pre._training_set()[0]) == 100  # own only
+
+
+def test_files_saved_before_prior_until_drop_the_prior_at_their_threshold(tmp_path) -> None:
+    import json
+
+    inputs, results, feats, _ = programs(30, seed=15)
+    model = XGBModel(few_shot_threshold=20, nthread=1)
+    model.update(inputs, results, feats)
+    model.save(tmp_path / "m.json")
+    assert XGBModel.load(tmp_path / "m.json").prior_until == 100
+    doc = json.loads((tmp_path / "m.json").read_text())
+    del doc["hyper"]["prior_until"]
+    (tmp_path / "m.json").write_text(json.dumps(doc))
+    old = XGBModel.load(tmp_path / "m.json")
+    assert (old.few_shot_threshold, old.prior_until) == (20, 20)

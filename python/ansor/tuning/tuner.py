@@ -135,8 +135,9 @@ def pretrain(model: CostModel, logs: Sequence[str | Path], *, target: str = "cpu
     (TVM's `load_log_file`): (programs, tasks) learned from.
 
     Without it the XGBoost model scores at random until it has seen `few_shot_threshold`
-    programs, so with Ansor's rounds of 64 the first two rounds are unguided; with it the model
-    trains on these records until it has that many of its own (`XGBModel.update_prior`). Records of any
+    programs (16), so the first round is unguided; with it the model trains on these records
+    from the start, and keeps them until it has `prior_until` (100) of its own
+    (`XGBModel.update_prior`). Records of any
     task of the same `target` count (features are per statement, labels are normalized per task,
     so other tasks teach which loop structures run fast); `skip_tasks` are task hashes to leave
     out (a benchmark keeps the task it tunes out of its own prior). Each record's schedule is
