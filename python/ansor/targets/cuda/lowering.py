@@ -403,14 +403,38 @@ def build_task_cuda(task: SearchTask, script: str | None, *, arch: str | None = 
         return buf.getvalue()
 
 
+#: Loads one MLIR context serves in a process (`load_context`). A context keeps every attribute
+#: uniqued in it for its whole life, each loaded candidate's PTX or cubin among them (10-100 kB),
+#: so a runner replaces it after this many: at most a few tens of MB held, and ~20 ms (a new
+#: context registers every dialect; measured on the 2-core VM) once per this many candidates
+#: instead of once per candidate.
+CONTEXT_LOADS = 200
+
+#: [the context `load_task_cuda` parses artifacts in, loads it has served]
+_load_ctx: list = [None, 0]
+
+
+def load_context() -> ir.Context:
+    """The process's MLIR context for loading artifacts, a fresh one every `CONTEXT_LOADS` calls.
+    Nothing a load returns refers to it: the `ExecutionEngine` translates the module into LLVM IR
+    in its own LLVM context when it is created, and the module (parsed per load) is dropped when
+    the load returns, so a kernel outlives the context it was loaded in (as it outlived the
+    per-load context before; pinned by tests/test_cuda_runner_costs.py)."""
+    if _load_ctx[0] is None or _load_ctx[1] >= CONTEXT_LOADS:
+        _load_ctx[0], _load_ctx[1] = ir.Context(), 0
+    _load_ctx[1] += 1
+    return _load_ctx[0]
+
+
 def load_task_cuda(task: SearchTask, artifact: bytes, *, defer_sync: bool = False) -> CudaKernel:
     """The runner's half: JIT an artifact of `build_task_cuda` on this machine's GPU. An artifact
     built for another architecture than GPU 0's is refused (its PTX would JIT for the wrong chip,
-    or not at all). Raises `LoweringError`."""
+    or not at all). Parsed in the process's loading context (`load_context`: not a fresh one per
+    candidate). Raises `LoweringError`."""
     from ansor.core import native as _native
 
-    _native.register_everything()
-    with ir.Context(), ir.Location.unknown():
+    _native.register_everything()  # before the context: it sees the ansor dialect
+    with load_context(), ir.Location.unknown():
         try:
             module = ir.Module.parse(artifact)
         except Exception as exc:  # noqa: BLE001 - MLIRError or ValueError: a torn or foreign artifact
