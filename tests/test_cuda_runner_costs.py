@@ -376,5 +376,64 @@ def test_a_kernel_outlives_its_load_context(artifact, monkeypatch) -> None:
     del stub, on_launch
 
 
-# GPU: python3 -m pytest -q -m gpu tests/test_verify.py tests/test_stream_reuse.py tests/test_gpu_multi_kernel.py
-#      -k "gpu or verify"   (the real mgpuMemset32/16, direct downloads, and a worker's shared inputs)
+# ----------------------------------------------------------------------------------------------
+# On an NVIDIA GPU: the real mgpuMemset32/16, device-to-device restores, direct downloads
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("value", "dtype", "n"), [
+    (np.nan, np.float32, 1001), (0.0, np.float32, 7), (np.nan, np.float16, 1000), (np.nan, np.float16, 999),
+    (np.iinfo(np.int8).min, np.int8, 1002), (np.iinfo(np.int32).min, np.int32, 5), (np.nan, np.float64, 9),
+    (0.0, np.float64, 9),
+])
+def test_sentinels_reach_the_device_bit_exact(value, dtype, n: int) -> None:
+    """Each sentinel written by `upload` (a memset where one can, a copy where not) reads back
+    with the same bytes, over a buffer that held other data; the 0xFF poison likewise."""
+    buf = runtime._DeviceBuffer((n,), np.dtype(dtype))
+    try:
+        buf.upload(np.arange(n).astype(dtype))
+        want = np.full(n, value, dtype)
+        buf.upload(want)
+        got = np.empty(n, dtype)
+        assert buf.download(got) is got
+        assert got.tobytes() == want.tobytes()
+        buf.poison()
+        assert buf.download().tobytes() == b"\xff" * want.nbytes
+        other = runtime._DeviceBuffer((n,), np.dtype(dtype))
+        other.upload(np.arange(n).astype(dtype))
+        buf.copy_from(other)
+        assert buf.download().tobytes() == np.arange(n).astype(dtype).tobytes()
+        other.free()
+    finally:
+        buf.free()
+
+
+@pytest.mark.gpu
+def test_worker_kernels_share_inputs_on_the_gpu(monkeypatch) -> None:
+    """Two candidates of a matmul in worker mode: the second reuses the first's device inputs and
+    outputs, and each verifying run into NaN- and 0-poisoned outputs gives the right product."""
+    def check(what: str) -> None:  # a fault fails the test (in a worker it would end the process)
+        assert runtime.device_status() == 0, what
+
+    monkeypatch.setattr("ansor.config.IN_WORKER", True)
+    monkeypatch.setattr(runtime, "_check_device", check)
+    monkeypatch.setattr(runtime, "_shared", type(runtime._shared)())
+    task, x = _matmul("matmul-64")
+    from ansor.targets.cuda.lowering import compile_task_cuda
+
+    for _ in range(2):
+        k = compile_task_cuda(task, None)
+        for sentinel in (np.nan, 0.0):
+            out = [np.full((64, 64), sentinel, np.float32)]
+            assert k.run(x, out)[0] is out[0]
+            np.testing.assert_allclose(out[0], x[0] @ x[1], rtol=1e-4, atol=1e-3)
+        assert k.time(x, 3) > 0
+    assert len(runtime._shared) == 1
+    for t in runtime._shared.values():
+        t.free()
+
+
+# GPU (with the measurer's worker path: the good program's results in the shared output buffers,
+# then planted bugs that must still fail):
+#   python3 -m pytest -q -m gpu tests/test_cuda_runner_costs.py tests/test_verify.py tests/test_stream_reuse.py
+#       tests/test_gpu_multi_kernel.py tests/test_gpu.py -k "runner_costs or planted or deferred or multi_kernel or verified"
