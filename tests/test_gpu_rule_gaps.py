@@ -175,7 +175,7 @@ func.func @gconv(%x: tensor<1x{g}x{c}x{hw}x{hw}xf32>, %w: tensor<{g}x{c}x{c}x3x3
 """
 
 
-@pytest.mark.parametrize("shape", [(2, 16, 13, 2), (4, 8, 10, 1)])
+@pytest.mark.parametrize("shape", [(2, 16, 13, 2), (4, 8, 10, 1), (25, 16, 8, 2)])
 def test_consumer_through_a_reshape_is_fused(shape: tuple[int, int, int, int]) -> None:
     """RegNet's grouped convolutions (7 refused tasks): the batch norm + ReLU reads the 1 x g x c
     x H x W result through a `tensor.collapse_shape` to 1 x g*c x H x W, so rule 2 saw a second
@@ -183,7 +183,9 @@ def test_consumer_through_a_reshape_is_fused(shape: tuple[int, int, int, int]) -
     reshape (`RESHAPED_CONSUMER_PASSES`: unit dims folded, `linalg-fuse-elementwise-ops`) and
     re-tags it; it then fuses like any element-wise consumer. (The fill of the reshaped result,
     which `ansor-partition` left in the model so the task read a zero tensor, is part of the task
-    now: test_lit/partition.mlir.) The untuned program and three samples build and compute it."""
+    now: test_lit/partition.mlir.) The untuned program and three samples build and compute it
+    (25 groups at 3x3: the default's 25 accumulators and its 8-deep windowed input tile per step
+    went over the register budget; the default takes one reduction step per R0 tile then)."""
     task = create_task(_grouped_conv_bn(*shape), name="gconv", target="cuda")
     sk = generate_sketches(task)[0]
     assert sk.gpu_stage.reshaped_consumer and sk.gpu_stage.consumer == 2 and sk.gpu_stage.init == 0
@@ -298,3 +300,68 @@ def test_multi_level_tiling_maps_the_largest_loops(shape: tuple[int, int, int, i
     st = sk.gpu_stage
     assert st.consumer is not None and 1 in st.mapped  # the token loop is bound
     _check_scripts(task, [default_script(task), *_samples(task, 3)])
+
+
+def _ln_class_token(t: int, d: int) -> str:
+    """ViT's final LayerNorm as its decomposition leaves it (the mean summed in f64, the variance
+    from another task), of which the model keeps only the class token's row."""
+    return f"""
+func.func @ln_cls(%xd: tensor<{t}x{d}xf64>, %var: tensor<{t}xf32>, %x: tensor<{t}x{d}xf32>, %g: tensor<{d}xf32>,
+                  %b: tensor<{d}xf32>) -> tensor<1x{d}xf32> {{
+  %z = arith.constant 0.0 : f64
+  %n = arith.constant {d}.0 : f64
+  %nf = arith.constant {d}.0 : f32
+  %eps = arith.constant 1.0e-6 : f32
+  %e = tensor.empty() : tensor<{t}xf64>
+  %f = linalg.fill ins(%z : f64) outs(%e : tensor<{t}xf64>) -> tensor<{t}xf64>
+  %s = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                       iterator_types = ["parallel", "reduction"]}}
+      ins(%xd : tensor<{t}x{d}xf64>) outs(%f : tensor<{t}xf64>) {{
+  ^bb0(%a: f64, %o: f64):
+    %v = arith.addf %a, %o : f64
+    linalg.yield %v : f64
+  }} -> tensor<{t}xf64>
+  %eo = tensor.empty() : tensor<{t}x{d}xf32>
+  %y = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i)>,
+                                         affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}}
+      ins(%x, %s, %var, %g, %b : tensor<{t}x{d}xf32>, tensor<{t}xf64>, tensor<{t}xf32>, tensor<{d}xf32>, tensor<{d}xf32>)
+      outs(%eo : tensor<{t}x{d}xf32>) {{
+  ^bb0(%xi: f32, %si: f64, %vi: f32, %gi: f32, %bi: f32, %o: f32):
+    %m64 = arith.divf %si, %n : f64
+    %m = arith.truncf %m64 : f64 to f32
+    %v1 = arith.divf %vi, %nf : f32
+    %v2 = arith.addf %v1, %eps : f32
+    %r = math.rsqrt %v2 : f32
+    %c = arith.subf %xi, %m : f32
+    %u = arith.mulf %c, %r : f32
+    %w = arith.mulf %u, %gi : f32
+    %out = arith.addf %w, %bi : f32
+    linalg.yield %out : f32
+  }} -> tensor<{t}x{d}xf32>
+  %cls = tensor.extract_slice %y[0, 0] [1, {d}] [1, 1] : tensor<{t}x{d}xf32> to tensor<1x{d}xf32>
+  return %cls : tensor<1x{d}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("shape", [(197, 192), (37, 48)])
+def test_row_task_returning_a_slice_computes_the_slice(shape: tuple[int, int]) -> None:
+    """ViT's final LayerNorm + class-token slice (vit-tiny generic#15): the cross-thread
+    reduction rule normalised all 197 rows into an intermediate buffer that the returned slice
+    then read (refused: a host allocation between GPU kernels). The script now first computes
+    every op on the returned slice only (`ansor-gpu-bubble-up-result-slices`: one row, one
+    block). The untuned program and three samples build and, as CPU loops, compute the row."""
+    from ansor.measure.measurer import reference_outputs
+    from ansor.measure.verify import check_task_outputs, poisoned
+    from test_gpu_sweep_fixes import _run_guarded_as_cpu_loops
+
+    task = create_task(_ln_class_token(*shape), name="ln_cls", target="cuda")
+    sk = generate_sketches(task)[0]
+    assert sk.name == "r0" and sk.gpu_stage.sliced
+    scripts = [default_script(task), *_samples(task, 3)]
+    inputs, refs, _ = reference_outputs(task)
+    for script in scripts:
+        assert "ansor-gpu-bubble-up-result-slices" in script and ".entry" in emit_ptx(task, script)
+        outs = _run_guarded_as_cpu_loops(task, script, inputs, poisoned(task.outputs), no_copies=False, to_scf=False)
+        assert check_task_outputs(task, outs, refs) is None, script

@@ -2,6 +2,7 @@
 #ifndef ANSOR_PASSES_GPU_GPUREDUCTIONPASSES_H
 #define ANSOR_PASSES_GPU_GPUREDUCTIONPASSES_H
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"

@@ -56,6 +56,31 @@ def GpuCollapseReductionLoops : Pass<"ansor-gpu-collapse-reduction-loops"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def GpuBubbleUpResultSlices : Pass<"ansor-gpu-bubble-up-result-slices"> {
+  let summary = "Compute only the slice of a linalg op's result that the function returns";
+  let description = [{
+    A task that returns a slice of a row-wise op's result (ViT's final LayerNorm, then the
+    class token: row 0 of 197) has the cross-thread reduction rule compute every row into an
+    intermediate buffer the slice then reads (refused on the GPU: a host allocation between
+    kernels). Upstream's bubble-up patterns move each `tensor.extract_slice` above its producer,
+    through `tensor.collapse_shape` / `tensor.expand_shape` (tensor) and through a linalg op with
+    one use and one init (linalg: the op cloned on its operands' slices, the loops that do not
+    index the result kept whole, so reductions stay exact); discardable attributes (`ansor.op`)
+    stay on the clones. The rule's script runs it first; the ops then compute the slice's rows.
+
+    ```mlir
+    // before
+    %y = linalg.generic {...} ins(%x : tensor<197x192xf32>) outs(%e : tensor<197x192xf32>) {ansor.op = 2 : i64}
+    %s = tensor.extract_slice %y[0, 0] [1, 192] [1, 1] : tensor<197x192xf32> to tensor<1x192xf32>
+    // after
+    %xs = tensor.extract_slice %x[0, 0] [1, 192] [1, 1] : tensor<197x192xf32> to tensor<1x192xf32>
+    %s = linalg.generic {...} ins(%xs : tensor<1x192xf32>) outs(...) {ansor.op = 2 : i64}
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect", "::mlir::affine::AffineDialect"];
+}
+
 def GpuPackRowsIntoBlocks : Pass<"ansor-gpu-pack-rows-into-blocks"> {
   let summary = "Run R rows of a one-row-per-block kernel in one block, a row group each";
   let description = [{

@@ -120,6 +120,9 @@ class RowStage:
     merged: tuple[int, ...] = ()
     # rows along block x (E's innermost mapped row loop): what the rows-per-block knob packs
     block_rows: int = 1
+    # the task returns a slice of E's result (a class token's row): the ops are first computed on
+    # that slice only (`ansor-gpu-bubble-up-result-slices`, the script's first step)
+    sliced: bool = False
 
     @property
     def ragged_ok(self) -> bool:
@@ -210,8 +213,39 @@ def thread_options(cols: int, *, ragged: bool = True) -> tuple[int, ...]:
     return tuple(sorted(set(exact_thread_options(cols)) | set(ragged_thread_options(cols) if ragged else ())))
 
 
+def _sliced_ir(task_ir: str) -> str | None:
+    """The preprocessed task after `ansor-gpu-bubble-up-result-slices` when the task returns a
+    slice of an op's result (the ops then compute that slice only); None otherwise."""
+    from mlir import ir, passmanager
+
+    from ansor.core import native
+    from ansor.core.loops import preprocessed_ir
+
+    text = preprocessed_ir(task_ir)
+    if "tensor.extract_slice" not in text:
+        return None
+    native.register_everything()
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        passmanager.PassManager.parse(
+            "builtin.module(func.func(ansor-gpu-bubble-up-result-slices),canonicalize,cse)").run(module.operation)
+        out = str(module)
+    return out if out != text else None
+
+
 def row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
     """The row-wise structure of `task`, or (None, why not)."""
+    sliced = _sliced_ir(task.ir)
+    if sliced is not None:
+        from dataclasses import replace as _replace
+
+        stage, why = _row_stage_for(_replace(task, ir=sliced))
+        if stage is not None:
+            return _replace(stage, sliced=True), why
+    return _row_stage_for(task)
+
+
+def _row_stage_for(task: SearchTask) -> tuple[RowStage | None, str]:
     ops, pads = analyze_graph(task.ir)
     if pads:
         return None, "a tensor.pad (not scheduled by the cross-thread reduction rule)"
@@ -518,6 +552,15 @@ def render(stage: RowStage, knobs: tuple[Knob, ...], values: Mapping[str, int] |
 
     f0 = fresh("f")
     emit(f'{f0} = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}')
+    if stage.sliced:
+        emit("// the task returns a slice of the result: every op computes that slice only")
+        nf = fresh("f")
+        emit(f'{nf} = transform.apply_registered_pass "ansor-gpu-bubble-up-result-slices" to {f0} : ({ANY}) -> {ANY}')
+        emit(f"transform.apply_patterns to {nf} {{")
+        emit("  transform.apply_patterns.canonicalization")
+        emit(f"}} : {ANY}")
+        emit(f"transform.apply_cse to {nf} : {ANY}")
+        f0 = nf
     if stage.merged:
         emit(f"// ops {', '.join(f'op{i}' for i in stage.merged)}: their reduction loops merged into one column loop")
         emit("// (inputs through tensor.collapse_shape; kept unit dims of the result become unit loops)")

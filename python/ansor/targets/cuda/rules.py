@@ -635,6 +635,12 @@ def default_script(task: SearchTask) -> str:
             r = max(d for d in range(1, 9) if stage.extents[s.dim] % d == 0)
             values.update(zip(s.tile_knobs, (r, 1), strict=True))
     err = validate_gpu(stage, knobs, values, strict_threads=False)
+    if err and stage.reduce:
+        # over the register budget (many unmapped accumulators, a wide windowed input tile per
+        # R0 step: RegNet's 25-group convolution at 3x3): one reduction step per R0 tile
+        fewer = {**values, **{stage.knob(d, 1): 1 for d in stage.reduce}}
+        if validate_gpu(stage, knobs, fewer, strict_threads=False) is None:
+            values, err = fewer, None
     if err:
         from ansor.core.mlir import LoweringError
 
