@@ -149,3 +149,21 @@ def test_cuda_builds_assemble_a_cubin_where_ptxas_is_found(monkeypatch) -> None:
         lowering.build_task_cuda(task, None, arch="sm_90")
     monkeypatch.setattr("ansor.config.CUDA_BINARY", "auto")
     assert b".entry" in lowering.build_task_cuda(task, None, arch="sm_90")
+
+
+def test_runners_reach_the_measurer(monkeypatch) -> None:
+    """`TuningOptions.runners` (CLI `--runners`) sizes the local measurer's runner pool; unset, the
+    target's default; below 1, a clear error."""
+    from ansor.measure.local import LocalMeasurer
+    from ansor.targets import get_target
+    from ansor.tuning.options import TuningOptions
+
+    assert get_target("cpu").default_runners() == 1 and get_target("cuda").default_runners() >= 1
+    for runners, want in ((None, get_target("cpu").default_runners()), (2, 2)):
+        m = TuningOptions(runners=runners, builders=0).create_measurer("cpu")
+        try:
+            assert isinstance(m, LocalMeasurer) and len(m.runners) == want
+        finally:
+            m.close()
+    with pytest.raises(ValueError, match="runners must be >= 1"):
+        TuningOptions(runners=0)

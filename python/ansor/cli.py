@@ -1,7 +1,7 @@
 """The `ansor` command line.
 
     ansor tune FILE.mlir | --workload NAME  --trials N --log LOG.jsonl [--seed S] [--strategy gradient|round-robin] [--split]
-               [--cluster ray|ray://HOST:PORT] [--builders N] [--tf32]
+               [--cluster ray|ray://HOST:PORT] [--builders N] [--runners N] [--tf32]
     ansor tasks FILE.mlir | --workload NAME [--split]
     ansor bench FILE.mlir | --workload NAME --log LOG.jsonl [--split] [--tf32]
     ansor workloads [--emit NAME]
@@ -80,7 +80,7 @@ def _tuning_options(args: argparse.Namespace, run_options, *, transfer: bool = T
 
     return TuningOptions(search=args.search, crossover=args.crossover, batch_size=args.batch_size,
                          run_options=run_options, cost_model=_cost_model(args), transfer=transfer,
-                         cluster=args.cluster, builders=args.builders)
+                         cluster=args.cluster, builders=args.builders, runners=args.runners)
 
 
 def _tune_network(args: argparse.Namespace, net, opts) -> int:
@@ -147,8 +147,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
                       cache_flush=args.cache_flush,
                       timeout_s=args.timeout, threads=args.threads)
     builders = args.builders if args.builders is not None else get_target(args.target).default_builders()
+    runners = args.runners if args.runners is not None else get_target(args.target).default_runners()
     if builders and args.cluster is None and not args.json:
-        print(f"measuring with {builders} builder processes ahead of one runner (--builders N to change)")
+        print(f"measuring with {builders} builder processes ahead of {runners} runner{'s' if runners > 1 else ''} "
+              "(--builders N / --runners N to change)")
     net = None if args.one_task else _network(args)
     if net is not None and len(net.calls) > 1:  # a model: tune its tasks under the task scheduler
         return _tune_network(args, net, opts)
@@ -463,6 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--builders", type=int, default=None, metavar="N",
                    help="build-ahead worker processes on this machine (0: the runner builds; default: 0 on "
                         "the CPU, all cores but two for CUDA), or with --cluster, builder actors per node")
+    t.add_argument("--runners", type=int, default=None, metavar="N",
+                   help="runner processes sharing the device: one verifies and times while the next loads its "
+                        "candidate (default: 1 on the CPU, the CUDA target's default on a GPU)")
     t.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient",
                    help="for a model: how the trials are spread over its tasks (default gradient, Ansor's)")
     t.add_argument("--one-task", action="store_true",

@@ -712,10 +712,12 @@ class SyntheticMeasurer(Measurer):
         return out
 
 
-def create_measurer(options: RunOptions | None = None, *, builders: int = 0, cluster: str | None = None) -> Measurer:
+def create_measurer(options: RunOptions | None = None, *, builders: int = 0, cluster: str | None = None,
+                    runners: int = 1) -> Measurer:
     """The measurer a tuning run uses: real workers on this machine (`builders` > 0: that many
-    building ahead of the runner), on a Ray cluster (`cluster`: "ray", "ray://HOST:PORT", see
-    `cluster.parse_cluster`; `builders` per node), or the synthetic one when the test hook is set."""
+    building ahead of `runners` runners that share the device, `local.LocalMeasurer`), on a Ray
+    cluster (`cluster`: "ray", "ray://HOST:PORT", see `cluster.parse_cluster`; `builders` per
+    node, one runner per device), or the synthetic one when the test hook is set."""
     from ansor import config
 
     config.announce_test_hooks()
@@ -727,7 +729,7 @@ def create_measurer(options: RunOptions | None = None, *, builders: int = 0, clu
         return RayMeasurer(parse_cluster(cluster), options=options, builders_per_node=max(1, builders))
     from ansor.measure.local import LocalMeasurer
 
-    return LocalMeasurer(options, builders=builders)
+    return LocalMeasurer(options, builders=builders, runners=runners)
 
 
 def _result(ans: dict, total_s: float) -> MeasureResult:

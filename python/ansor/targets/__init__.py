@@ -104,6 +104,11 @@ class Target(abc.ABC):
         none by default, the runner's worker builds each candidate before timing it."""
         return 0
 
+    def default_runners(self) -> int:
+        """Runner worker processes a tuning run on this machine uses unless told (`--runners`): one
+        (a second would load its candidate beside a timing: on a CPU that disturbs it)."""
+        return 1
+
     def build(self, task: SearchTask, script: str | None) -> bytes:
         """The machine-independent half of `compile`: apply `script` and lower, returning an
         artifact that `load` turns into a Kernel on another process or machine with the same

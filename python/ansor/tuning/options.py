@@ -46,6 +46,10 @@ class TuningOptions:
     #: `cluster`, builder actors per node (0: one); None: the target's `default_builders()`
     #: (CPU 0: builds beside a CPU timing disturb it; CUDA all cores but two), one per node on a cluster
     builders: int | None = None
+    #: runner worker processes on this machine, sharing the device through a lock (each loads its
+    #: next candidate while another verifies and times); None: the target's `default_runners()`;
+    #: ignored on a cluster (one runner per device there)
+    runners: int | None = None
 
     def __post_init__(self) -> None:
         if self.search not in ("learned", "random"):
@@ -54,6 +58,8 @@ class TuningOptions:
             raise ValueError(f"batch_size must be >= 1, not {self.batch_size}")
         if self.builders is not None and self.builders < 0:
             raise ValueError(f"builders must be >= 0, not {self.builders}")
+        if self.runners is not None and self.runners < 1:
+            raise ValueError(f"runners must be >= 1, not {self.runners}")
         if self.cluster is not None:
             from ansor.measure.cluster import parse_cluster  # (does not import Ray)
 
@@ -67,7 +73,8 @@ class TuningOptions:
         builders = self.builders
         if builders is None:  # this machine's cores say nothing about a cluster's nodes: one each
             builders = 1 if self.cluster is not None else get_target(target).default_builders()
-        return create_measurer(self.run_options, builders=builders, cluster=self.cluster)
+        runners = self.runners if self.runners is not None else get_target(target).default_runners()
+        return create_measurer(self.run_options, builders=builders, cluster=self.cluster, runners=runners)
 
     @classmethod
     def of(cls, options: TuningOptions | None = None, **fields: Any) -> TuningOptions:
