@@ -33,6 +33,10 @@ struct SliceOfLinalgOp : OpRewritePattern<tensor::ExtractSliceOp> {
     if (!op || !op->hasOneUse() || op.getNumDpsInits() != 1 || !op.hasPureTensorSemantics() ||
         !slice.hasUnitStride())
       return failure();
+    auto source = cast<RankedTensorType>(slice.getSourceType());
+    if (source.hasStaticShape() && slice.hasZeroOffset() &&
+        llvm::equal(slice.getStaticSizes(), source.getShape()))
+      return failure(); // the whole result (the rank-reducing view this pattern leaves)
     rewriter.setInsertionPoint(slice);
     FailureOr<TilingResult> tiled = tensor::replaceExtractSliceWithTiledProducer(rewriter, slice, result);
     if (failed(tiled) || tiled->tiledValues.size() != 1)
