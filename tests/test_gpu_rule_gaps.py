@@ -365,3 +365,30 @@ def test_row_task_returning_a_slice_computes_the_slice(shape: tuple[int, int]) -
         assert "ansor-gpu-bubble-up-result-slices" in script and ".entry" in emit_ptx(task, script)
         outs = _run_guarded_as_cpu_loops(task, script, inputs, poisoned(task.outputs), no_copies=False, to_scf=False)
         assert check_task_outputs(task, outs, refs) is None, script
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,src", [
+    ("se", _se_gate(48, 1152, 3, 3)),
+    ("se-32x12x12", _se_gate(8, 32, 12, 12)),
+    ("shuffle", _shuffle(2, 96, 3, 3)),
+    ("gconv", _grouped_conv_bn(2, 16, 13, 2)),
+    ("gconv-25", _grouped_conv_bn(25, 16, 8, 2)),
+    ("lsm", _log_softmax_row(35)),
+    ("qkv", _qkv(197, 16, 3, 8)),
+    ("ln_cls", _ln_class_token(197, 192)),
+])
+def test_rule_gaps_on_the_gpu(name: str, src: str) -> None:
+    """Each closed gap on the card: the untuned program and three samples against the reference,
+    into outputs poisoned two ways."""
+    from ansor.measure import verify
+    from ansor.measure.measurer import reference_outputs
+    from ansor.targets.cuda.lowering import compile_task_cuda
+
+    task = create_task(src, name=name.replace("-", "_"), target="cuda")
+    inputs, refs, _ = reference_outputs(task)
+    for script in [default_script(task), *_samples(task, 3)]:
+        kernel = compile_task_cuda(task, script)
+        for which in (0, 1):
+            outs = kernel.run(inputs, verify.poisoned(task.outputs, which))
+            assert verify.check_task_outputs(task, outs, refs) is None
