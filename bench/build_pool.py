@@ -17,7 +17,7 @@ sharing the device (default 1; with more, each loads its next candidate while an
 FORMAT (ptx, cubin, auto) is `ANSOR_CUDA_BINARY` for that measurer's workers (`ptx`: the driver
 assembles the PTX when the runner loads it, as before cubins; `cubin`: ptxas runs in the
 builders), L (0-3) is `ANSOR_CUDA_HOST_OPT_LEVEL` for them (the LLVM level of the host code the
-runner JITs; default 3); `v0` sets `ANSOR_VERIFY_FAST=0` (the exact f64 output check for every
+runner JITs; default `config.CUDA_HOST_OPT_LEVEL`, 0 since c6108af, 3 before: `0:ptx:v0:o3` is the measurer of before issue 28); `v0` sets `ANSOR_VERIFY_FAST=0` (the exact f64 output check for every
 candidate, as the measurer verified before its fast path). They reach the measurer's worker
 processes through their environment (`LocalMeasurer(env=...)`), restarted ones too.
 

@@ -137,10 +137,11 @@ def _opt_level(env: str, raw: str) -> int:
 
 
 CUDA_HOST_OPT_LEVEL: int = _declare(
-    "ANSOR_CUDA_HOST_OPT_LEVEL", "CUDA_HOST_OPT_LEVEL", "0-3", 3,
+    "ANSOR_CUDA_HOST_OPT_LEVEL", "CUDA_HOST_OPT_LEVEL", "0-3", 0,
     "LLVM optimisation level of a CUDA program's host code (the launch glue the runner JITs; the "
-    "kernels are compiled at O3 by the NVPTX back-end either way). The runner's load phase, "
-    "55-80 ms a candidate on an H200 host, is mostly this JIT: `bench/build_pool.py` can A/B it.",
+    "kernels are compiled at O3 by the NVPTX back-end either way). O0 halves the runner's load "
+    "phase on an H200 host (71 -> 37 ms a matmul candidate) and left kernel timings unchanged "
+    "(median ratio 1.002; results/build-pool/README.md, c6108af).",
     lambda raw: _opt_level("ANSOR_CUDA_HOST_OPT_LEVEL", raw))
 
 
