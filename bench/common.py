@@ -472,7 +472,7 @@ def best_record_lines(logs: Iterable[str | Path], tasks: Iterable[Any]) -> list[
     """The best current record of each task (`records.best_record`, current sketch version) in
     `logs`, as the log's own JSON line: each holds the task, the schedule and the replayable
     transform script, so `ansor.compile(..., log=those lines)` rebuilds the tuned program."""
-    from ansor.tuning.records import best_record, load_records
+    from ansor.tuning.records import best_record, load_records, open_log
 
     logs = [Path(p) for p in logs]
     recs = [r for p in logs for r in load_records(p)]
@@ -483,7 +483,9 @@ def best_record_lines(logs: Iterable[str | Path], tasks: Iterable[Any]) -> list[
             want[r.key] = r
     out, seen = [], set()
     for p in logs:
-        for line in p.read_text().splitlines():
+        with open_log(p) as f:  # plain, or .jsonl.xz / .jsonl.gz
+            lines = f.read().splitlines()
+        for line in lines:
             try:
                 d = json.loads(line)
             except json.JSONDecodeError:

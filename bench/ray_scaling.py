@@ -17,7 +17,7 @@ through no-op actors, pipelined from one driver thread).
 
 Part 3, SIMULATED (no cluster was run): a discrete-event model of one driver feeding N runners
 and N builders (one of each per node), N = 1, 4, 16, 64, with per-candidate build and run times
-drawn from real logs (results/**/*.jsonl: `build_s`, `total_s - build_s`; a logged compile
+drawn from real logs (results/**/*.jsonl and *.jsonl.xz: `build_s`, `total_s - build_s`; a logged compile
 divided by part 1's builder share on the CPU, all of it on the runner for CUDA, which has no
 artifacts yet), the driver's costs of part 2 (the search round of a trained model), and the
 tuner's synchronous rounds of `--batch` candidates (search, then measure the batch). It shows
@@ -178,10 +178,16 @@ def _ray_dispatch_cost(n: int = 400) -> float:
 
 
 def log_times(pattern: str) -> list[tuple[float, float]]:
-    """(build seconds, run seconds) of every successful record in the logs matching `pattern`."""
+    """(build seconds, run seconds) of every successful record in the logs matching `pattern`
+    (`*.jsonl`: the compressed `*.jsonl.xz` / `*.jsonl.gz` logs too)."""
+    from ansor.tuning.records import open_log
+
     out = []
-    for f in sorted(glob.glob(str(ROOT / pattern), recursive=True)):
-        for line in Path(f).read_text().splitlines():
+    found = {f for ext in ("", ".xz", ".gz") for f in glob.glob(str(ROOT / pattern) + ext, recursive=True)}
+    for f in sorted(found):
+        with open_log(f) as fh:
+            lines = fh.read().splitlines()
+        for line in lines:
             try:
                 r = json.loads(line)["result"]
             except (json.JSONDecodeError, KeyError, TypeError):

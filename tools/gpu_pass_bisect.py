@@ -1,6 +1,6 @@
 """Which of our GPU lowering passes makes a logged candidate compute wrong answers? (GPU host)
 
-    python3 tools/gpu_pass_bisect.py LOG.cuda.jsonl [--errors wrong_answer] [--ok 2] [--repeat 3] [--json OUT]
+    python3 tools/gpu_pass_bisect.py LOG.cuda.jsonl[.xz] [--errors wrong_answer] [--ok 2] [--repeat 3] [--json OUT]
                                      [--variants all|none|PASS,...] [--isolate]
 
 Takes the log's candidates whose record has one of `--errors` (and `--ok` correct ones per task, as
@@ -91,8 +91,10 @@ def main() -> None:
     from ansor.targets import get_target
     from ansor.targets.cuda.lowering import load_task_cuda
     from ansor.targets.cuda.runtime import device_arch
+    from ansor.tuning.records import open_log
 
-    recs = [json.loads(line) for line in open(args.log) if line.strip()]
+    with open_log(args.log) as f:  # plain, or .jsonl.xz / .jsonl.gz
+        recs = [json.loads(line) for line in f if line.strip()]
     errors = set(args.errors.split(","))
     bad = [r for r in recs if r["result"].get("error") in errors and r.get("script")][: args.limit]
     names = {r["task"]["name"] for r in bad}

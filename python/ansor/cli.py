@@ -485,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="time the best logged schedule against the naive loops (untransformed program) and numpy")
     source_args(b)
-    b.add_argument("--log", help="the tuning log")
+    b.add_argument("--log", help="the tuning log (plain, or compressed: .jsonl.xz / .jsonl.gz)")
     b.add_argument("--number", type=int, default=10, help="calls per timing (default 10)")
     b.add_argument("--profile", action="store_true",
                    help="for a model: also time every task's call inside the model and the parent's own ops "

@@ -3,6 +3,9 @@
     (MeasureInput, MeasureResult) --RecordWriter.append (write, flush, fsync)--> LOG.jsonl
     LOG.jsonl --load_records / iter_records--> [Record]
 
+Readers also take logs compressed with xz or gzip (`LOG.jsonl.xz`, `LOG.jsonl.gz`, told by the
+suffix) as archived logs are kept; those are read-only: `RecordWriter` refuses them.
+
 A line is written whole and fsync-ed before the tuner goes on, so a process killed at any
 instant leaves at most one partial last line; readers skip it with a warning. Each record
 carries its key = hash(task IR hash + target + schedule), the task, the schedule, the concrete
@@ -11,9 +14,12 @@ transform script (replayable with `ansor-opt --transform-interpreter`) and the r
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
 import logging
+import lzma
 import math
 import os
 from collections.abc import Iterator
@@ -121,13 +127,44 @@ class LogError(ValueError):
     """A log that cannot be used (wrong version, not a log): one line naming the file."""
 
 
+#: Suffixes of compressed (read-only) logs and the stdlib module that opens each.
+COMPRESSED_SUFFIXES = {".xz": lzma, ".gz": gzip}
+
+
+def is_compressed(path: str | Path) -> bool:
+    """Whether `path` names an xz- or gzip-compressed log (by its suffix)."""
+    return Path(path).suffix.lower() in COMPRESSED_SUFFIXES
+
+
+def open_log(path: str | Path) -> io.TextIOBase:
+    """The log at `path` opened for reading as text, decompressing `.xz` / `.gz` logs."""
+    path = Path(path)
+    opener = COMPRESSED_SUFFIXES.get(path.suffix.lower())
+    if opener is None:
+        return path.open("r", encoding="utf-8", errors="replace")
+    return opener.open(path, "rt", encoding="utf-8", errors="replace")
+
+
+def _read_lines(path: Path) -> list[str]:
+    lines: list[str] = []
+    try:
+        with open_log(path) as f:
+            for line in f:
+                lines.append(line)
+    except EOFError:  # a compressed log cut short (copy interrupted): keep what came before the cut
+        log.warning("%s: compressed stream ends early; reading the %d lines before the cut", path, len(lines))
+    except (lzma.LZMAError, gzip.BadGzipFile) as exc:
+        raise LogError(f"{path}: not a valid {path.suffix[1:]} file ({exc})") from None
+    return lines
+
+
 def iter_records(path: str | Path) -> Iterator[Record]:
-    """Records of a log in order. A torn last line (killed writer) is skipped with a warning."""
+    """Records of a log in order (`.xz` / `.gz` logs are decompressed). A torn last line (killed
+    writer) is skipped with a warning."""
     path = Path(path)
     if not path.exists():
         return
-    with path.open("r", encoding="utf-8", errors="replace") as f:
-        lines = f.readlines()
+    lines = _read_lines(path)
     seen_valid = False
     for i, line in enumerate(lines):
         if not line.strip():
@@ -153,11 +190,22 @@ def load_records(path: str | Path) -> list[Record]:
     return list(iter_records(path))
 
 
+def check_writable(path: str | Path) -> None:
+    """Raise `LogError` (one line naming the file) when `path` is a compressed log: logs are
+    appended to, and the `.xz` / `.gz` ones are read-only archives."""
+    path = Path(path)
+    if is_compressed(path):
+        tool = "xz" if path.suffix.lower() == ".xz" else "gzip"
+        raise LogError(f"{path}: compressed logs are read-only: decompress it (`{tool} -dk {path}`) "
+                       f"to append to {path.with_suffix('')}")
+
+
 class RecordWriter:
     """Appends records to a log: one JSON line each, flushed and fsync-ed before returning."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        check_writable(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._repair_tail()
         self._f = self.path.open("a", encoding="utf-8")

@@ -35,6 +35,7 @@ from ansor.tuning.records import (
     Record,
     RecordWriter,
     best_record,
+    check_writable,
     iter_records,
     record_key,
 )
@@ -219,6 +220,8 @@ class TaskTuner:
         self.measurer = measurer
         self.cb = callback or ProgressCallback()
         path = Path(log_path) if log_path is not None else None
+        if path is not None and writer is None:
+            check_writable(path)  # before reading a long compressed log only to refuse it
         self.sketches = generate_sketches(task)
         self._by_name = {s.name: s for s in self.sketches}
         self.prior = _prior_records(path, task, self.sketches)
