@@ -41,12 +41,12 @@ K = 16  # the GPU runs' batch
 MIN_HELD = 16  # an n is studied on a task only when at least this many records stay held out
 
 GPU_LOGS = sorted(
-    set(glob.glob("results/gpu-prime/matmul-509x1021x257-*.cuda.jsonl"))
-    | set(glob.glob("results/gpu-pipeline/*.cuda.jsonl"))
-    | set(glob.glob("results/tensor-core/*.cuda.jsonl"))
-    | set(glob.glob("results/gpu-network/*.cuda.jsonl"))
-    | set(glob.glob("results/*.cuda.jsonl")))
-CPU_LOGS = sorted(glob.glob("results/bert-chain/*.jsonl")) + sorted(glob.glob("results/gpu-prime/few-shot-*.cpu.jsonl"))
+    set(glob.glob("results/gpu-prime/matmul-509x1021x257-*.cuda.jsonl*"))
+    | set(glob.glob("results/gpu-pipeline/*.cuda.jsonl*"))
+    | set(glob.glob("results/tensor-core/*.cuda.jsonl*"))
+    | set(glob.glob("results/gpu-network/*.cuda.jsonl*"))
+    | set(glob.glob("results/*.cuda.jsonl*")))
+CPU_LOGS = sorted(glob.glob("results/bert-chain/*.jsonl*")) + sorted(glob.glob("results/gpu-prime/few-shot-*.cpu.jsonl*"))
 MIN_RECORDS = 48
 
 
@@ -136,9 +136,9 @@ def replay(out, ext, ns=(16, 32)):
     from ansor.tuning.options import TuningOptions
     from ansor.tuning.tuner import _make_policy
 
-    log = "results/gpu-prime/matmul-509x1021x257-1558323.cuda.jsonl"
+    log = "results/gpu-prime/matmul-509x1021x257-1558323.cuda.jsonl.xz"
     measured = {}
-    for lg in sorted(glob.glob("results/gpu-prime/matmul-509x1021x257-*.cuda.jsonl")):
+    for lg in sorted(glob.glob("results/gpu-prime/matmul-509x1021x257-*.cuda.jsonl*")):
         for r in load_records(lg):
             if r.error is None:
                 measured.setdefault(r.schedule.key(), []).append(r.latency)

@@ -32,7 +32,7 @@ from ansor.tuning.options import TuningOptions
 from ansor.tuning.records import load_records
 from ansor.tuning.tuner import _current_sketch, _make_policy
 
-PRIME = sorted(glob.glob("results/gpu-prime/matmul-509x1021x257-*.cuda.jsonl"))
+PRIME = sorted(glob.glob("results/gpu-prime/matmul-509x1021x257-*.cuda.jsonl*"))
 WAYS = {"summed": False, "merged": True}
 
 
@@ -77,7 +77,7 @@ def fit(task, F, lat, merge, seed=0):
 
 def mechanism(out, ext):
     out("== 1. mechanism: the model trained on records 0-111 of 5a87b56, every row summed (before)")
-    recs = load_records("results/gpu-prime/matmul-509x1021x257-5a87b56.cuda.jsonl")
+    recs = load_records("results/gpu-prime/matmul-509x1021x257-5a87b56.cuda.jsonl.xz")
     task = recs[0].task
     by = {s.name: s for s in generate_sketches(task)}
     prior = recs[:112]
@@ -115,8 +115,8 @@ def replay(out, ext):
         for r in load_records(log):
             if r.error is None:
                 measured.setdefault(r.schedule.key(), []).append(r.latency)
-    for log in ("results/gpu-prime/matmul-509x1021x257-5a87b56.cuda.jsonl",
-                "results/gpu-prime/matmul-509x1021x257-ce22631.cuda.jsonl"):
+    for log in ("results/gpu-prime/matmul-509x1021x257-5a87b56.cuda.jsonl.xz",
+                "results/gpu-prime/matmul-509x1021x257-ce22631.cuda.jsonl.xz"):
         recs = load_records(log)
         prior, task = recs[:112], recs[0].task
         sketches = generate_sketches(task)
@@ -147,8 +147,8 @@ def replay(out, ext):
 
 def ranking(out, ext, cache):
     out("== 3. ranking: 4-fold within each log (rho, recall@5, largest held-out score), summed -> merged")
-    logs = (PRIME + sorted(glob.glob("results/gpu-pipeline/*.cuda.jsonl")) + sorted(glob.glob("results/tensor-core/*.cuda.jsonl"))
-            + sorted(glob.glob("results/bert-chain/*.jsonl")) + sorted(glob.glob("tests/data/golden/*.cpu.jsonl")))
+    logs = (PRIME + sorted(glob.glob("results/gpu-pipeline/*.cuda.jsonl*")) + sorted(glob.glob("results/tensor-core/*.cuda.jsonl*"))
+            + sorted(glob.glob("results/bert-chain/*.jsonl*")) + sorted(glob.glob("tests/data/golden/*.cpu.jsonl*")))
     table = {way: [] for way in WAYS}
     for log in logs:
         for task, recs, F in load(log, ext, cache):

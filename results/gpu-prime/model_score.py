@@ -9,7 +9,7 @@ from ansor.tuning.records import load_records
 from ansor.search.cost_model import XGBModel
 from ansor.search.features import featurize
 from ansor.measure.measurer import MeasureInput
-log=sys.argv[1] if len(sys.argv) > 1 else "results/gpu-prime/matmul-509x1021x257-ce22631.cuda.jsonl"
+log=sys.argv[1] if len(sys.argv) > 1 else "results/gpu-prime/matmul-509x1021x257-ce22631.cuda.jsonl.xz"
 recs=[r for r in load_records(log) if r.error is None]
 task=recs[0].task
 sks={s.name:s for s in generate_sketches(task)}

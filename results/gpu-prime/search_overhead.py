@@ -5,7 +5,7 @@ evolution itself, on the prime GEMM's CUDA task (matmul-509x1021x257), CPU only.
         [--save-proposals FILE | --check-proposals FILE] [--cache FILE]      # repository root
     ANSOR_SRC=/old/checkout/python python results/gpu-prime/search_overhead.py ...  # the code before
 
-The policy is built as the tuner builds it when it resumes `matmul-509x1021x257-1558323.cuda.jsonl`
+The policy is built as the tuner builds it when it resumes `matmul-509x1021x257-1558323.cuda.jsonl.xz`
 after `--records` records (`tuner._make_policy`, TuningOptions defaults, population 2048 x 4
 generations, seed = records, as `bench.tensor_core` seeds each batch), then proposes `--rounds`
 batches of 16 in a row. Features come from a `FeatureExtractor` (the tuner's feature path) through
@@ -27,7 +27,7 @@ from ansor.tuning.options import TuningOptions
 from ansor.tuning.records import load_records
 from ansor.tuning.tuner import _make_policy
 
-LOG = "results/gpu-prime/matmul-509x1021x257-1558323.cuda.jsonl"
+LOG = "results/gpu-prime/matmul-509x1021x257-1558323.cuda.jsonl.xz"
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from ansor.tuning.records import load_records
 
 NAMES = feature_names()
 BASE = NAMES.index("launch_blocks")  # today's columns end before the launch's two
-PRIME = sorted(glob.glob("results/gpu-prime/matmul-509x1021x257-*.cuda.jsonl"))
+PRIME = sorted(glob.glob("results/gpu-prime/matmul-509x1021x257-*.cuda.jsonl*"))
 PROBE = {"op1.d0.t1": 64, "op1.d0.t2": 32, "op1.d0.t3": 2, "op1.d0.t4": 2, "op1.d1.t1": 64, "op1.d1.t2": 32,
          "op1.d1.t3": 2, "op1.d1.t4": 2, "op1.d2.t1": 16, "op1.d2.t2": 4, "op1.unroll": 1024, "op1.stages": 2}
 
@@ -109,7 +109,7 @@ def ranking(out):
         p = fit(task, data[0][0][0].schedule, allF, allL).predict(cut(Fp, variant))
         out(f"  probe annotations (14, trained on all 3 runs) [{variant}]: rho {st.spearmanr(p, -lp).correlation:.2f}; "
             f"fastest (the probed tile, {lp.min() * 1e6:.1f} us) scored {int((p > p[np.argmin(lp)]).sum()) + 1} of {len(lp)}")
-    for log in sorted(glob.glob("results/gpu-pipeline/*.cuda.jsonl")):
+    for log in sorted(glob.glob("results/gpu-pipeline/*.cuda.jsonl*")):
         recs, task, sk, F = load(log)
         L = np.array([r.latency for r in recs])
         fold = np.random.default_rng(0).integers(0, 4, len(recs))
@@ -131,7 +131,7 @@ def replay(out):
     from ansor.tuning.tuner import _make_policy
 
     out("== 3. replay of the ce22631 run's guided batch (prior: its first 112 records, seed 112)")
-    log = "results/gpu-prime/matmul-509x1021x257-ce22631.cuda.jsonl"
+    log = "results/gpu-prime/matmul-509x1021x257-ce22631.cuda.jsonl.xz"
     recs = load_records(log)
     prior = recs[:112]
     task = recs[0].task
