@@ -245,9 +245,15 @@ class GpuSearchSpace(SearchSpace):
         self.gpu_sketch = sketch
 
     def valid(self, values: Mapping[str, int]) -> bool:
-        if not super().valid(values):
+        sk = self.gpu_sketch
+        st = sk.gpu_stage
+        chk = _checker(st, sk.knobs)  # (the verdict of `sk.validate`, without the reason)
+        if chk is None:
+            if not super().valid(values):
+                return False
+        elif not chk.ok(values if not st.pipelined or st.stages_knob in values else sk.complete(values)):
             return False
-        return self.ragged_prob > 0 or not self.gpu_sketch.gpu_stage.ragged_dims(values)
+        return self.ragged_prob > 0 or not st.ragged_dims(values)
 
     def sample(self, rng: random.Random) -> Schedule:
         return sample_gpu(self.gpu_sketch, rng, ragged=self.ragged_prob > 0)
@@ -761,7 +767,18 @@ def _tile_extent(stage: GpuStage, values: Mapping[str, int], d: int) -> int:
 
 def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, int], *,
                  strict_threads: bool = True) -> str | None:
-    """Why `values` is not a valid annotation (None when valid): options, nesting, device limits."""
+    """Why `values` is not a valid annotation (None when valid): options, nesting, device limits.
+    (The verdict comes from the stage's compiled `_GpuChecker`; the reason, only for an invalid
+    annotation, from `_why_invalid`, the checks in their documented order.)"""
+    chk = _checker(stage, knobs)
+    if chk is not None and chk.ok(values, strict_threads):
+        return None
+    return _why_invalid(stage, knobs, values, strict_threads=strict_threads)
+
+
+def _why_invalid(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, int], *,
+                 strict_threads: bool = True) -> str | None:
+    """`validate_gpu`'s checks one by one, in order: the first one that fails says why."""
     for k in knobs:
         if k.name not in values:
             return f"missing knob {k.name}"
@@ -829,6 +846,210 @@ def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, 
     return None
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _copy_elems(shape: tuple[int, ...], threads: int, elem_bytes: int) -> int:
+    """Elements one thread copies of a cooperative copy of `shape` (`_copy_tiles`' tile, its product)."""
+    return math.prod(_copy_tiles(list(shape), threads, elem_bytes)[0])
+
+
+class _GpuChecker:
+    """`validate_gpu`'s verdict (valid or not, not why) compiled for one (stage, knobs): what
+    depends on the stage alone is computed once (options as sets, per dim its extents, knob
+    positions, the constant factors of accumulators, operands, shared tiles), and an annotation
+    is checked as per-dim entries, each built and checked once per dim:
+
+        mapped space dim: (t1, t2, t3, t4, threads, vthreads, t3 * vthreads, loop nests)
+        reduction dim:    (r1, r2)
+
+    `s_entry` / `r_entry` hold the checks of one dim alone (nesting, register tile, threads
+    along its axis, and bounds the whole annotation can only exceed: virtual threads,
+    accumulators); `check` the rest on the entries. The sampler (`_SamplePlan`) builds the
+    entries of every factorization it can draw once. Keep it the same verdict as
+    `_why_invalid(...) is None` when either changes (they agreed on ~100 K random, sampled and
+    mutated annotations of the built-in workloads' GPU sketches, and the seeded sampler drew the
+    same schedules with the same random calls)."""
+
+    def __init__(self, stage: GpuStage, knobs: tuple[Knob, ...]) -> None:
+        st = stage
+        self.stage, self.knobs = stage, knobs
+        self.names = tuple(k.name for k in knobs)
+        self.options = tuple(frozenset(k.options) for k in knobs)
+        pos = {n: i for i, n in enumerate(self.names)}
+        mapped = tuple(st.mapped)
+        self.supported = (set(st.kinds) <= {"S", "R"} and all(st.kinds[d] == "S" for d in mapped)
+                          and len(set(mapped)) == len(mapped) and st.unroll_knob in pos
+                          and all(st.knob(d, lv) in pos for d in mapped for lv in range(1, 5))
+                          and all(st.knob(d, lv) in pos for d in st.reduce for lv in (1, 2))
+                          and (not st.pipelined or st.stages_knob in pos))
+        if not self.supported:
+            return
+        a_of = {d: a for a, d in enumerate(mapped)}
+        self.reduce = bool(st.reduce)
+        self.mult = max(1, st.elem_bytes // 4)
+        self.eb = st.elem_bytes
+        self.s_pos = tuple(tuple(pos[st.knob(d, lv)] for lv in range(1, 5)) for d in mapped)
+        self.r_pos = tuple((pos[st.knob(d, 1)], pos[st.knob(d, 2)]) for d in st.reduce)
+        self.unroll_pos = pos[st.unroll_knob]
+        self.stages_pos = pos[st.stages_knob] if st.pipelined else -1
+        # per mapped dim: extent, the extent its block tile may pad to, unit register tile, threads along its axis
+        self.s_static = tuple((st.extents[d], st.split_extent(d), d in st.decompose_rows,
+                               min(MAX_BLOCK_DIMS[a], MAX_THREADS_PER_BLOCK) if a < len(MAX_BLOCK_DIMS)
+                               else MAX_THREADS_PER_BLOCK) for a, d in enumerate(mapped))
+        self.r_static = tuple((st.extents[d], st.split_extent(d)) for d in st.reduce)
+        # unmapped space loops: each thread iterates them whole (accumulators, elements per thread)
+        self.u_const = math.prod(e for d, (k, e) in enumerate(zip(st.kinds, st.extents, strict=True))
+                                 if k == "S" and d not in a_of)
+        self.min_threads = min(MIN_THREADS_PER_BLOCK, math.prod(st.extents[d] for d in mapped))
+        # per input: the constant part of its operand registers and the mapped dims of the rest
+        self.operands = tuple((math.prod(st.extents[d] for d in dims if st.kinds[d] == "S" and d not in a_of),
+                               tuple(a_of[d] for d in dims if d in a_of)) for dims in st.input_dims)
+        b_of = {d: b for b, d in enumerate(st.reduce)}
+        # per cached input: per dim of its tile, (0, extent) / (1, mapped index: t1) / (2, reduce index: r1)
+        self.shapes = tuple(tuple((2, b_of[d]) if st.kinds[d] == "R" else (1, a_of[d]) if d in a_of
+                                  else (0, st.extents[d]) for d in st.input_dims[i]) for i in st.promoted)
+        self.out_tile = st.consumer is not None and st.init is not None
+        self.out_const = math.prod(st.extents[d] for d in st.output_dims if d not in a_of)
+        self.out_idx = tuple(a_of[d] for d in st.output_dims if d in a_of)
+        self.producers = bool(st.producers)
+        self.prod_const = math.prod(st.extents[d] for d in st.space if d in st.producer_dims and d not in a_of)
+        self.prod_idx = tuple(a_of[d] for d in st.space if d in st.producer_dims and d in a_of)
+        self.producer_work = st.producer_work
+        self.r0_order = tuple(reversed(range(len(st.reduce))))
+
+    def s_entry(self, a: int, t1: int, t2: int, t3: int, t4: int) -> tuple[int, ...] | None:
+        """The entry of mapped dim `a` with tile sizes t1..t4; None when it alone makes the annotation invalid."""
+        e, top, unit, most = self.s_static[a]
+        if (e % t1 and top % t1) or t1 % t2 or t2 % t3 or t3 % t4:
+            return None
+        if (unit and t4 != 1) or t4 > MAX_INNERMOST:
+            return None
+        thr, vt = t2 // t3, t1 // t2
+        ext = vt * t3
+        if thr > most or vt > MAX_VTHREAD:
+            return None
+        if self.reduce:  # (every other dim's accumulators and operands only add to this)
+            if ext * self.u_const * self.mult + OTHER_REGISTERS > MAX_REGISTERS_PER_THREAD:
+                return None
+        elif ext * self.u_const > MAX_THREAD_TILE:
+            return None
+        return (t1, t2, t3, t4, thr, vt, ext, vt * (t3 // t4))
+
+    def r_entry(self, b: int, r1: int, r2: int) -> tuple[int, int] | None:
+        e, top = self.r_static[b]
+        if (e % r1 and top % r1) or r1 % r2:
+            return None
+        return (r1, r2)
+
+    def ok(self, values: Mapping[str, int], strict_threads: bool = True) -> bool:
+        """Whether `validate_gpu(stage, knobs, values, strict_threads=...)` is None."""
+        try:
+            vals = [int(values[n]) for n in self.names]
+        except KeyError:
+            return False
+        for v, opts in zip(vals, self.options):
+            if v not in opts:
+                return False
+        S = []
+        for a, (i1, i2, i3, i4) in enumerate(self.s_pos):
+            ent = self.s_entry(a, vals[i1], vals[i2], vals[i3], vals[i4])
+            if ent is None:
+                return False
+            S.append(ent)
+        R = []
+        for b, (j1, j2) in enumerate(self.r_pos):
+            rent = self.r_entry(b, vals[j1], vals[j2])
+            if rent is None:
+                return False
+            R.append(rent)
+        stages = vals[self.stages_pos] if self.stages_pos >= 0 else 1
+        return self.check(S, R, vals[self.unroll_pos], stages, strict_threads)
+
+    def check(self, S: list, R: list, unroll: int, stages: int, strict_threads: bool = True) -> bool:
+        """The checks across dims, on entries that passed `s_entry` / `r_entry`."""
+        threads = vth = ext = 1
+        for s in S:
+            threads *= s[4]
+            vth *= s[5]
+            ext *= s[6]
+        if vth > MAX_VTHREAD or threads > MAX_THREADS_PER_BLOCK:
+            return False
+        if strict_threads and threads < self.min_threads:
+            return False
+        shapes = [tuple([x if src == 0 else S[x][0] if src == 1 else R[x][0] for src, x in spec])
+                  for spec in self.shapes]
+        if self.reduce:
+            regs = ext * self.u_const
+            for const, idx in self.operands:
+                for a in idx:
+                    const *= S[a][6]
+                regs += const
+            for sh in shapes:
+                regs += _copy_elems(sh, threads, self.eb)
+            regs = regs * self.mult + OTHER_REGISTERS
+            if regs > MAX_REGISTERS_PER_THREAD or regs * threads > MAX_REGISTERS_PER_BLOCK:
+                return False
+            nests = width = 1
+            for s in S:
+                nests *= s[7]
+                width *= s[3]
+            if nests > MAX_LOOP_NESTS:
+                work = 1
+                for r in R:
+                    work *= r[0]
+                from ansor import config
+
+                cap = config.CUDA_MAX_UNROLLED_WORK
+                if not (work <= unroll and (cap <= 0 or nests * work * width <= cap)):
+                    return False
+        elif ext * self.u_const > MAX_THREAD_TILE:
+            return False
+        if self.producers:
+            elems = self.prod_const
+            for a in self.prod_idx:
+                elems *= S[a][2]
+            if vth * elems * self.producer_work > MAX_RECOMPUTE:
+                return False
+        smem = 0
+        if self.out_tile:
+            smem = self.out_const
+            for a in self.out_idx:
+                smem *= S[a][0]
+            smem *= self.eb
+        tiles = 0
+        for sh in shapes:
+            tiles += math.prod(sh) * self.eb
+        if smem + tiles * stages > MAX_SHARED_BYTES:
+            return False
+        if stages > 1:
+            trips = 1
+            for b in self.r0_order:
+                t = R[b][0]
+                e, top = self.r_static[b]
+                padded = -(-e // t) * t if top != e and e % t else e
+                if t < padded:
+                    trips = padded // t
+                    break
+            if trips < stages:
+                return False
+        return True
+
+
+_CHECKERS: dict[tuple[int, int], tuple[GpuStage, tuple[Knob, ...], _GpuChecker | None]] = {}
+
+
+def _checker(stage: GpuStage, knobs: tuple[Knob, ...]) -> _GpuChecker | None:
+    """The compiled checker of (stage, knobs), kept by identity (a sketch's own stage and knobs);
+    None where it does not apply (a stage of another form: `_why_invalid` decides alone)."""
+    hit = _CHECKERS.get((id(stage), id(knobs)))
+    if hit is not None and hit[0] is stage and hit[1] is knobs:
+        return hit[2]
+    chk = _GpuChecker(stage, knobs)
+    if len(_CHECKERS) >= 1024:
+        _CHECKERS.clear()
+    _CHECKERS[(id(stage), id(knobs))] = (stage, knobs, chk if chk.supported else None)
+    return chk if chk.supported else None
+
+
 @functools.cache
 def _dim_choices(split: LoopSplit, extent: int, ragged: bool, axis: int) -> tuple[tuple[int, ...], ...]:
     """The factorizations the sampler draws for one loop (ragged ones of its padded extent, or the
@@ -873,7 +1094,122 @@ def sample_gpu(sketch: GpuSketch, rng: random.Random, *, max_tries: int = 4000, 
     loop takes, with probability `GPU_RAGGED_PROB` (never when not `ragged`; always when the extent
     has no divisor in [`RAGGED_QUANTUM`, 256], a prime), a factorization of its padded extent whose
     block tile does not divide the extent, else one of the extent. The
-    pipeline depth is drawn uniformly among the depths that fit the drawn tiles."""
+    pipeline depth is drawn uniformly among the depths that fit the drawn tiles.
+    (Drawn through the sketch's `_SamplePlan`: the same draws as `_sample_gpu_reference`, checked faster.)"""
+    plan = _sample_plan(sketch, ragged)
+    if plan is None:
+        return _sample_gpu_reference(sketch, rng, max_tries=max_tries, ragged=ragged)
+    return plan.sample(rng, max_tries)
+
+
+class _SamplePlan:
+    """`sample_gpu`'s draws for one sketch, precomputed: per split with knobs, its factorizations
+    (exact, and padded where ragged tiles apply) as the `_GpuChecker` entries of their tile sizes
+    (None for one no annotation can use). A draw makes the same random calls on lists of the same
+    lengths as `_sample_gpu_reference` (seeded searches propose the same schedules); a draw with a
+    None entry is rejected without checking the rest, the others by `_GpuChecker.check`."""
+
+    def __init__(self, sketch: GpuSketch, ragged: bool, chk: _GpuChecker) -> None:
+        stage = sketch.gpu_stage
+        self.name, self.chk, self.stage = sketch.name, chk, stage
+        self.unroll_ok = chk.options[chk.unroll_pos]
+        self.stage1_ok = chk.stages_pos < 0 or 1 in chk.options[chk.stages_pos]  # (the depth checked first)
+        self.steps = []
+        seen_s, seen_r = set(), set()
+        for s in sketch.splits:
+            if not s.tile_knobs:
+                continue
+            extent = stage.extents[s.dim]
+            maybe_pad = ragged and s.extent != extent
+            always_pad = not _useful_divisor(extent)
+            axis = stage.mapped.index(s.dim) if s.kind == "S" and s.dim in stage.mapped else -1
+            lists = []
+            for pad in ((False, True) if maybe_pad else (False,)):
+                choices = _dim_choices(s, extent, pad, axis)
+                if s.kind == "S" and s.op == stage.op and s.dim in stage.decompose_rows:
+                    choices = tuple(f for f in choices if f[-1] == 1)
+                lists.append([self.entry(s, axis, sizes_from_factors(f)) for f in choices])
+            slot = axis if axis >= 0 else stage.reduce.index(s.dim)
+            (seen_s if axis >= 0 else seen_r).add(slot)
+            self.steps.append((maybe_pad, always_pad, lists[0], lists[-1], axis < 0, slot, s.tile_knobs))
+        self.n_s, self.n_r = len(stage.mapped), len(stage.reduce)
+
+    def entry(self, s: LoopSplit, axis: int, sizes: list[int]) -> tuple[int, ...] | None:
+        chk = self.chk
+        pos = [chk.names.index(n) for n in s.tile_knobs]
+        if any(v not in chk.options[i] for v, i in zip(sizes, pos, strict=True)):
+            return None
+        if axis >= 0:
+            return chk.s_entry(axis, *sizes)
+        return chk.r_entry(self.stage.reduce.index(s.dim), *sizes)
+
+    def sample(self, rng: random.Random, max_tries: int) -> Schedule:
+        chk, steps, unroll_ok = self.chk, self.steps, self.unroll_ok
+        random_, choice = rng.random, rng.choice
+        S: list = [None] * self.n_s
+        R: list = [None] * self.n_r
+        for _ in range(max_tries):
+            bad = False
+            picks = []
+            for maybe_pad, always_pad, exact, padded, is_r, slot, _names in steps:
+                # (the same calls as the reference: random() whenever the loop may be ragged)
+                ent = choice(padded if maybe_pad and (random_() < GPU_RAGGED_PROB or always_pad) else exact)
+                if ent is None:
+                    bad = True
+                elif is_r:
+                    R[slot] = ent
+                else:
+                    S[slot] = ent
+                picks.append(ent)
+            unroll = choice(GPU_UNROLL_OPTIONS)
+            if bad or unroll not in unroll_ok or not self.stage1_ok or not chk.check(S, R, unroll, 1):
+                continue
+            values: dict[str, int] = {}
+            for step, ent in zip(steps, picks, strict=True):
+                values.update(zip(step[6], ent, strict=False))
+            values[self.stage.unroll_knob] = unroll
+            if self.stage.pipelined:
+                fits = [s for s in PIPELINE_STAGES if s == 1 or (s in chk.options[chk.stages_pos]
+                                                                   and chk.check(S, R, unroll, s))]
+                values[self.stage.stages_knob] = rng.choice(fits)
+            return Schedule.of(self.name, values)
+        raise SamplingError(f"sketch {self.name}: no valid GPU annotation found in {max_tries} tries")
+
+
+_PLANS: dict[tuple[int, bool], tuple[GpuSketch, tuple[Knob, ...], _SamplePlan | None]] = {}
+
+
+def _sample_plan(sketch: GpuSketch, ragged: bool) -> _SamplePlan | None:
+    """The sketch's `_SamplePlan` (kept by identity), None where the checker does not apply or
+    the splits are not one per mapped space dim and reduction dim of the stage."""
+    key = (id(sketch), ragged)
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is sketch and hit[1] is sketch.knobs:
+        return hit[2]
+    stage = sketch.gpu_stage
+    chk = _checker(stage, sketch.knobs)
+    plan = None
+    knobbed = [s for s in sketch.splits if s.tile_knobs]
+    expect = ([stage.knob(d, lv) for d in stage.mapped for lv in range(1, 5)]
+              + [stage.knob(d, lv) for d in stage.reduce for lv in (1, 2)])
+    own = {*expect, stage.unroll_knob, *([stage.stages_knob] if stage.pipelined else [])}
+    if (chk is not None and all(s.op == stage.op for s in knobbed) and set(chk.names) == own
+            and sorted(n for s in knobbed for n in s.tile_knobs) == sorted(expect)
+            and all(s.tile_knobs == tuple(stage.knob(s.dim, lv) for lv in range(1, 1 + len(s.tile_knobs)))
+                    and ((s.kind == "S" and s.dim in stage.mapped and len(s.tile_knobs) == 4)
+                         or (s.kind == "R" and stage.kinds[s.dim] == "R" and len(s.tile_knobs) == 2))
+                    for s in knobbed)):
+        plan = _SamplePlan(sketch, ragged, chk)
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[key] = (sketch, sketch.knobs, plan)
+    return plan
+
+
+def _sample_gpu_reference(sketch: GpuSketch, rng: random.Random, *, max_tries: int = 4000,
+                          ragged: bool = True) -> Schedule:
+    """`sample_gpu` drawn and checked plainly (dicts through `validate_gpu`): where the plan does
+    not apply, and the reference the tests compare the plan with."""
     stage = sketch.gpu_stage
     for _ in range(max_tries):
         values: dict[str, int] = {}
