@@ -65,6 +65,21 @@ class OpLoops:
     # Input indexed by loop dims or the constant 0 only: `plain_inputs`, or a broadcast along unit
     # axes such as torch-mlir's batch-norm parameters `tensor<64x1x1>` read at `(d3, 0, 0)`.
     pointwise_inputs: tuple[bool, ...] = ()
+    # Per input, per axis: its index as a linear form of the loop dims, ((dim, coefficient), ...)
+    # sorted by dim (`h + rh` -> ((1, 1), (4, 1)); strided `2 * h + rh` -> ((1, 2), (4, 1))),
+    # None where the index is not linear; constants dropped. A windowed input's tile for given
+    # loop tiles spans 1 + sum(coefficient * (tile - 1)) along each axis.
+    input_axes: tuple[tuple[tuple[tuple[int, int], ...] | None, ...], ...] = ()
+
+    def input_tile(self, i: int, tiles: dict[int, int] | list[int] | tuple[int, ...]) -> list[int] | None:
+        """Extent of input i's slice along each of its axes for loop tiles `tiles` (dim -> tile),
+        or None when an axis index is not linear (`input_axes`)."""
+        out = []
+        for form in self.input_axes[i]:
+            if form is None:
+                return None
+            out.append(1 + sum(c * (tiles[d] - 1) for d, c in form))
+        return out
 
     @property
     def space(self) -> tuple[int, ...]:
@@ -256,8 +271,12 @@ def analyze_graph(task_ir: str) -> tuple[list[OpLoops], list[PadInfo]]:
             identity: list[bool] = []
             pointwise: list[bool] = []
             window: set[int] = set()
+            axes: list[tuple[tuple[tuple[int, int], ...] | None, ...]] = []
             for m in maps[:n_in]:
                 window |= _window_dims(m, kinds)
+                forms = [_linear(e) for e in ir.AffineMapAttr(m).value.results]
+                axes.append(tuple(None if f is None else tuple(sorted((d, c) for d, c in f.items() if c))
+                                  for f in forms))
             producers: list[int | None] = []
             for v, m in zip(operands, maps, strict=True):
                 plain, per_result = _dims_of(m)
@@ -298,6 +317,7 @@ def analyze_graph(task_ir: str) -> tuple[list[OpLoops], list[PadInfo]]:
                     window_dims=tuple(sorted(window)),
                     plain_output=identity[n_in] if n_out else True,
                     pointwise_inputs=tuple(pointwise[:n_in]),
+                    input_axes=tuple(axes),
                 )
             )
         pad_infos = [PadInfo(i, pad_consumer.get(i)) for i in range(len(pads))]

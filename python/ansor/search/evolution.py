@@ -1,7 +1,7 @@
 """Evolutionary search guided by a learned cost model (Ansor §5.1).
 
     sketches --sample--> random population (+ best measured schedules, + other tasks' best
-        adapted to this task when a task scheduler calls `transfer`)
+        adapted to this task when a task scheduler calls `transfer`, else the sketches' seeds)
         --features_fn--> features --CostModel.predict--> scores
         --select parents (proportional to score), mutate / crossover, keep the best--> x generations
         --> top transferred (<= transfer_ratio n)  +  top by predicted score, unmeasured
@@ -146,6 +146,11 @@ class EvolutionarySearch(SearchPolicy):
     task's shapes (`SearchSpace.adapt`). They join the initial population, and up to
     `transfer_ratio` of each batch is the unmeasured ones the model scores highest, so a task
     starts from what its siblings already learned instead of from random samples.
+
+    Seeds (ours; `seeds=False` is the ablation): until a `transfer`, the foreign schedules are
+    the sketches' seeds (`SearchSpace.seeds`: for CUDA, the block shapes of classic hand-written
+    kernels adapted to the task, `targets/cuda/seeds.py`), measured at the same share, so the
+    first batches hold them as well as random draws.
     """
 
     def __init__(
@@ -167,6 +172,7 @@ class EvolutionarySearch(SearchPolicy):
         mutation_weights: Mapping[str, float] = MUTATION_WEIGHTS,
         feature_cache_size: int = 16384,
         ragged_prob: float = RAGGED_PROB,
+        seeds: bool = True,
     ) -> None:
         self.sketches = [s for s in sketches if s.rule != "skip"] or list(sketches)
         self.info = {s.name: s.search_space(ragged_prob) for s in self.sketches}
@@ -184,8 +190,9 @@ class EvolutionarySearch(SearchPolicy):
         self.eps_greedy = eps_greedy
         self.use_measured_ratio = use_measured_ratio
         self.transfer_ratio = transfer_ratio
-        #: adapted schedules of similar tasks (`transfer`), best donor first
-        self.foreign: list[Schedule] = []
+        #: adapted schedules of similar tasks (`transfer`), best donor first; until a transfer,
+        #: the sketches' seeds (`SearchSpace.seeds`: known-good annotations adapted to this task)
+        self.foreign: list[Schedule] = self._seeds(seed) if seeds else []
         self.crossover = crossover
         self.mutation_weights = dict(mutation_weights)
         self._mutation_kinds: dict[str, tuple[list[str], list[float]]] = {}
@@ -292,6 +299,17 @@ class EvolutionarySearch(SearchPolicy):
         return out
 
     # -- internals -------------------------------------------------------------------------
+    def _seeds(self, seed: int) -> list[Schedule]:
+        """The sketches' unmeasured seeds, in the sketches' order (their own generator: the
+        search's streams stay those of `seed`)."""
+        rng = random.Random(f"seeds:{seed}")
+        out: dict[Schedule, None] = {}
+        for sk in self.sketches:
+            for sch in self.info[sk.name].seeds(rng):
+                if sch.key() not in self.measured:
+                    out.setdefault(sch)
+        return list(out)
+
     def _record(self, sch: Schedule, latency: float) -> None:
         self.measured.add(sch.key())
         if sch.sketch in self.info:  # a resumed record may predate a knob: complete it, or leave it out

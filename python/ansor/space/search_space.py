@@ -115,6 +115,12 @@ class SearchSpace:
                            else int(fill.get(name, min(self.options[name]))))
         return self.schedule(new) if self.valid(new) else None
 
+    def seeds(self, rng: random.Random) -> list[Schedule]:
+        """Known-good annotations of this kind of sketch, adapted to its task, for the search's
+        first batches (none in this generic form; the CUDA sketches' come from
+        `targets/cuda/seeds.py`). `rng` fills what a seed leaves open."""
+        return []
+
     def complete(self, sch: Schedule) -> Schedule | None:
         """`sch` (a record, perhaps from before a knob existed) with every knob of this sketch,
         the missing ones set by `Sketch.complete`; None when that cannot fill them."""

@@ -136,6 +136,9 @@ class GpuStage:
     # the consumer read the anchor's result through a tensor.collapse_shape: the script first
     # expands the consumer through it (`RESHAPED_CONSUMER_PASSES`) and re-tags it `consumer`
     reshaped_consumer: bool = False
+    # per input: for a windowed input cached in shared memory (a convolution's image), its axes
+    # as linear forms of the loops (`OpLoops.input_axes`); None for the others; () = none such
+    windows: tuple[tuple[tuple[tuple[int, int], ...], ...] | None, ...] = ()
 
     @property
     def reduce(self) -> tuple[int, ...]:
@@ -257,6 +260,17 @@ class GpuSearchSpace(SearchSpace):
 
     def sample(self, rng: random.Random) -> Schedule:
         return sample_gpu(self.gpu_sketch, rng, ragged=self.ragged_prob > 0)
+
+    def seeds(self, rng: random.Random) -> list[Schedule]:
+        """The classic block shapes (`seeds.seed_values`) adapted to this task; the valid ones."""
+        from ansor.targets.cuda.seeds import seed_values
+
+        out: dict[Schedule, None] = {}
+        for v in seed_values(self.gpu_sketch.gpu_stage, self.gpu_sketch.knobs):
+            sch = self.adapt(v, rng)
+            if sch is not None:
+                out.setdefault(sch)
+        return list(out)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -385,6 +399,7 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
     if fc is not None and len(fc[0].input_dims) and fc[0].output_dims != tuple(range(len(fc[0].extents))):
         return None, "consumer with a permuted output"
     promoted = tuple(i for i, dims in enumerate(op.input_dims) if op.plain_inputs[i] and len(dims) >= 2)
+    promoted, windows = _cached_windows(op, promoted)
     mapped = _mapped_dims(op)
     if math.prod(op.extents[d] for d in op.space if d not in mapped) > MAX_THREAD_TILE:
         # the innermost loops are small (ViT's QKV projection written as 1x197x3x3x64 for its
@@ -393,7 +408,7 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
     stage = GpuStage(
         op=op.index, op_name=op.name, extents=op.extents, kinds=op.kinds, mapped=mapped,
         input_dims=op.input_dims, output_dims=op.output_dims, promoted=promoted, elem_bytes=_elem_bytes(task),
-        init=inits[0].index if inits else None,
+        windows=windows, init=inits[0].index if inits else None,
         consumer=fc[0].index if fc else None, consumer_dims=fc[1] if fc else (),
         # windowed ops: the CPU rules' table (output-row loops kept at 1, the decomposing op);
         # on the GPU the window loops step by 1 in R2 anyway
@@ -414,6 +429,27 @@ def gpu_stage_for(task: SearchTask) -> tuple[GpuStage | None, str]:
     if fc:
         rule = f"gpu_multi_level_tiling_with_fusion(op{op.index}<-op{fc[0].index})"
     return stage, rule
+
+
+def _cached_windows(op: OpLoops, promoted: tuple[int, ...]) -> tuple[tuple[int, ...], tuple]:
+    """(`promoted` with the op's windowed inputs, `GpuStage.windows`): a reduction whose plain
+    inputs are cached in shared memory (a convolution's filter) caches its windowed ones too (the
+    image: per `R0` step, a block's tile of output rows and columns reads 1 + stride * (tile - 1) +
+    dilation * (window tile - 1) rows and columns of it), where each axis index is linear in the
+    loops (`OpLoops.input_axes`). Before, the image was read from global memory by every thread
+    for every output it computes (a 3x3 window: each element up to 9 times through L1); cached,
+    the 97x97 13 -> 29-channel convolution's tuned program ran 13.9 -> 10.6 µs on an H200
+    (`results/gpu-prime/README.md`). `config.CUDA_CACHE_WINDOWS` off: plain inputs only."""
+    from ansor import config
+
+    if not promoted or not op.reduce or not config.CUDA_CACHE_WINDOWS or not op.input_axes:
+        return promoted, ()
+    win = [i for i, axes in enumerate(op.input_axes) if not op.plain_inputs[i] and len(axes) >= 2
+           and all(f is not None for f in axes)]
+    if not win:
+        return promoted, ()
+    return tuple(sorted({*promoted, *win})), tuple(op.input_axes[i] if i in win else None
+                                                  for i in range(len(op.input_dims)))
 
 
 #: The script's first step for a consumer reading the anchor's result through a reshape (a grouped
@@ -683,7 +719,7 @@ def shared_bytes(stage: GpuStage, values: Mapping[str, int]) -> int:
         total += math.prod(_sizes(stage, values, d)[0] for d in stage.output_dims) * stage.elem_bytes
     tiles = 0
     for i in stage.promoted:
-        tiles += math.prod(_tile_extent(stage, values, d) for d in stage.input_dims[i]) * stage.elem_bytes
+        tiles += math.prod(input_tile_shape(stage, values, i)) * stage.elem_bytes
     return total + tiles * stage.stages(values)
 
 
@@ -718,7 +754,7 @@ def thread_registers(stage: GpuStage, values: Mapping[str, int]) -> int:
     threads = math.prod(threads_per_dim(stage, values))
     copies = 0
     for i in stage.promoted:
-        shape = [_tile_extent(stage, values, d) for d in stage.input_dims[i]]
+        shape = input_tile_shape(stage, values, i)
         copies += math.prod(_copy_tiles(shape, threads, stage.elem_bytes)[0])
     return (acc + operands + copies) * max(1, stage.elem_bytes // 4) + OTHER_REGISTERS
 
@@ -763,6 +799,16 @@ def _tile_extent(stage: GpuStage, values: Mapping[str, int], d: int) -> int:
     if stage.kinds[d] == "R":
         return int(values[stage.knob(d, 1)])
     return _sizes(stage, values, d)[0]
+
+
+def input_tile_shape(stage: GpuStage, values: Mapping[str, int], i: int) -> list[int]:
+    """The tile of cached input i that one block copies into shared memory per `R0` step: along
+    each of its axes, the loop tile of the loop indexing it, or for a windowed input
+    (`GpuStage.windows`) 1 + sum(coefficient * (loop tile - 1)) over the loops of its index."""
+    forms = stage.windows[i] if stage.windows else None
+    if forms is None:
+        return [_tile_extent(stage, values, d) for d in stage.input_dims[i]]
+    return [1 + sum(c * (_tile_extent(stage, values, d) - 1) for d, c in form) for form in forms]
 
 
 def validate_gpu(stage: GpuStage, knobs: tuple[Knob, ...], values: Mapping[str, int], *,
@@ -904,9 +950,17 @@ class _GpuChecker:
         self.operands = tuple((math.prod(st.extents[d] for d in dims if st.kinds[d] == "S" and d not in a_of),
                                tuple(a_of[d] for d in dims if d in a_of)) for dims in st.input_dims)
         b_of = {d: b for b, d in enumerate(st.reduce)}
-        # per cached input: per dim of its tile, (0, extent) / (1, mapped index: t1) / (2, reduce index: r1)
-        self.shapes = tuple(tuple((2, b_of[d]) if st.kinds[d] == "R" else (1, a_of[d]) if d in a_of
-                                  else (0, st.extents[d]) for d in st.input_dims[i]) for i in st.promoted)
+        # per cached input, per axis of its tile: the terms (source, index, coefficient) of
+        # 1 + sum(coefficient * (size - 1)) (`input_tile_shape`), the size from (0, extent) /
+        # (1, mapped index: t1) / (2, reduce index: r1); a plain input's axis is one term of 1
+        def term(d: int, c: int) -> tuple[int, int, int]:
+            return ((2, b_of[d], c) if st.kinds[d] == "R" else (1, a_of[d], c) if d in a_of
+                    else (0, st.extents[d], c))
+
+        self.shapes = tuple(
+            tuple((term(d, 1),) for d in st.input_dims[i]) if not st.windows or st.windows[i] is None
+            else tuple(tuple(term(d, c) for d, c in form) for form in st.windows[i])
+            for i in st.promoted)
         self.out_tile = st.consumer is not None and st.init is not None
         self.out_const = math.prod(st.extents[d] for d in st.output_dims if d not in a_of)
         self.out_idx = tuple(a_of[d] for d in st.output_dims if d in a_of)
@@ -975,7 +1029,8 @@ class _GpuChecker:
             return False
         if strict_threads and threads < self.min_threads:
             return False
-        shapes = [tuple([x if src == 0 else S[x][0] if src == 1 else R[x][0] for src, x in spec])
+        shapes = [tuple([1 + sum(c * ((x if src == 0 else S[x][0] if src == 1 else R[x][0]) - 1)
+                                 for src, x, c in axis) for axis in spec])
                   for spec in self.shapes]
         if self.reduce:
             regs = ext * self.u_const
@@ -1415,7 +1470,7 @@ class _GpuRenderer(ScriptBuilder):
                 for i in st.promoted:
                     p = self.fresh("p")
                     self.emit(f"{p} = transform.get_producer_of_operand {padded}[{i}] : ({ANY}) -> {ANY}")
-                    shape = [self.tile_extent(d) for d in st.input_dims[i]]
+                    shape = self.input_tile(i)
                     if self.values is not None and total_threads is not None:
                         tile, _used = _copy_tiles([int(x) for x in shape], total_threads, st.elem_bytes)
                         ts = [str(t) for t in tile]
@@ -1658,6 +1713,16 @@ class _GpuRenderer(ScriptBuilder):
             self.emit(f"{c} = transform.param.constant {tag} : i64 -> {PARAM}")
             self.emit(f'transform.annotate {lp} "ansor.unroll_full" = {c} : {ANY}, {PARAM}')
             self.unrolls.append((tag, trip))
+
+    def input_tile(self, i: int) -> list[str]:
+        """The shared-memory tile of cached input i (`input_tile_shape`; holes without values)."""
+        st = self.st
+        forms = st.windows[i] if st.windows else None
+        if forms is None:
+            return [self.tile_extent(d) for d in st.input_dims[i]]
+        if self.values is None:
+            return ["{window}"] * len(forms)
+        return [str(x) for x in input_tile_shape(st, self.values, i)]
 
     def tile_extent(self, d: int) -> str:
         if self.st.kinds[d] == "R":
