@@ -25,6 +25,11 @@ def GpuWorkgroupAttributions : Pass<"ansor-gpu-workgroup-attributions"> {
     without the `ansor.smem` marker (a per-thread buffer bufferization put in shared memory
     because its source is there: all threads of a block would share it), and on a dynamic shape.
 
+    A `linalg.copy` or `memref.copy` into shared memory directly in the launch's body (run by
+    every thread over the whole buffer: bufferization's copy-in of a block's accumulator tile
+    whose old contents it could not prove undefined) gets a `gpu.barrier` after it, unless one
+    follows already: the threads' own writes of their parts raced with it.
+
     Before:
     ```mlir
     gpu.launch ... {

@@ -1,10 +1,13 @@
 //===- WorkgroupAttributions.cpp - ansor-gpu-workgroup-attributions ---------------===//
 //
 // gpu.launch { memref.alloc {ansor.smem} : memref<..., workgroup> } --> workgroup(%wg : memref<..., 3>)
+// gpu.launch { linalg.copy/memref.copy outs(%wg) at the block level; X } --> { copy; gpu.barrier; X }
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/GPU/GpuLoweringBPasses.h"
 #include "passes/GPU/GpuOptUtils.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 
 namespace mlir::ansor {
 #define GEN_PASS_DEF_GPUWORKGROUPATTRIBUTIONS
@@ -57,6 +60,30 @@ struct GpuWorkgroupAttributions
           alloc->replaceAllUsesWith(ValueRange{arg});
         }
         alloc.erase();
+      }
+      // A copy into a shared buffer at the block level runs in every thread, each over the
+      // whole buffer; the threads' own writes of their parts that follow would race with the
+      // slower threads' copies. Bufferization leaves such a copy where it cannot tell that a
+      // block's accumulator tile starts undefined (a fused consumer read through a reshape:
+      // the tile's old contents are copied in, then every thread fills its part with zeros; a
+      // slow thread's copy overwrote other threads' zeros with the poisoned output, and the
+      // grouped conv + BN of tests/test_gpu_rule_gaps.py left unwritten outputs on an H200,
+      // results/gpu-tests/gconv-diag-2dfee8e.txt). A barrier after the copy orders them.
+      Block &body = launch.getBody().front();
+      for (Operation &op : llvm::make_early_inc_range(body)) {
+        Value dst;
+        if (auto c = dyn_cast<linalg::CopyOp>(op))
+          dst = c.getOutputs()[0];
+        else if (auto c = dyn_cast<memref::CopyOp>(op))
+          dst = c.getTarget();
+        if (!dst || !gpuopt::isWorkgroup(cast<MemRefType>(dst.getType())))
+          continue;
+        Operation *next = op.getNextNode();
+        if (next && isa<gpu::BarrierOp>(next))
+          continue;
+        OpBuilder b(ctx);
+        b.setInsertionPointAfter(&op);
+        gpu::BarrierOp::create(b, op.getLoc());
       }
     }
   }

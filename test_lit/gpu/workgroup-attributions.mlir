@@ -85,3 +85,43 @@ func.func @dynamic(%n: index) {
   }
   return
 }
+
+// -----
+
+// A copy into a shared tile at the block level (every thread copies the whole tile: a block's
+// accumulator tile whose old contents bufferization copied in) gets a barrier before the threads
+// write their parts (the grouped conv + BN race, results/gpu-tests/gconv-diag-2dfee8e.txt); a copy
+// already followed by a barrier, and one inside a thread's loop, get none.
+// CHECK-LABEL: func.func @copy_in
+// CHECK: gpu.launch
+// CHECK: linalg.copy
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: memref.store
+// CHECK: memref.copy
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: memref.load
+// CHECK: scf.for
+// CHECK-NEXT: memref.copy
+// CHECK-NEXT: }
+// CHECK-NOT: gpu.barrier
+// CHECK: gpu.terminator
+func.func @copy_in(%src: memref<4x4xf32>, %v: f32) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c2, %sy = %c1, %sz = %c1) {
+    %a = memref.alloc() {ansor.smem} : memref<4x4xf32, 3>
+    linalg.copy ins(%src : memref<4x4xf32>) outs(%a : memref<4x4xf32, 3>)
+    memref.store %v, %a[%tx, %c0] : memref<4x4xf32, 3>
+    %b = memref.alloc() {ansor.smem} : memref<4x4xf32, 3>
+    memref.copy %src, %b : memref<4x4xf32> to memref<4x4xf32, 3>
+    gpu.barrier
+    %x = memref.load %b[%tx, %c0] : memref<4x4xf32, 3>
+    scf.for %i = %c0 to %c2 step %c1 {
+      memref.copy %src, %a : memref<4x4xf32> to memref<4x4xf32, 3>
+    }
+    gpu.terminator
+  }
+  return
+}
