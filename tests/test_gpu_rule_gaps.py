@@ -193,6 +193,25 @@ def test_consumer_through_a_reshape_is_fused(shape: tuple[int, int, int, int]) -
     _check_scripts(task, [default_script(task), *_samples(task, 3)])
 
 
+def test_reshaped_consumer_accumulator_tile_is_not_copied_in() -> None:
+    """The block's accumulator tile starts as the fill, not as a copy of the output tile: the
+    reshaped-consumer step's CSE merged the fill's tensor.empty with the consumer's again, and the
+    copy-in that followed ran in every thread over the whole tile, racing with the threads' zero
+    fill (unwritten outputs on an H200, results/gpu-tests/gconv-diag-2dfee8e.txt). The script
+    gives the fill its own destination again (`ansor-gpu-own-fill-destinations`)."""
+    from mlir import ir
+
+    from ansor.targets.cuda.lowering import lower_to_gpu_ir
+
+    task = create_task(_grouped_conv_bn(2, 16, 13, 2), name="gconv", target="cuda")
+    sk = generate_sketches(task)[0]
+    for script in [default_script(task), *_samples(task, 3)]:
+        assert "ansor-gpu-own-fill-destinations" in script or script == default_script(task)
+        with ir.Context(), ir.Location.unknown():
+            text = str(lower_to_gpu_ir(task, script))
+        assert "linalg.copy" not in text and "memref.copy" not in text, script
+
+
 def _log_softmax_row(n: int) -> str:
     """The audio net's log-softmax over its n classes as extraction leaves it: one row, the sum
     of exponentials through a 0-d tensor (a reduction to a scalar) read by the output."""

@@ -1648,8 +1648,12 @@ class _GpuRenderer(ScriptBuilder):
         self.emit("  transform.apply_patterns.canonicalization")
         self.emit(f"}} : {ANY}")
         self.emit(f"transform.apply_cse to {f2} : {ANY}")
+        # (the CSE merged the fill's tensor.empty with the consumer's again: the block's
+        # accumulator tile would start as a copy of the output tile, which every thread ran)
+        f3 = self.fresh("f")
+        self.emit(f'{f3} = transform.apply_registered_pass "ansor-gpu-own-fill-destinations" to {f2} : ({ANY}) -> {ANY}')
         g, c = self.fresh("g"), self.fresh("cst")
-        self.emit(f'{g} = transform.structured.match ops{{["linalg.generic"]}} in {f2} : ({ANY}) -> {ANY}')
+        self.emit(f'{g} = transform.structured.match ops{{["linalg.generic"]}} in {f3} : ({ANY}) -> {ANY}')
         self.emit(f"{c} = transform.param.constant {st.consumer} : i64 -> {PARAM}")
         self.emit(f'transform.annotate {g} "{OP_ATTR}" = {c} : {ANY}, {PARAM}')
 
