@@ -31,11 +31,18 @@ SLOW = {
 
 
 @pytest.mark.parametrize("name", sorted(SLOW))
-def test_slowest_measured_annotations_are_refused(name: str) -> None:
+def test_slowest_measured_annotations_are_refused(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _, sk = _s0(name)
     values = SLOW[name]
     assert loop_nests(sk.gpu_stage, values) in (128, 56)
-    assert "reduction loop nests per thread" in (sk.validate(values) or "")
+    # refused; with the image cached in shared memory (the default since 46ca6cf) its copy's
+    # registers already refuse it, so the nest cap is checked with the cache off
+    assert sk.validate(values) is not None
+    from ansor import config
+
+    monkeypatch.setattr(config, "CUDA_CACHE_WINDOWS", False)
+    _, plain = _s0(name)
+    assert "reduction loop nests per thread" in (plain.validate(values) or "")
 
 
 def test_unrolled_nests_do_not_count() -> None:

@@ -129,7 +129,7 @@ CUDA_CACHE_WINDOWS: bool = _declare(
     "GPU sketches cache a convolution's windowed input (the image) in shared memory, as its "
     "filter, instead of every thread reading its windows from global memory (on an H200 the 97x97 "
     "13 -> 29-channel convolution's tuned program ran 13.9 -> 10.6 µs); off: the filter only "
-    "(the ablation). Part of the sketch: records tuned with it on rebuild with it on.", _flag)
+    "(the ablation). Records do not carry it: replay a log with the setting it was tuned with.", _flag)
 
 CUDA_NOALIAS: bool = _declare(
     "ANSOR_CUDA_NOALIAS", "CUDA_NOALIAS", "bool", False,
