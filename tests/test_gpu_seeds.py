@@ -100,3 +100,18 @@ def test_cpu_sketches_have_no_seeds() -> None:
     sk = next(s for s in generate_sketches(task) if s.rule != "skip")
     pol = EvolutionarySearch([sk], RandomModel(seed=0), _no_features, seed=3, population=64, generations=1)
     assert pol.foreign == []
+
+
+def test_a_transfer_keeps_the_seeds_after_the_transferred() -> None:
+    """The task scheduler hands every task its siblings' best before each round (none for the
+    first task): the unmeasured seeds stay behind whatever was transferred."""
+    sk = _sketch("matmul-509x1021x257")
+    pol = EvolutionarySearch([sk], RandomModel(seed=0), _no_features, seed=3, population=64, generations=1)
+    seeds = list(pol.foreign)
+    assert pol.transfer([]) == 0
+    assert pol.foreign == seeds
+    donor = _sketch("matmul-1024").sample(__import__("random").Random(2))
+    assert pol.transfer([donor]) == 1
+    assert len(pol.foreign) in (len(seeds) + 1, len(seeds))  # (the donor may adapt to a seed)
+    assert pol.foreign[0] not in seeds or len(pol.foreign) == len(seeds)
+    assert set(seeds) <= set(pol.foreign)

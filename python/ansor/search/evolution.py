@@ -1,7 +1,7 @@
 """Evolutionary search guided by a learned cost model (Ansor §5.1).
 
     sketches --sample--> random population (+ best measured schedules, + other tasks' best
-        adapted to this task when a task scheduler calls `transfer`, else the sketches' seeds)
+        adapted to this task when a task scheduler calls `transfer`, + the sketches' seeds)
         --features_fn--> features --CostModel.predict--> scores
         --select parents (proportional to score), mutate / crossover, keep the best--> x generations
         --> top transferred (<= transfer_ratio n)  +  top by predicted score, unmeasured
@@ -147,10 +147,10 @@ class EvolutionarySearch(SearchPolicy):
     `transfer_ratio` of each batch is the unmeasured ones the model scores highest, so a task
     starts from what its siblings already learned instead of from random samples.
 
-    Seeds (ours; `seeds=False` is the ablation): until a `transfer`, the foreign schedules are
-    the sketches' seeds (`SearchSpace.seeds`: for CUDA, the block shapes of classic hand-written
-    kernels adapted to the task, `targets/cuda/seeds.py`), measured at the same share, so the
-    first batches hold them as well as random draws.
+    Seeds (ours; `seeds=False` is the ablation): the foreign schedules also hold the sketches'
+    seeds (`SearchSpace.seeds`: for CUDA, the block shapes of classic hand-written kernels
+    adapted to the task, `targets/cuda/seeds.py`), after any transferred ones, measured at the
+    same share, so the first batches hold them as well as random draws.
     """
 
     def __init__(
@@ -190,9 +190,11 @@ class EvolutionarySearch(SearchPolicy):
         self.eps_greedy = eps_greedy
         self.use_measured_ratio = use_measured_ratio
         self.transfer_ratio = transfer_ratio
-        #: adapted schedules of similar tasks (`transfer`), best donor first; until a transfer,
         #: the sketches' seeds (`SearchSpace.seeds`: known-good annotations adapted to this task)
-        self.foreign: list[Schedule] = self._seeds(seed) if seeds else []
+        self._seed_schedules: list[Schedule] = self._seeds(seed) if seeds else []
+        #: adapted schedules of similar tasks (`transfer`), best donor first, then the seeds not
+        #: measured yet
+        self.foreign: list[Schedule] = list(self._seed_schedules)
         self.crossover = crossover
         self.mutation_weights = dict(mutation_weights)
         self._mutation_kinds: dict[str, tuple[list[str], list[float]]] = {}
@@ -273,8 +275,9 @@ class EvolutionarySearch(SearchPolicy):
         return [(s, self.best_measured[s]) for s in best]
 
     def transfer(self, schedules: Sequence[Schedule]) -> int:
-        """Replace the foreign seeds by `schedules` (other tasks' schedules, best first) adapted
-        to this task; those of sketches this task lacks are dropped. Returns how many were kept."""
+        """Replace the foreign schedules by `schedules` (other tasks' schedules, best first)
+        adapted to this task, followed by the sketches' seeds not measured yet; those of sketches
+        this task lacks are dropped. Returns how many transferred schedules were kept."""
         out: dict[Schedule, None] = {}
         for sch in schedules:
             info = self.info.get(sch.sketch)
@@ -283,8 +286,12 @@ class EvolutionarySearch(SearchPolicy):
             mine = info.adapt(sch.values(), self.rng)
             if mine is not None and mine.key() not in self.measured:
                 out.setdefault(mine)
+        kept = len(out)
+        for sch in self._seed_schedules:
+            if sch.key() not in self.measured:
+                out.setdefault(sch)
         self.foreign = list(out)
-        return len(self.foreign)
+        return kept
 
     def features(self, schedules: list[Schedule]) -> list[np.ndarray | None]:
         """`features_fn(schedules)`, remembering the last `feature_cache_size` schedules' features
