@@ -1,6 +1,8 @@
 #!/bin/bash
 # Split ../shared/gpu's MLIR runtime into parts small enough to carry beside the tracked tree (the
-# device tool carries at most 64 MiB a call, the tree included: it was 51.6 MB at b821ee8).
+# device tool carries at most 64 MiB a call, the tree included: 51.6 MB at b821ee8, 9.4 MB since the
+# results logs are xz-compressed (90dd763), so parts 0-3 go in one call and part 4 with .gpu-rtx and
+# .gpu-x in the next: `cp .gpu-rt?/p0? /tmp/`, then `cp .gpu-rt4/p04 /tmp/ && cat /tmp/p0? > ...`).
 #   bash tools/gpu_host/split_runtime.sh [PART_MB]      # default 12
 # writes .gpu-rt0/ .. .gpu-rtN/ (one part each) and .gpu-rtx/ (with-mlir.sh + the xgboost wheel),
 # lists them in .git/info/exclude, and prints the device calls that reassemble the runtime on the
